@@ -1,0 +1,178 @@
+//===- CleaveCollectiveOps.td - Per-device communication ---*- tablegen -*-===//
+//
+// These ops have per-device semantics: each device runs the op on its local
+// tensor, and the devices that share a coordinate on every mesh axis *not*
+// named in `axes` form one group that communicates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_DIALECT_CLEAVECOLLECTIVEOPS_TD
+#define CLEAVE_DIALECT_CLEAVECOLLECTIVEOPS_TD
+
+class Cleave_CommOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_Op<mnemonic, traits # [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+        MemoryEffects<[MemRead<Cleave_CommResource>,
+                       MemWrite<Cleave_CommResource>]>]> {
+  code commonExtraClassDeclaration = [{
+    /// Axis names as strings.
+    ::llvm::SmallVector<::llvm::StringRef> getAxisNames();
+  }];
+  let extraClassDeclaration = commonExtraClassDeclaration;
+}
+
+def Cleave_AllReduceOp : Cleave_CommOp<"all_reduce",
+    [SameOperandsAndResultType]> {
+  let summary = "Reduces a tensor across each device group.";
+  let description = [{
+    Every device of a group ends with the elementwise reduction (`sum` by
+    default, or `max`, `min`, `avg`) of the group's tensors.
+
+    ```mlir
+    %g = cleave.all_reduce %dw on @world axes = [dp] : tensor<768x768xf32>
+    %m = cleave.all_reduce %x on @world axes = [tp] reduction = max : tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       DefaultValuedAttr<Cleave_ReductionKindAttr,
+                         "::mlir::cleave::ReductionKind::Sum">:$reduction);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes)
+    custom<Reduction>($reduction) attr-dict `:` type($result)
+  }];
+}
+
+def Cleave_AllGatherOp : Cleave_CommOp<"all_gather"> {
+  let summary = "Concatenates the group's tensors along one dimension.";
+  let description = [{
+    The result's `dim` is the operand's times the group size; the blocks are
+    ordered by the devices' linear index within the group (the first named
+    axis is the major one).
+
+    ```mlir
+    %w = cleave.all_gather %shard on @world axes = [dp] dim = 0 : tensor<96x768xf32> -> tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `dim` `=` $dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Cleave_ReduceScatterOp : Cleave_CommOp<"reduce_scatter"> {
+  let summary = "Reduces across the group and keeps one block per device.";
+  let description = [{
+    Reduces the group's tensors elementwise, splits the reduction into
+    group-size blocks along `dim`, and gives block `i` to the device with
+    linear index `i` in the group.
+
+    ```mlir
+    %g = cleave.reduce_scatter %dw on @world axes = [dp] dim = 0 : tensor<768x768xf32> -> tensor<96x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim,
+                       DefaultValuedAttr<Cleave_ReductionKindAttr,
+                         "::mlir::cleave::ReductionKind::Sum">:$reduction);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `dim` `=` $dim
+    custom<Reduction>($reduction) attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Cleave_AllToAllOp : Cleave_CommOp<"all_to_all"> {
+  let summary = "Splits along one dimension, exchanges, concatenates along another.";
+  let description = [{
+    Each device splits its tensor into group-size blocks along `split_dim`,
+    sends block `j` to the device with linear index `j`, and concatenates the
+    blocks it receives along `concat_dim` in order of sender. Moves a split
+    from one dimension to another (sequence to heads in Ulysses-style
+    context parallelism).
+
+    ```mlir
+    %y = cleave.all_to_all %x on @world axes = [sp] split_dim = 2 concat_dim = 1 : tensor<8x32x16x64xf32> -> tensor<8x128x4x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes)
+    `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Cleave_CollectivePermuteOp : Cleave_CommOp<"collective_permute",
+    [SameOperandsAndResultType]> {
+  let summary = "Sends each device's tensor to another device of its group.";
+  let description = [{
+    `pairs` lists `source -> target` linear indices within the group. Each
+    source sends its tensor to its target; a device that is no pair's target
+    gets zeros. Sources are unique and so are targets.
+
+    ```mlir
+    // a ring shift along the pipeline axis
+    %y = cleave.collective_permute %x on @world axes = [pp] pairs = [0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0] : tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, DenseI64ArrayAttr:$pairs);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes)
+    `pairs` `=` custom<PermutePairs>($pairs) attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = commonExtraClassDeclaration # [{
+    /// (source, target) pairs.
+    ::llvm::SmallVector<std::pair<int64_t, int64_t>> getSourceTargetPairs();
+  }];
+}
+
+def Cleave_SendOp : Cleave_CommOp<"send"> {
+  let summary = "Sends a tensor to one device of the group.";
+  let description = [{
+    Point to point: the device sends its tensor to the device with linear
+    index `peer` in its group along `axes`, which must execute a matching
+    `cleave.recv` with the same shape and element type. Used between
+    pipeline stages, where each stage has its own program.
+
+    ```mlir
+    cleave.send %act on @world axes = [pp] to 1 : tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$peer);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `to` $peer
+    attr-dict `:` type($input)
+  }];
+}
+
+def Cleave_RecvOp : Cleave_CommOp<"recv"> {
+  let summary = "Receives a tensor from one device of the group.";
+  let description = [{
+    Point to point: receives the tensor that the device with linear index
+    `peer` in the group along `axes` sends with `cleave.send`.
+
+    ```mlir
+    %act = cleave.recv on @world axes = [pp] from 0 : tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+                       I64Attr:$peer);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    `on` $mesh `axes` `=` custom<AxisList>($axes) `from` $peer
+    attr-dict `:` type($result)
+  }];
+}
+
+#endif // CLEAVE_DIALECT_CLEAVECOLLECTIVEOPS_TD

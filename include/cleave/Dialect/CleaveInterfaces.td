@@ -1,0 +1,60 @@
+//===- CleaveInterfaces.td - Per-op rules as interfaces ----*- tablegen -*-===//
+//
+// Everything a pass needs to know about one op lives on the op, behind these
+// interfaces: passes stay generic and never switch on op names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_DIALECT_CLEAVEINTERFACES_TD
+#define CLEAVE_DIALECT_CLEAVEINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Cleave_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::cleave";
+  let description = [{
+    The op's factor-based sharding rule: an einsum-like description of which
+    operand and result dimensions share an iteration factor, and what kind
+    each factor is (pass-through, reduction, needs-replication). See
+    `ShardingRule.h`. Elementwise ops get the rule from their trait through
+    the default implementation; every other op defines `getShardingRule`.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/"Returns the op's sharding rule for its current types.",
+      /*retTy=*/"::mlir::cleave::ShardingRule",
+      /*methodName=*/"getShardingRule",
+      /*args=*/(ins),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        static_assert(ConcreteOp::template hasTrait<::mlir::OpTrait::Elementwise>(),
+                      "only elementwise ops may use the default sharding "
+                      "rule; other ops must declare getShardingRule");
+        return ::mlir::cleave::ShardingRule::getElementwise($_op.getOperation());
+      }]>
+  ];
+}
+
+def Cleave_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::cleave";
+  let description = [{
+    What the op costs with global shapes: floating-point operations (a
+    multiply-add counts as two). The bytes it moves are derived from its
+    operand and result types by the cost model, so only FLOPs live here. The
+    default counts one operation per result element, which is right for
+    elementwise ops; ops with inner loops (matmul, attention, norms) override.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/"Returns the op's floating-point operation count.",
+      /*retTy=*/"double",
+      /*methodName=*/"getFlops",
+      /*args=*/(ins),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::mlir::cleave::countResultElements($_op.getOperation());
+      }]>
+  ];
+}
+
+#endif // CLEAVE_DIALECT_CLEAVEINTERFACES_TD

@@ -1,0 +1,62 @@
+//===- CleaveOps.td - Cleave operations --------------------*- tablegen -*-===//
+//
+// All ops of the dialect. They are grouped in the files included below; this
+// file holds the base classes they share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_DIALECT_CLEAVEOPS_TD
+#define CLEAVE_DIALECT_CLEAVEOPS_TD
+
+include "cleave/Dialect/CleaveBase.td"
+include "cleave/Dialect/CleaveAttrs.td"
+include "cleave/Dialect/CleaveInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+/// Every op of the dialect derives from this class.
+class Cleave_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Cleave_Dialect, mnemonic, traits>;
+
+/// A model op with global semantics. It defines its sharding rule; its FLOP
+/// count defaults to one per result element unless `costMethods` lists
+/// "getFlops".
+class Cleave_ModelOp<string mnemonic, list<Trait> traits = [],
+                     list<string> costMethods = []>
+    : Cleave_Op<mnemonic, traits # [
+        DeclareOpInterfaceMethods<Cleave_ShardingRuleOpInterface, ["getShardingRule"]>,
+        DeclareOpInterfaceMethods<Cleave_CostOpInterface, costMethods>]>;
+
+/// An elementwise model op: sharding rule from the trait, one FLOP per element.
+class Cleave_ElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_Op<mnemonic, traits # [Pure, Elementwise,
+        Cleave_ShardingRuleOpInterface, Cleave_CostOpInterface]>;
+
+class Cleave_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_ElementwiseOp<mnemonic, traits # [SameOperandsAndResultType]> {
+  let arguments = (ins Cleave_FloatTensor:$input);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class Cleave_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_ElementwiseOp<mnemonic, traits # [SameOperandsAndResultType]> {
+  let arguments = (ins Cleave_FloatTensor:$lhs, Cleave_FloatTensor:$rhs);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+/// A resource that orders every communication of a program: collectives and
+/// point-to-point ops read and write it, so no pass reorders, merges or drops
+/// them.
+def Cleave_CommResource : Resource<"::mlir::cleave::CommResource">;
+
+include "cleave/Dialect/CleaveMeshOps.td"
+include "cleave/Dialect/CleaveMathOps.td"
+include "cleave/Dialect/CleaveShapeOps.td"
+include "cleave/Dialect/CleaveNNOps.td"
+include "cleave/Dialect/CleaveOptimizerOps.td"
+include "cleave/Dialect/CleaveCollectiveOps.td"
+
+#endif // CLEAVE_DIALECT_CLEAVEOPS_TD

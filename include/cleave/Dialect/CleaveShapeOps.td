@@ -1,0 +1,104 @@
+//===- CleaveShapeOps.td - Data movement ops ---------------*- tablegen -*-===//
+
+#ifndef CLEAVE_DIALECT_CLEAVESHAPEOPS_TD
+#define CLEAVE_DIALECT_CLEAVESHAPEOPS_TD
+
+def Cleave_ReshapeOp : Cleave_ModelOp<"reshape", [Pure], ["getFlops"]> {
+  let summary = "Reinterprets a tensor with another shape of the same size.";
+  let description = [{
+    Row-major reshape: element order is preserved. The sharding rule pairs
+    dimensions that are split or merged through shared factors, so splitting
+    `hidden` into `heads x head_dim` keeps a split of `hidden` as a split of
+    `heads`.
+
+    ```mlir
+    %h = cleave.reshape %x : tensor<8x128x768xf32> to tensor<8x128x12x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Cleave_TransposeOp : Cleave_ModelOp<"transpose",
+    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+  let summary = "Permutes dimensions.";
+  let description = [{
+    Result dimension `i` is operand dimension `permutation[i]`.
+
+    ```mlir
+    %t = cleave.transpose %x permutation = [0, 2, 1, 3] : tensor<8x128x12x64xf32> -> tensor<8x12x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input,
+                       DenseI64ArrayAttr:$permutation);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `permutation` `=` $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast", [Pure], ["getFlops"]> {
+  let summary = "Replicates a tensor along new dimensions.";
+  let description = [{
+    Operand dimension `i` becomes result dimension `dims[i]` (same size);
+    the other result dimensions are new. `dims` is strictly increasing.
+
+    ```mlir
+    // a bias over the last dimension of an activation
+    %b = cleave.broadcast %bias dims = [2] : tensor<768xf32> -> tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_SliceOp : Cleave_ModelOp<"slice",
+    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+  let summary = "Extracts a strided window of a tensor.";
+  let description = [{
+    For every dimension `d`, takes indices `offsets[d] + k * strides[d]`
+    for `k` in `[0, sizes[d])`; every index must lie inside the operand.
+
+    ```mlir
+    // the query third of a fused QKV projection
+    %q = cleave.slice %qkv offsets = [0, 0, 0] sizes = [8, 128, 768] strides = [1, 1, 1] : tensor<8x128x2304xf32> -> tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input,
+                       DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes,
+                       DenseI64ArrayAttr:$strides);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `offsets` `=` $offsets `sizes` `=` $sizes `strides` `=` $strides
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Cleave_ConcatOp : Cleave_ModelOp<"concat",
+    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+  let summary = "Joins tensors along one dimension.";
+  let description = [{
+    All operands have the same element type and rank, and the same sizes in
+    every dimension except `dim`.
+
+    ```mlir
+    %c = cleave.concat %a, %b dim = 1 : (tensor<8x32xf32>, tensor<8x16xf32>) -> tensor<8x48xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Cleave_AnyTensor>:$inputs, I64Attr:$dim);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dim attr-dict `:` functional-type($inputs, $result)
+  }];
+}
+
+#endif // CLEAVE_DIALECT_CLEAVESHAPEOPS_TD

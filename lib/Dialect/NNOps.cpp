@@ -1,0 +1,674 @@
+//===- NNOps.cpp - matmul, norms, softmax, attention, losses --------------===//
+
+#include "OpUtils.h"
+#include "cleave/Dialect/CleaveOps.h"
+#include "mlir/IR/Builders.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+static constexpr int64_t kNoDim = ShardingRule::kNoDim;
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The dimensions of a (possibly transposed, possibly batched) matmul.
+struct MatmulDims {
+  int64_t batchRank, m, n, k, batch;
+};
+} // namespace
+
+static MatmulDims getMatmulDims(RankedTensorType lhs, RankedTensorType rhs,
+                                bool transposeLhs, bool transposeRhs) {
+  int64_t r = lhs.getRank();
+  MatmulDims dims;
+  dims.batchRank = r - 2;
+  dims.m = lhs.getDimSize(transposeLhs ? r - 1 : r - 2);
+  dims.k = lhs.getDimSize(transposeLhs ? r - 2 : r - 1);
+  int64_t rr = rhs.getRank();
+  dims.n = rhs.getDimSize(transposeRhs ? rr - 2 : rr - 1);
+  dims.batch = productOf(lhs.getShape().take_front(r - 2));
+  return dims;
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto lhs = tensorType(adaptor.getLhs()), rhs = tensorType(adaptor.getRhs());
+  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return inferError(loc, "'cleave.matmul' op operands need rank >= 2, got "
+                           "lhs rank " + Twine(lhs.getRank()) + " and rhs rank " +
+                               Twine(rhs.getRank()));
+  if (lhs.getElementType() != rhs.getElementType())
+    return inferError(loc, "'cleave.matmul' op lhs and rhs element types "
+                           "differ; insert a cleave.cast");
+  int64_t r = lhs.getRank(), rr = rhs.getRank();
+  if (rr != 2 && rr != r)
+    return inferError(loc, "'cleave.matmul' op rhs must be a matrix or have "
+                           "the lhs rank " + Twine(r) + ", got rank " +
+                               Twine(rr));
+  if (rr == r && lhs.getShape().take_front(r - 2) !=
+                     rhs.getShape().take_front(r - 2))
+    return inferError(loc, "'cleave.matmul' op batch dimensions differ: lhs " +
+                               formatShape(lhs.getShape().take_front(r - 2)) +
+                               " vs rhs " +
+                               formatShape(rhs.getShape().take_front(r - 2)));
+  MatmulDims d = getMatmulDims(lhs, rhs, tl, tr);
+  int64_t rhsK = rhs.getDimSize(tr ? rr - 1 : rr - 2);
+  if (d.k != rhsK)
+    return inferError(loc, "'cleave.matmul' op contracting dimension "
+                           "mismatch: lhs dim " + Twine(tl ? r - 2 : r - 1) +
+                               " has size " + Twine(d.k) + " but rhs dim " +
+                               Twine(tr ? rr - 1 : rr - 2) + " has size " +
+                               Twine(rhsK));
+  SmallVector<int64_t> shape(lhs.getShape().take_front(r - 2));
+  shape.push_back(d.m);
+  shape.push_back(d.n);
+  inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+ShardingRule MatmulOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto lhs = getLhs().getType(), rhs = getRhs().getType();
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  int64_t r = lhs.getRank(), rr = rhs.getRank();
+  bool batchedRhs = rr == r;
+  for (int64_t b = 0; b < r - 2; ++b)
+    rule.addFactor({b, batchedRhs ? b : kNoDim}, {b}, lhs.getDimSize(b));
+  MatmulDims d = getMatmulDims(lhs, rhs, tl, tr);
+  rule.addFactor({tl ? r - 1 : r - 2, kNoDim}, {r - 2}, d.m);
+  rule.addFactor({kNoDim, tr ? rr - 2 : rr - 1}, {r - 1}, d.n);
+  rule.addFactor({tl ? r - 2 : r - 1, tr ? rr - 1 : rr - 2}, {kNoDim}, d.k,
+                 FactorKind::Reduction);
+  return rule;
+}
+
+double MatmulOp::getFlops() {
+  MatmulDims d = getMatmulDims(getLhs().getType(), getRhs().getType(),
+                               getTransposeLhs(), getTransposeRhs());
+  return 2.0 * d.batch * d.m * d.n * d.k;
+}
+
+//===----------------------------------------------------------------------===//
+// Row-wise ops: softmax and norms
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// How a tensor of a row-wise op relates to the op's main shape.
+enum class Role { None, Full, Row };
+} // namespace
+
+/// Adds the factors of a row-wise op: tensors with Role::Full have `shape`;
+/// tensors with Role::Row are vectors of `shape[normDim]`. `normDim` needs
+/// replication; the other dimensions are `otherKind`.
+static void addRowwiseFactors(ShardingRule &rule, ArrayRef<int64_t> shape,
+                              int64_t normDim, ArrayRef<Role> operands,
+                              ArrayRef<Role> results, FactorKind otherKind) {
+  for (int64_t d = 0, e = shape.size(); d < e; ++d) {
+    bool norm = d == normDim;
+    auto dimFor = [&](Role role) {
+      if (role == Role::Full)
+        return d;
+      return role == Role::Row && norm ? int64_t(0) : kNoDim;
+    };
+    SmallVector<int64_t> od, rd;
+    for (Role role : operands)
+      od.push_back(dimFor(role));
+    for (Role role : results)
+      rd.push_back(dimFor(role));
+    rule.addFactor(od, rd, shape[d],
+                   norm ? FactorKind::NeedReplication : otherKind);
+  }
+}
+
+static LogicalResult verifySoftmaxDim(Operation *op, int64_t dim, int64_t rank) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError() << "dim " << dim
+                             << " is out of range for an operand of rank "
+                             << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifySoftmaxDim(*this, getDim(), getType().getRank());
+}
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  ShardingRule rule(*this);
+  addRowwiseFactors(rule, getType().getShape(), getDim(), {Role::Full},
+                    {Role::Full}, FactorKind::PassThrough);
+  return rule;
+}
+
+double SoftmaxOp::getFlops() { return 5.0 * countResultElements(*this); }
+
+LogicalResult SoftmaxGradOp::verify() {
+  return verifySoftmaxDim(*this, getDim(), getType().getRank());
+}
+
+ShardingRule SoftmaxGradOp::getShardingRule() {
+  ShardingRule rule(*this);
+  addRowwiseFactors(rule, getType().getShape(), getDim(),
+                    {Role::Full, Role::Full}, {Role::Full},
+                    FactorKind::PassThrough);
+  return rule;
+}
+
+double SoftmaxGradOp::getFlops() { return 4.0 * countResultElements(*this); }
+
+/// Checks `x` of rank >= 1 and the `[H]` weight vectors of a norm.
+static LogicalResult verifyNormOperands(std::optional<Location> loc,
+                                        StringRef name, RankedTensorType x,
+                                        ArrayRef<std::pair<StringRef, Value>>
+                                            vectors) {
+  if (x.getRank() < 1)
+    return inferError(loc, "'cleave." + name + "' op input must have rank >= 1");
+  int64_t h = x.getDimSize(x.getRank() - 1);
+  for (auto [what, value] : vectors) {
+    auto type = tensorType(value);
+    if (type.getRank() != 1 || type.getDimSize(0) != h)
+      return inferError(loc, "'cleave." + name + "' op " + what +
+                                 " must have shape [" + Twine(h) +
+                                 "] (the last input dimension), got " +
+                                 formatShape(type.getShape()));
+    if (type.getElementType() != x.getElementType())
+      return inferError(loc, "'cleave." + name + "' op " + what +
+                                 " element type differs from the input's");
+  }
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto x = tensorType(adaptor.getInput());
+  if (failed(verifyNormOperands(loc, "layer_norm", x,
+                                {{"gamma", adaptor.getGamma()},
+                                 {"beta", adaptor.getBeta()}})))
+    return failure();
+  inferred.push_back(x);
+  return success();
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  ShardingRule rule(*this);
+  ArrayRef<int64_t> shape = getType().getShape();
+  addRowwiseFactors(rule, shape, shape.size() - 1,
+                    {Role::Full, Role::Row, Role::Row}, {Role::Full},
+                    FactorKind::PassThrough);
+  return rule;
+}
+
+double LayerNormOp::getFlops() { return 8.0 * countResultElements(*this); }
+
+LogicalResult
+LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  auto x = tensorType(adaptor.getInput());
+  if (failed(verifyNormOperands(loc, "layer_norm_grad", x,
+                                {{"gamma", adaptor.getGamma()}})))
+    return failure();
+  if (adaptor.getGrad().getType() != x)
+    return inferError(loc, "'cleave.layer_norm_grad' op grad type must equal "
+                           "the input type");
+  Type gamma = adaptor.getGamma().getType();
+  inferred.append({x, gamma, gamma});
+  return success();
+}
+
+ShardingRule LayerNormGradOp::getShardingRule() {
+  ShardingRule rule(*this);
+  ArrayRef<int64_t> shape = getInput().getType().getShape();
+  // Rows not in the weight gradients are summed over: reduction factors.
+  addRowwiseFactors(rule, shape, shape.size() - 1,
+                    {Role::Full, Role::Row, Role::Full},
+                    {Role::Full, Role::Row, Role::Row}, FactorKind::Reduction);
+  return rule;
+}
+
+double LayerNormGradOp::getFlops() {
+  return 12.0 * tensorType(getInput()).getNumElements();
+}
+
+LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto x = tensorType(adaptor.getInput());
+  if (failed(verifyNormOperands(loc, "rms_norm", x,
+                                {{"gamma", adaptor.getGamma()}})))
+    return failure();
+  inferred.push_back(x);
+  return success();
+}
+
+ShardingRule RMSNormOp::getShardingRule() {
+  ShardingRule rule(*this);
+  ArrayRef<int64_t> shape = getType().getShape();
+  addRowwiseFactors(rule, shape, shape.size() - 1, {Role::Full, Role::Row},
+                    {Role::Full}, FactorKind::PassThrough);
+  return rule;
+}
+
+double RMSNormOp::getFlops() { return 5.0 * countResultElements(*this); }
+
+LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto x = tensorType(adaptor.getInput());
+  if (failed(verifyNormOperands(loc, "rms_norm_grad", x,
+                                {{"gamma", adaptor.getGamma()}})))
+    return failure();
+  if (adaptor.getGrad().getType() != x)
+    return inferError(loc, "'cleave.rms_norm_grad' op grad type must equal "
+                           "the input type");
+  inferred.append({x, adaptor.getGamma().getType()});
+  return success();
+}
+
+ShardingRule RMSNormGradOp::getShardingRule() {
+  ShardingRule rule(*this);
+  ArrayRef<int64_t> shape = getInput().getType().getShape();
+  addRowwiseFactors(rule, shape, shape.size() - 1,
+                    {Role::Full, Role::Row, Role::Full},
+                    {Role::Full, Role::Row}, FactorKind::Reduction);
+  return rule;
+}
+
+double RMSNormGradOp::getFlops() {
+  return 8.0 * tensorType(getInput()).getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto table = tensorType(adaptor.getTable());
+  auto ids = tensorType(adaptor.getIds());
+  if (table.getRank() != 2)
+    return inferError(loc, "'cleave.embedding' op table must be [V, H], got "
+                           "shape " + formatShape(table.getShape()));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+ShardingRule EmbeddingOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto ids = getIds().getType();
+  int64_t r = ids.getRank();
+  for (int64_t d = 0; d < r; ++d)
+    rule.addFactor({kNoDim, d}, {d}, ids.getDimSize(d));
+  auto table = getTable().getType();
+  rule.addFactor({1, kNoDim}, {r}, table.getDimSize(1));
+  rule.addFactor({0, kNoDim}, {kNoDim}, table.getDimSize(0),
+                 FactorKind::Reduction);
+  return rule;
+}
+
+double EmbeddingOp::getFlops() { return 0; }
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto ids = getIds().getType();
+  auto grad = getGrad().getType();
+  auto result = getType();
+  if (result.getRank() != 2)
+    return emitOpError() << "result must be [V, H], got shape "
+                         << formatShape(result.getShape());
+  SmallVector<int64_t> expected(ids.getShape());
+  expected.push_back(result.getDimSize(1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "grad must have shape " << formatShape(expected)
+                         << " (ids shape + [H]), got "
+                         << formatShape(grad.getShape());
+  if (grad.getElementType() != result.getElementType())
+    return emitOpError() << "grad element type " << grad.getElementType()
+                         << " differs from result element type "
+                         << result.getElementType();
+  return success();
+}
+
+ShardingRule EmbeddingGradOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto ids = getIds().getType();
+  int64_t r = ids.getRank();
+  for (int64_t d = 0; d < r; ++d)
+    rule.addFactor({d, d}, {kNoDim}, ids.getDimSize(d), FactorKind::Reduction);
+  rule.addFactor({kNoDim, r}, {1}, getType().getDimSize(1));
+  rule.addFactor({kNoDim, kNoDim}, {0}, getType().getDimSize(0));
+  return rule;
+}
+
+double EmbeddingGradOp::getFlops() {
+  return static_cast<double>(getGrad().getType().getNumElements());
+}
+
+//===----------------------------------------------------------------------===//
+// RotaryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RotaryOp::verify() {
+  auto type = getType();
+  if (type.getRank() != 4)
+    return emitOpError() << "input must be [B, S, N, D], got shape "
+                         << formatShape(type.getShape());
+  if (type.getDimSize(3) % 2 != 0)
+    return emitOpError() << "head dimension D = " << type.getDimSize(3)
+                         << " must be even";
+  if (!(getTheta().convertToDouble() > 0.0))
+    return emitOpError() << "theta must be positive";
+  return success();
+}
+
+ShardingRule RotaryOp::getShardingRule() {
+  ShardingRule rule(*this);
+  ArrayRef<int64_t> shape = getType().getShape();
+  rule.addFactor({0}, {0}, shape[0]);
+  rule.addFactor({1}, {1}, shape[1], FactorKind::NeedReplication);
+  rule.addFactor({2}, {2}, shape[2]);
+  rule.addFactor({3}, {3}, shape[3], FactorKind::NeedReplication);
+  return rule;
+}
+
+double RotaryOp::getFlops() { return 3.0 * countResultElements(*this); }
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
+                                             StringRef name,
+                                             RankedTensorType q,
+                                             RankedTensorType k,
+                                             RankedTensorType v, bool causal) {
+  auto fail = [&](const Twine &msg) {
+    return inferError(loc, "'cleave." + name + "' op " + msg);
+  };
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return fail("q, k and v must be [B, S, H, D], got shapes " +
+                formatShape(q.getShape()) + ", " + formatShape(k.getShape()) +
+                " and " + formatShape(v.getShape()));
+  if (q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return fail("q, k and v must have the same element type");
+  if (k.getDimSize(0) != q.getDimSize(0) || v.getDimSize(0) != q.getDimSize(0))
+    return fail("batch sizes differ: q " + Twine(q.getDimSize(0)) + ", k " +
+                Twine(k.getDimSize(0)) + ", v " + Twine(v.getDimSize(0)));
+  if (k.getDimSize(1) != v.getDimSize(1))
+    return fail("k and v sequence lengths differ: " + Twine(k.getDimSize(1)) +
+                " vs " + Twine(v.getDimSize(1)));
+  if (k.getDimSize(2) != v.getDimSize(2))
+    return fail("k and v head counts differ: " + Twine(k.getDimSize(2)) +
+                " vs " + Twine(v.getDimSize(2)));
+  if (q.getDimSize(2) % k.getDimSize(2) != 0)
+    return fail("query heads (" + Twine(q.getDimSize(2)) +
+                ") must be a multiple of key/value heads (" +
+                Twine(k.getDimSize(2)) + ")");
+  if (q.getDimSize(3) != k.getDimSize(3))
+    return fail("q and k head dimensions differ: " + Twine(q.getDimSize(3)) +
+                " vs " + Twine(k.getDimSize(3)));
+  if (causal && q.getDimSize(1) != k.getDimSize(1))
+    return fail("causal attention needs equal query and key lengths, got " +
+                Twine(q.getDimSize(1)) + " and " + Twine(k.getDimSize(1)));
+  return success();
+}
+
+static RankedTensorType attentionResultType(RankedTensorType q,
+                                            RankedTensorType v) {
+  return RankedTensorType::get({q.getDimSize(0), q.getDimSize(1),
+                                q.getDimSize(2), v.getDimSize(3)},
+                               q.getElementType());
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto q = tensorType(adaptor.getQuery()), k = tensorType(adaptor.getKey()),
+       v = tensorType(adaptor.getValue());
+  if (failed(verifyAttentionOperands(loc, "attention", q, k, v,
+                                     adaptor.getCausal())))
+    return failure();
+  inferred.push_back(attentionResultType(q, v));
+  return success();
+}
+
+namespace {
+/// Which attention dimension a tensor carries in each of its four dims.
+enum AttnDim { B, S, Skv, Hkv, G, D, Dv, None };
+} // namespace
+
+/// Adds the attention factors for tensors laid out as given: each entry lists
+/// the factor kinds of dims 0..3 of one tensor (`S`/`Skv` for dim 1; dim 2 is
+/// (Hkv, G) for query-shaped tensors and Hkv for key-shaped ones).
+static void addAttentionFactors(ShardingRule &rule, RankedTensorType q,
+                                RankedTensorType k, RankedTensorType v,
+                                ArrayRef<char> operandShapes,
+                                ArrayRef<char> resultShapes) {
+  // Shapes: 'q' query-like [B,S,(Hkv,G),D], 'k' [B,Skv,Hkv,D],
+  //         'v' [B,Skv,Hkv,Dv], 'o' [B,S,(Hkv,G),Dv].
+  int64_t groups = q.getDimSize(2) / k.getDimSize(2);
+  auto dimOf = [](char shape, AttnDim f) -> int64_t {
+    bool queryLike = shape == 'q' || shape == 'o';
+    switch (f) {
+    case B:
+      return 0;
+    case S:
+      return queryLike ? 1 : kNoDim;
+    case Skv:
+      return queryLike ? kNoDim : 1;
+    case Hkv:
+      return 2;
+    case G:
+      return queryLike ? 2 : kNoDim;
+    case D:
+      return shape == 'q' || shape == 'k' ? 3 : kNoDim;
+    case Dv:
+      return shape == 'v' || shape == 'o' ? 3 : kNoDim;
+    case None:
+      break;
+    }
+    return kNoDim;
+  };
+  // A factor absent from some result is summed over there (reduction) unless
+  // it must not be split at all.
+  auto add = [&](AttnDim f, int64_t size, bool splittable) {
+    SmallVector<int64_t> od, rd;
+    for (char s : operandShapes)
+      od.push_back(dimOf(s, f));
+    bool inAllResults = true;
+    for (char s : resultShapes) {
+      rd.push_back(dimOf(s, f));
+      inAllResults &= rd.back() != kNoDim;
+    }
+    FactorKind kind = !splittable     ? FactorKind::NeedReplication
+                      : inAllResults ? FactorKind::PassThrough
+                                     : FactorKind::Reduction;
+    rule.addFactor(od, rd, size, kind);
+  };
+  add(B, q.getDimSize(0), true);
+  add(S, q.getDimSize(1), false);
+  add(Skv, k.getDimSize(1), false);
+  add(Hkv, k.getDimSize(2), true);
+  if (groups > 1)
+    add(G, groups, true);
+  add(D, q.getDimSize(3), false);
+  add(Dv, v.getDimSize(3), true);
+}
+
+ShardingRule AttentionOp::getShardingRule() {
+  ShardingRule rule(*this);
+  addAttentionFactors(rule, getQuery().getType(), getKey().getType(),
+                      getValue().getType(), {'q', 'k', 'v'}, {'o'});
+  return rule;
+}
+
+static double attentionMatmulFlops(RankedTensorType q, RankedTensorType k,
+                                   RankedTensorType v) {
+  // q k^T and p v: 2 flops per multiply-add. Causal masking is not
+  // discounted, as in the published MFU formulas.
+  double scores = 2.0 * q.getDimSize(0) * q.getDimSize(2) * q.getDimSize(1) *
+                  k.getDimSize(1);
+  return scores * (q.getDimSize(3) + v.getDimSize(3));
+}
+
+double AttentionOp::getFlops() {
+  return attentionMatmulFlops(getQuery().getType(), getKey().getType(),
+                              getValue().getType());
+}
+
+double AttentionOp::getScaleOrDefault() {
+  if (auto scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+}
+
+LogicalResult
+AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  auto q = tensorType(adaptor.getQuery()), k = tensorType(adaptor.getKey()),
+       v = tensorType(adaptor.getValue());
+  if (failed(verifyAttentionOperands(loc, "attention_grad", q, k, v,
+                                     adaptor.getCausal())))
+    return failure();
+  RankedTensorType out = attentionResultType(q, v);
+  if (adaptor.getGrad().getType() != out)
+    return inferError(loc, "'cleave.attention_grad' op grad must have the "
+                           "forward result type " +
+                               formatShape(out.getShape()) + ", got " +
+                               formatShape(tensorType(adaptor.getGrad())
+                                               .getShape()));
+  inferred.append({q, k, v});
+  return success();
+}
+
+ShardingRule AttentionGradOp::getShardingRule() {
+  ShardingRule rule(*this);
+  addAttentionFactors(rule, getQuery().getType(), getKey().getType(),
+                      getValue().getType(), {'q', 'k', 'v', 'o'},
+                      {'q', 'k', 'v'});
+  return rule;
+}
+
+double AttentionGradOp::getFlops() {
+  // Recompute q k^T, then dV, dP, dQ, dK: five score-sized matmuls.
+  return 2.5 * attentionMatmulFlops(getQuery().getType(), getKey().getType(),
+                                    getValue().getType());
+}
+
+double AttentionGradOp::getScaleOrDefault() {
+  if (auto scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyLogitsLabels(std::optional<Location> loc,
+                                        StringRef name, RankedTensorType logits,
+                                        RankedTensorType labels) {
+  if (logits.getRank() < 1 || labels.getRank() != logits.getRank() - 1 ||
+      labels.getShape() != logits.getShape().drop_back())
+    return inferError(loc, "'cleave." + name + "' op labels must have shape " +
+                               formatShape(logits.getShape().drop_back()) +
+                               " (logits shape without the class dimension), "
+                               "got " + formatShape(labels.getShape()));
+  return success();
+}
+
+LogicalResult
+CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
+  auto logits = tensorType(adaptor.getLogits());
+  if (failed(verifyLogitsLabels(loc, "cross_entropy", logits,
+                                tensorType(adaptor.getLabels()))))
+    return failure();
+  Type elem = logits.getElementType().isF64() ? Type(Float64Type::get(ctx))
+                                              : Type(Float32Type::get(ctx));
+  inferred.push_back(RankedTensorType::get({}, elem));
+  return success();
+}
+
+ShardingRule CrossEntropyOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto logits = getLogits().getType();
+  int64_t r = logits.getRank();
+  for (int64_t d = 0; d + 1 < r; ++d)
+    rule.addFactor({d, d}, {kNoDim}, logits.getDimSize(d),
+                   FactorKind::Reduction);
+  rule.addFactor({r - 1, kNoDim}, {kNoDim}, logits.getDimSize(r - 1),
+                 FactorKind::NeedReplication);
+  return rule;
+}
+
+double CrossEntropyOp::getFlops() {
+  return 4.0 * getLogits().getType().getNumElements();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto logits = tensorType(adaptor.getLogits());
+  if (failed(verifyLogitsLabels(loc, "cross_entropy_grad", logits,
+                                tensorType(adaptor.getLabels()))))
+    return failure();
+  inferred.push_back(logits);
+  return success();
+}
+
+ShardingRule CrossEntropyGradOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto logits = getLogits().getType();
+  int64_t r = logits.getRank();
+  for (int64_t d = 0; d + 1 < r; ++d)
+    rule.addFactor({d, d, kNoDim}, {d}, logits.getDimSize(d));
+  rule.addFactor({r - 1, kNoDim, kNoDim}, {r - 1}, logits.getDimSize(r - 1),
+                 FactorKind::NeedReplication);
+  return rule;
+}
+
+double CrossEntropyGradOp::getFlops() {
+  return 4.0 * getLogits().getType().getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  double rate = adaptor.getRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return inferError(loc, "'cleave.dropout' op rate must be in [0, 1), got " +
+                               std::to_string(rate));
+  inferred.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+ShardingRule DropoutOp::getShardingRule() {
+  return ShardingRule::getElementwise(*this);
+}

@@ -1,0 +1,193 @@
+// RUN: cleave-opt %s | cleave-opt | FileCheck %s
+// RUN: cleave-opt %s --mlir-print-op-generic | cleave-opt | FileCheck %s
+
+// Round trip of every op and attribute of the cleave dialect.
+
+// CHECK: cleave.mesh @world(dp = 2 : ib, tp = 4 : nvlink)
+cleave.mesh @world(dp = 2 : ib, tp = 4 : nvlink)
+// CHECK: cleave.mesh @cube(pp = 2 : ib, dp = 2 : roce, tp = 2 : nvlink)
+cleave.mesh @cube(pp = 2 : ib, dp = 2 : roce, tp = 2 : nvlink)
+// CHECK: cleave.mesh @host(x = 4 : host, y = 1 : pcie, z = 1 : ethernet)
+cleave.mesh @host(x = 4 : host, y = 1 : pcie, z = 1 : ethernet)
+
+// CHECK-LABEL: func.func @attributes
+// CHECK-SAME: cleave.input = "tokens", cleave.sharding = #cleave.sharding<@world, [dp, _]>
+// CHECK-SAME: cleave.init = #cleave.init<normal, 2.000000e-02>, cleave.param = "w"
+// CHECK-SAME: cleave.sharding = #cleave.sharding<@world, [_, (dp, tp)]>
+// CHECK-SAME: cleave.init = #cleave.init<zeros>, cleave.param = "b"
+// CHECK-SAME: cleave.init = #cleave.init<uniform, 1.000000e-01>
+// CHECK-SAME: cleave.init = #cleave.init<ones>
+// CHECK-SAME: -> (tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@world, [dp, _], partial = [tp]>})
+func.func @attributes(
+    %tokens: tensor<8x4xi32> {cleave.input = "tokens", cleave.sharding = #cleave.sharding<@world, [dp, _]>},
+    %w: tensor<16x16xf32> {cleave.param = "w", cleave.init = #cleave.init<normal, 0.02>,
+                           cleave.sharding = #cleave.sharding<@world, [_, (dp, tp)]>},
+    %b: tensor<16xf32> {cleave.param = "b", cleave.init = #cleave.init<zeros>},
+    %u: tensor<16xf32> {cleave.param = "u", cleave.init = #cleave.init<uniform, 0.1>},
+    %g: tensor<16xf32> {cleave.param = "g", cleave.init = #cleave.init<ones>},
+    %x: tensor<8x16xf32>)
+    -> (tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@world, [dp, _], partial = [tp]>}) {
+  // CHECK: cleave.shardings = [#cleave.sharding<@world, [dp, tp]>]
+  %0 = cleave.add %x, %x {cleave.shardings = [#cleave.sharding<@world, [dp, tp]>]} : tensor<8x16xf32>
+  // CHECK: cleave.sharding_constraint %{{.*}} <@world, [dp, _]> : tensor<8x16xf32>
+  %1 = cleave.sharding_constraint %0 <@world, [dp, _]> : tensor<8x16xf32>
+  // CHECK: #cleave.sharding<@world, []>
+  %s = cleave.reduce_sum %1 dims = [0, 1] {cleave.shardings = [#cleave.sharding<@world, []>]} : tensor<8x16xf32> -> tensor<f32>
+  return %1 : tensor<8x16xf32>
+}
+
+// CHECK-LABEL: func.func @elementwise
+func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  // CHECK: cleave.constant dense<5.000000e-01> : tensor<4x8xf32>
+  %c = cleave.constant dense<0.5> : tensor<4x8xf32>
+  // CHECK: cleave.add %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %0 = cleave.add %a, %b : tensor<4x8xf32>
+  // CHECK: cleave.sub
+  %1 = cleave.sub %0, %c : tensor<4x8xf32>
+  // CHECK: cleave.mul
+  %2 = cleave.mul %1, %b : tensor<4x8xf32>
+  // CHECK: cleave.div
+  %3 = cleave.div %2, %a : tensor<4x8xf32>
+  // CHECK: cleave.max
+  %4 = cleave.max %3, %a : tensor<4x8xf32>
+  // CHECK: cleave.min
+  %5 = cleave.min %4, %b : tensor<4x8xf32>
+  // CHECK: cleave.pow
+  %6 = cleave.pow %5, %c : tensor<4x8xf32>
+  // CHECK: cleave.neg
+  %7 = cleave.neg %6 : tensor<4x8xf32>
+  // CHECK: cleave.exp
+  %8 = cleave.exp %7 : tensor<4x8xf32>
+  // CHECK: cleave.log
+  %9 = cleave.log %8 : tensor<4x8xf32>
+  // CHECK: cleave.sqrt
+  %10 = cleave.sqrt %9 : tensor<4x8xf32>
+  // CHECK: cleave.rsqrt
+  %11 = cleave.rsqrt %10 : tensor<4x8xf32>
+  // CHECK: cleave.tanh
+  %12 = cleave.tanh %11 : tensor<4x8xf32>
+  // CHECK: cleave.sigmoid
+  %13 = cleave.sigmoid %12 : tensor<4x8xf32>
+  // CHECK: cleave.relu
+  %14 = cleave.relu %13 : tensor<4x8xf32>
+  // CHECK: cleave.silu
+  %15 = cleave.silu %14 : tensor<4x8xf32>
+  // CHECK: cleave.gelu %{{.*}} : tensor<4x8xf32>
+  %16 = cleave.gelu %15 : tensor<4x8xf32>
+  // CHECK: cleave.gelu %{{.*}} {approximate = #cleave.gelu_approx<none>} : tensor<4x8xf32>
+  %17 = cleave.gelu %16 {approximate = #cleave.gelu_approx<none>} : tensor<4x8xf32>
+  // CHECK: cleave.gelu_grad %{{.*}}, %{{.*}} {approximate = #cleave.gelu_approx<none>} : tensor<4x8xf32>
+  %18 = cleave.gelu_grad %16, %17 {approximate = #cleave.gelu_approx<none>} : tensor<4x8xf32>
+  // CHECK: cleave.silu_grad
+  %19 = cleave.silu_grad %14, %18 : tensor<4x8xf32>
+  // CHECK: cleave.relu_grad
+  %20 = cleave.relu_grad %13, %19 : tensor<4x8xf32>
+  // CHECK: cleave.cast %{{.*}} : tensor<4x8xf32> to tensor<4x8xbf16>
+  %21 = cleave.cast %20 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %21 : tensor<4x8xbf16>
+}
+
+// CHECK-LABEL: func.func @reductions
+func.func @reductions(%x: tensor<2x4x8xf32>) -> (tensor<8xf32>, tensor<2x8xf32>, tensor<2x4xf32>) {
+  // CHECK: cleave.reduce_sum %{{.*}} dims = [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  %0 = cleave.reduce_sum %x dims = [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  // CHECK: cleave.reduce_mean %{{.*}} dims = [1] : tensor<2x4x8xf32> -> tensor<2x8xf32>
+  %1 = cleave.reduce_mean %x dims = [1] : tensor<2x4x8xf32> -> tensor<2x8xf32>
+  // CHECK: cleave.reduce_max %{{.*}} dims = [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %2 = cleave.reduce_max %x dims = [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  return %0, %1, %2 : tensor<8xf32>, tensor<2x8xf32>, tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @shapes
+func.func @shapes(%x: tensor<2x4x12xf32>, %b: tensor<12xf32>) -> tensor<2x4x3x8xf32> {
+  // CHECK: cleave.reshape %{{.*}} : tensor<2x4x12xf32> to tensor<2x4x3x4xf32>
+  %0 = cleave.reshape %x : tensor<2x4x12xf32> to tensor<2x4x3x4xf32>
+  // CHECK: cleave.transpose %{{.*}} permutation = [0, 2, 1, 3] : tensor<2x4x3x4xf32> -> tensor<2x3x4x4xf32>
+  %1 = cleave.transpose %0 permutation = [0, 2, 1, 3] : tensor<2x4x3x4xf32> -> tensor<2x3x4x4xf32>
+  // CHECK: cleave.broadcast %{{.*}} dims = [2] : tensor<12xf32> -> tensor<2x4x12xf32>
+  %2 = cleave.broadcast %b dims = [2] : tensor<12xf32> -> tensor<2x4x12xf32>
+  // CHECK: cleave.slice %{{.*}} offsets = [0, 0, 2] sizes = [2, 4, 5] strides = [1, 1, 2] : tensor<2x4x12xf32> -> tensor<2x4x5xf32>
+  %3 = cleave.slice %2 offsets = [0, 0, 2] sizes = [2, 4, 5] strides = [1, 1, 2] : tensor<2x4x12xf32> -> tensor<2x4x5xf32>
+  // CHECK: cleave.concat %{{.*}}, %{{.*}} dim = 3 : (tensor<2x4x3x4xf32>, tensor<2x4x3x4xf32>) -> tensor<2x4x3x8xf32>
+  %4 = cleave.concat %0, %0 dim = 3 : (tensor<2x4x3x4xf32>, tensor<2x4x3x4xf32>) -> tensor<2x4x3x8xf32>
+  return %4 : tensor<2x4x3x8xf32>
+}
+
+// CHECK-LABEL: func.func @nn
+func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %g: tensor<8xf32>, %bb: tensor<8xf32>,
+              %ids: tensor<2x4xi32>, %table: tensor<10x8xf32>, %seed: tensor<i64>) {
+  // CHECK: cleave.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %0 = cleave.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  // CHECK: cleave.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %xt = cleave.transpose %x permutation = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  %1 = cleave.matmul %xt, %xt {transpose_lhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: cleave.softmax %{{.*}} dim = 2 : tensor<2x4x4xf32>
+  %2 = cleave.softmax %1 dim = 2 : tensor<2x4x4xf32>
+  // CHECK: cleave.softmax_grad %{{.*}}, %{{.*}} dim = 2 : tensor<2x4x4xf32>
+  %3 = cleave.softmax_grad %2, %1 dim = 2 : tensor<2x4x4xf32>
+  // CHECK: cleave.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %4 = cleave.layer_norm %x, %g, %bb {epsilon = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %5:3 = cleave.layer_norm_grad %x, %g, %4 : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: cleave.rms_norm %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %6 = cleave.rms_norm %x, %g : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  %7:2 = cleave.rms_norm_grad %x, %g, %6 : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  // CHECK: cleave.embedding %{{.*}}, %{{.*}} : (tensor<10x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %8 = cleave.embedding %table, %ids : (tensor<10x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.embedding_grad %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>
+  %9 = cleave.embedding_grad %ids, %8 : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>
+  // CHECK: cleave.dropout %{{.*}}, %{{.*}} {rate = 1.000000e-01 : f64, stream = 7 : i64} : (tensor<2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %10 = cleave.dropout %8, %seed {rate = 0.1 : f64, stream = 7 : i64} : (tensor<2x4x8xf32>, tensor<i64>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %11 = cleave.cross_entropy %0, %ids : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: cleave.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %12 = cleave.cross_entropy_grad %0, %ids, %11 : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>) {
+  // CHECK: cleave.rotary %{{.*}} : tensor<2x8x4x16xf32>
+  %0 = cleave.rotary %q : tensor<2x8x4x16xf32>
+  // CHECK: cleave.rotary %{{.*}} {interleaved, inverse, theta = 5.000000e+05 : f64} : tensor<2x8x2x16xf32>
+  %1 = cleave.rotary %k {theta = 500000.0 : f64, interleaved, inverse} : tensor<2x8x2x16xf32>
+  // CHECK: cleave.attention %{{.*}}, %{{.*}}, %{{.*}} {causal} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> tensor<2x8x4x16xf32>
+  %2 = cleave.attention %0, %1, %v {causal} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> tensor<2x8x4x16xf32>
+  // CHECK: cleave.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+  %3:3 = cleave.attention_grad %0, %1, %v, %2 {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+  return
+}
+
+// CHECK-LABEL: func.func @optimizers
+func.func @optimizers(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %gb: tensor<4x4xbf16>,
+                      %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
+  // CHECK: cleave.sgd %{{.*}}, %{{.*}}, %{{.*}} {weight_decay = 1.000000e-02 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %0 = cleave.sgd %p, %g, %lr {weight_decay = 0.01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  // CHECK: cleave.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta2 = 0.94999999999999996 : f64} : (tensor<4x4xf32>, tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  %1:3 = cleave.adamw %p, %gb, %m, %v, %lr, %t {beta2 = 0.95 : f64} : (tensor<4x4xf32>, tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  return
+}
+
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: cleave.all_reduce %{{.*}} on @world axes = [dp, tp] : tensor<8x16xf32>
+  %0 = cleave.all_reduce %x on @world axes = [dp, tp] : tensor<8x16xf32>
+  // CHECK: cleave.all_reduce %{{.*}} on @world axes = [tp] reduction = avg : tensor<8x16xf32>
+  %1 = cleave.all_reduce %0 on @world axes = [tp] reduction = avg : tensor<8x16xf32>
+  // CHECK: cleave.all_gather %{{.*}} on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+  %2 = cleave.all_gather %1 on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+  // CHECK: cleave.reduce_scatter %{{.*}} on @world axes = [tp] dim = 1 : tensor<8x64xf32> -> tensor<8x16xf32>
+  %3 = cleave.reduce_scatter %2 on @world axes = [tp] dim = 1 : tensor<8x64xf32> -> tensor<8x16xf32>
+  // CHECK: cleave.reduce_scatter %{{.*}} on @world axes = [dp] dim = 0 reduction = min : tensor<8x16xf32> -> tensor<4x16xf32>
+  %4 = cleave.reduce_scatter %3 on @world axes = [dp] dim = 0 reduction = min : tensor<8x16xf32> -> tensor<4x16xf32>
+  // CHECK: cleave.all_to_all %{{.*}} on @world axes = [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<32x4xf32>
+  %5 = cleave.all_to_all %3 on @world axes = [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<32x4xf32>
+  // CHECK: cleave.collective_permute %{{.*}} on @world axes = [tp] pairs = [0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0] : tensor<8x16xf32>
+  %6 = cleave.collective_permute %3 on @world axes = [tp] pairs = [0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0] : tensor<8x16xf32>
+  // CHECK: cleave.send %{{.*}} on @cube axes = [pp] to 1 : tensor<8x16xf32>
+  cleave.send %6 on @cube axes = [pp] to 1 : tensor<8x16xf32>
+  // CHECK: cleave.recv on @cube axes = [pp] from 1 : tensor<8x16xf32>
+  %7 = cleave.recv on @cube axes = [pp] from 1 : tensor<8x16xf32>
+  return %7 : tensor<8x16xf32>
+}

@@ -1,0 +1,17 @@
+import os
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Cleave"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+# A FileCheck variable captured under one CHECK-LABEL is not visible in the next.
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+
+config.substitutions.append(("%cleave_src", config.cleave_src_root))
+llvm_config.use_default_substitutions()
+llvm_config.add_tool_substitutions(
+    ["cleave-opt"], [config.cleave_tools_dir, config.llvm_tools_dir])
