@@ -7,6 +7,7 @@
 
 #include "cleave/Dialect/CleaveOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -56,10 +57,17 @@ static LogicalResult verifyValueSharding(Operation *anchor, Attribute attr,
 
 LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
                                                       NamedAttribute attr) {
+  if (attr.getName() == kModelAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << kModelAttrName
+                               << "' must be a string on a builtin.module";
+    return success();
+  }
   if (attr.getName() != kShardingsAttrName)
     return op->emitOpError() << "has unknown cleave attribute '"
                              << attr.getName().getValue()
                              << "' (ops may carry '" << kShardingsAttrName
+                             << "', modules '" << kModelAttrName
                              << "'; arguments carry '" << kParamAttrName
                              << "', '" << kInputAttrName << "', '"
                              << kInitAttrName << "', '" << kShardingAttrName

@@ -60,6 +60,8 @@ def Cleave_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kShardingAttrName = "cleave.sharding";
     static constexpr ::llvm::StringLiteral kShardingsAttrName =
         "cleave.shardings";
+    /// On a module: the model it was built from (a preset name or "custom").
+    static constexpr ::llvm::StringLiteral kModelAttrName = "cleave.model";
 
   private:
     void registerAttributes();

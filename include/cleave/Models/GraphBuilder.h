@@ -1,0 +1,79 @@
+//===- GraphBuilder.h - Build cleave programs from C++ ----------*- C++ -*-===//
+//
+// The API a framework front-end or a user's C++ code calls to emit a cleave
+// program: declare parameters and inputs as they are needed, compose layers,
+// and finish with the scalar loss. Shapes are inferred by the ops; every
+// helper handles the explicit broadcasting the dialect requires.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_MODELS_GRAPHBUILDER_H
+#define CLEAVE_MODELS_GRAPHBUILDER_H
+
+#include "cleave/Dialect/CleaveOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::cleave {
+
+class GraphBuilder {
+public:
+  /// Starts function `name` (no arguments yet) at the end of `module`.
+  GraphBuilder(ModuleOp module, StringRef name);
+
+  /// Appends a parameter argument (f32 master weights) named `name`.
+  Value param(StringRef name, ArrayRef<int64_t> shape, InitKind kind,
+              double scale = 0.0);
+  /// Appends a data input argument.
+  Value input(StringRef name, ArrayRef<int64_t> shape, Type elementType);
+  /// Ends the function, returning `results`; sets its type and argument
+  /// attributes.
+  func::FuncOp finish(ValueRange results);
+
+  /// Ops created next get the location `name` (e.g. "h.3.attn").
+  void setScope(StringRef name);
+  OpBuilder &getBuilder() { return builder; }
+  Location getLoc() const { return loc; }
+  MLIRContext *getContext() { return builder.getContext(); }
+
+  // Elementwise and shape helpers.
+  Value add(Value a, Value b);
+  Value mul(Value a, Value b);
+  /// `x * scalar` through a splat constant.
+  Value scale(Value x, double scalar);
+  Value cast(Value x, Type elementType);
+  Value reshape(Value x, ArrayRef<int64_t> shape);
+  /// Broadcasts `x` to `shape`, x's dims landing at `dims`.
+  Value broadcast(Value x, ArrayRef<int64_t> shape, ArrayRef<int64_t> dims);
+  /// Broadcasts a vector over the last dimension of `like`'s shape.
+  Value broadcastLast(Value vec, Value like);
+
+  // Layers.
+  /// `x @ w^T + b` with PyTorch's Linear layout: w is [out, in], b is [out].
+  Value linear(Value x, Value w, Value b = {});
+  Value layerNorm(Value x, Value gamma, Value beta, double eps);
+  Value rmsNorm(Value x, Value gamma, double eps);
+  Value gelu(Value x, GeluApproximation approx = GeluApproximation::Tanh);
+  Value silu(Value x);
+  Value dropout(Value x, Value seed, double rate);
+  Value embedding(Value table, Value ids);
+  Value attention(Value q, Value k, Value v, bool causal);
+  Value rotary(Value x, double theta);
+  Value crossEntropy(Value logits, Value labels);
+
+private:
+  Value arg(StringRef attrName, StringRef name, RankedTensorType type,
+            ArrayRef<NamedAttribute> extra);
+
+  OpBuilder builder;
+  func::FuncOp func;
+  Block *body;
+  SmallVector<Attribute> argAttrs;
+  Location loc;
+  int64_t nextDropoutStream = 0;
+};
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_MODELS_GRAPHBUILDER_H
