@@ -6,14 +6,17 @@
 // RUN: not cleave-models --model tiny-llama --kv-heads 3 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not cleave-models --model gpt5 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: cleave-models --list | FileCheck %s --check-prefix=LIST
+// RUN: cleave-models --model tiny-gpt --dropout 0.1 | grep -c cleave.dropout | FileCheck %s --check-prefix=DROPOUTS
 
 // GPT: func.func @forward(%{{.*}}: tensor<4x32xi32> {cleave.input = "tokens"}, %{{.*}}: tensor<4x32xi32> {cleave.input = "targets"}, %{{.*}}: tensor<i64> {cleave.input = "seed"}
 // GPT-SAME: cleave.param = "wte.weight"
 // GPT-SAME: cleave.init = #cleave.init<normal, 1.000000e-02>, cleave.param = "h.1.mlp.proj.weight"
 // GPT-COUNT-2: cleave.attention %{{.*}} {causal}
-// GPT-COUNT-5: cleave.dropout
 // GPT: cleave.matmul %{{.*}}, %arg3 {transpose_rhs} : (tensor<4x32x64xf32>, tensor<65x64xf32>) -> tensor<4x32x65xf32>
 // GPT: cleave.cross_entropy
+
+// One dropout after the embeddings, two per layer.
+// DROPOUTS: 5
 
 // LLAMA: cleave.param = "layers.0.attention.wk.weight"
 // LLAMA: cleave.rms_norm
