@@ -19,12 +19,12 @@
 // DROPOUTS: 5
 
 // LLAMA: cleave.param = "layers.0.attention.wk.weight"
+// LLAMA-SAME: cleave.param = "output.weight"
 // LLAMA: cleave.rms_norm
 // LLAMA: cleave.rotary %{{.*}} : tensor<4x32x4x16xf32>
 // LLAMA: cleave.rotary %{{.*}} : tensor<4x32x2x16xf32>
 // LLAMA: cleave.attention %{{.*}} {causal} : (tensor<4x32x4x16xf32>, tensor<4x32x2x16xf32>, tensor<4x32x2x16xf32>) -> tensor<4x32x4x16xf32>
 // LLAMA: cleave.silu
-// LLAMA: cleave.param = "output.weight"
 
 // MLP: %{{.*}}: tensor<8x32xbf16> {cleave.input = "features"}
 // MLP: cleave.cast %{{.*}} : tensor<64x32xf32> to tensor<64x32xbf16>
