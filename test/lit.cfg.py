@@ -13,5 +13,7 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 config.substitutions.append(("%cleave_src", config.cleave_src_root))
 llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["cleave-opt", "cleave-models"], [config.cleave_tools_dir, config.llvm_tools_dir])
+    ["cleave-opt", "cleave-models", "FileCheck", "not", "split-file", "count"],
+    [config.cleave_tools_dir, config.llvm_tools_dir])
