@@ -99,7 +99,8 @@ LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (name == kShardingAttrName)
     return verifyValueSharding(op, attr.getValue(), type, what);
-  if (name == kParamAttrName || name == kInputAttrName) {
+  if (name == kParamAttrName || name == kInputAttrName ||
+      name == kStateAttrName) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || str.getValue().empty())
       return op->emitOpError() << "'" << name << "' on " << what
@@ -113,10 +114,12 @@ LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
     if (!isa<InitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' on " << what
                                << " must be a #cleave.init";
-    if (!func.getArgAttr(argIndex, kParamAttrName))
+    if (!func.getArgAttr(argIndex, kParamAttrName) &&
+        !func.getArgAttr(argIndex, kStateAttrName))
       return op->emitOpError() << what << " has '" << name
                                << "' but is not a parameter (no '"
-                               << kParamAttrName << "')";
+                               << kParamAttrName << "' or '" << kStateAttrName
+                               << "')";
     return success();
   }
   return op->emitOpError() << what << " has unknown cleave attribute '" << name
@@ -128,6 +131,13 @@ LogicalResult CleaveDialect::verifyRegionResultAttribute(Operation *op,
                                                          unsigned resultIndex,
                                                          NamedAttribute attr) {
   std::string what = "result #" + std::to_string(resultIndex);
+  if (attr.getName() == kOutputAttrName) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || str.getValue().empty())
+      return op->emitOpError() << "'" << kOutputAttrName << "' on " << what
+                               << " must be a non-empty string";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << what << " has unknown cleave attribute '"
                              << attr.getName().getValue() << "'";

@@ -326,3 +326,56 @@ ShardingRule ConcatOp::getShardingRule() {
 }
 
 double ConcatOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// PadOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto in = cast<RankedTensorType>(adaptor.getInput().getType());
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh(),
+                    interior = adaptor.getInterior();
+  int64_t rank = in.getRank();
+  if (static_cast<int64_t>(low.size()) != rank ||
+      static_cast<int64_t>(high.size()) != rank ||
+      static_cast<int64_t>(interior.size()) != rank)
+    return inferError(loc, "'cleave.pad' op low, high and interior need " +
+                               Twine(rank) + " entries each (the operand " +
+                               "rank), got " + Twine(low.size()) + ", " +
+                               Twine(high.size()) + " and " +
+                               Twine(interior.size()));
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      return inferError(loc, "'cleave.pad' op dimension " + Twine(d) +
+                                 " has negative padding (low " +
+                                 Twine(low[d]) + ", high " + Twine(high[d]) +
+                                 ", interior " + Twine(interior[d]) + ")");
+    int64_t size = in.getDimSize(d);
+    shape.push_back(low[d] + high[d] + size +
+                    (size > 0 ? (size - 1) * interior[d] : 0));
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+ShardingRule PadOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto in = getInput().getType();
+  for (int64_t d = 0, e = in.getRank(); d < e; ++d) {
+    if (getLow()[d] == 0 && getHigh()[d] == 0 && getInterior()[d] == 0) {
+      rule.addFactor({d}, {d}, in.getDimSize(d));
+      continue;
+    }
+    rule.addFactor({d}, {kNoDim}, in.getDimSize(d),
+                   FactorKind::NeedReplication);
+    rule.addFactor({kNoDim}, {d}, getType().getDimSize(d),
+                   FactorKind::NeedReplication);
+  }
+  return rule;
+}
+
+double PadOp::getFlops() { return 0; }

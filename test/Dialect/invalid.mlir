@@ -124,7 +124,7 @@ func.func private @f(%x: tensor<3xf32> {cleave.param = "x", cleave.init = 0.5})
 
 // -----
 
-// expected-error @below {{argument #0 has 'cleave.init' but is not a parameter (no 'cleave.param')}}
+// expected-error @below {{argument #0 has 'cleave.init' but is not a parameter (no 'cleave.param' or 'cleave.state')}}
 func.func private @f(%x: tensor<3xf32> {cleave.init = #cleave.init<zeros>})
 
 // -----
@@ -389,6 +389,24 @@ func.func @f(%x: tensor<4x2xf32>, %y: tensor<4x3xf32>) -> tensor<8x2xf32> {
   // expected-error @below {{failed to infer returned types}}
   %0 = cleave.concat %x, %y dim = 0 : (tensor<4x2xf32>, tensor<4x3xf32>) -> tensor<8x2xf32>
   return %0 : tensor<8x2xf32>
+}
+
+// -----
+
+func.func private @f(%x: tensor<4xf32>) {
+  // expected-error @below {{'cleave.pad' op low, high and interior need 1 entries each (the operand rank), got 1, 1 and 2}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.pad %x low = [1] high = [1] interior = [0, 0] : tensor<4xf32> -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func private @f(%x: tensor<4xf32>) {
+  // expected-error @below {{'cleave.pad' op dimension 0 has negative padding (low -1, high 1, interior 0)}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.pad %x low = [-1] high = [1] interior = [0] : tensor<4xf32> -> tensor<4xf32>
+  return
 }
 
 //===----------------------------------------------------------------------===//

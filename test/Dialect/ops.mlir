@@ -110,6 +110,10 @@ func.func @shapes(%x: tensor<2x4x12xf32>, %b: tensor<12xf32>) -> tensor<2x4x3x8x
   %3 = cleave.slice %2 offsets = [0, 0, 2] sizes = [2, 4, 5] strides = [1, 1, 2] : tensor<2x4x12xf32> -> tensor<2x4x5xf32>
   // CHECK: cleave.concat %{{.*}}, %{{.*}} dim = 3 : (tensor<2x4x3x4xf32>, tensor<2x4x3x4xf32>) -> tensor<2x4x3x8xf32>
   %4 = cleave.concat %0, %0 dim = 3 : (tensor<2x4x3x4xf32>, tensor<2x4x3x4xf32>) -> tensor<2x4x3x8xf32>
+  // CHECK: cleave.pad %{{.*}} low = [0, 1, 0] high = [0, 2, 1] interior = [0, 0, 1] : tensor<2x4x5xf32> -> tensor<2x7x10xf32>
+  %5 = cleave.pad %3 low = [0, 1, 0] high = [0, 2, 1] interior = [0, 0, 1] : tensor<2x4x5xf32> -> tensor<2x7x10xf32>
+  // CHECK: cleave.pad %{{.*}} low = [1] high = [1] interior = [0] {value = -1.000000e+00 : f64} : tensor<12xf32> -> tensor<14xf32>
+  %6 = cleave.pad %b low = [1] high = [1] interior = [0] {value = -1.0 : f64} : tensor<12xf32> -> tensor<14xf32>
   return %4 : tensor<2x4x3x8xf32>
 }
 

@@ -40,8 +40,10 @@ def Cleave_Dialect : Dialect {
 
     Function arguments carry their role as discardable attributes:
     `cleave.param = "name"` (a trainable parameter, with an optional
-    `cleave.init = #cleave.init<...>`) or `cleave.input = "name"` (a data
-    input such as token ids).
+    `cleave.init = #cleave.init<...>`), `cleave.state = "name"` (optimizer
+    state such as `w.exp_avg`) or `cleave.input = "name"` (a data input such
+    as token ids, or a scalar such as the learning rate). Results of a
+    training step say what they are with `cleave.output = "name"`.
 
     Tensors are builtin ranked tensors with static shapes.
   }];
@@ -60,6 +62,11 @@ def Cleave_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kShardingAttrName = "cleave.sharding";
     static constexpr ::llvm::StringLiteral kShardingsAttrName =
         "cleave.shardings";
+    /// On an argument: optimizer state of a parameter ("w.exp_avg").
+    static constexpr ::llvm::StringLiteral kStateAttrName = "cleave.state";
+    /// On a result: what it is ("w" for the new value of parameter w,
+    /// "w.exp_avg", "loss", "grad:w").
+    static constexpr ::llvm::StringLiteral kOutputAttrName = "cleave.output";
     /// On a module: the model it was built from (a preset name or "custom").
     static constexpr ::llvm::StringLiteral kModelAttrName = "cleave.model";
 

@@ -57,4 +57,28 @@ def Cleave_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Cleave_VJPOpInterface : OpInterface<"VJPOpInterface"> {
+  let cppNamespace = "::mlir::cleave";
+  let description = [{
+    The op's gradient rule (vector-Jacobian product): given the gradients of
+    its results, build the gradients of its operands with cleave ops. The
+    autodiff pass is generic over this interface. Integer operands (ids,
+    labels, seeds) get no gradient. Ops without the interface are not
+    differentiable: autodiff reports an error when a gradient must flow
+    through one.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{Builds operand gradients at the builder's insertion point.
+        `resultGrads` has one gradient per result (null when nothing flows
+        back through that result); `operandGrads` receives one value per
+        operand, null where the operand is not differentiable.}],
+      /*retTy=*/"::mlir::LogicalResult",
+      /*methodName=*/"buildVJP",
+      /*args=*/(ins "::mlir::OpBuilder &":$builder,
+                    "::mlir::ValueRange":$resultGrads,
+                    "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
 #endif // CLEAVE_DIALECT_CLEAVEINTERFACES_TD

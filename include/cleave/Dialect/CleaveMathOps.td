@@ -24,7 +24,8 @@ def Cleave_ConstantOp : Cleave_ModelOp<"constant",
   let hasFolder = 1;
 }
 
-def Cleave_CastOp : Cleave_ElementwiseOp<"cast", [SameOperandsAndResultShape]> {
+def Cleave_CastOp : Cleave_ElementwiseOp<"cast",
+    [SameOperandsAndResultShape, Cleave_Differentiable]> {
   let summary = "Converts between floating-point element types.";
   let description = [{
     Rounds each element to the result's element type (round to nearest even)
@@ -45,7 +46,7 @@ def Cleave_CastOp : Cleave_ElementwiseOp<"cast", [SameOperandsAndResultShape]> {
 // Elementwise arithmetic
 //===----------------------------------------------------------------------===//
 
-def Cleave_AddOp : Cleave_BinaryOp<"add", [Commutative]> {
+def Cleave_AddOp : Cleave_ArithOp<"add", [Commutative]> {
   let summary = "Elementwise sum.";
   let description = [{
     Both operands and the result have the same type; use `cleave.broadcast`
@@ -57,7 +58,7 @@ def Cleave_AddOp : Cleave_BinaryOp<"add", [Commutative]> {
   }];
 }
 
-def Cleave_SubOp : Cleave_BinaryOp<"sub"> {
+def Cleave_SubOp : Cleave_ArithOp<"sub"> {
   let summary = "Elementwise difference.";
   let description = [{
     ```mlir
@@ -66,7 +67,7 @@ def Cleave_SubOp : Cleave_BinaryOp<"sub"> {
   }];
 }
 
-def Cleave_MulOp : Cleave_BinaryOp<"mul", [Commutative]> {
+def Cleave_MulOp : Cleave_ArithOp<"mul", [Commutative]> {
   let summary = "Elementwise product.";
   let description = [{
     ```mlir
@@ -75,7 +76,7 @@ def Cleave_MulOp : Cleave_BinaryOp<"mul", [Commutative]> {
   }];
 }
 
-def Cleave_DivOp : Cleave_BinaryOp<"div"> {
+def Cleave_DivOp : Cleave_ArithOp<"div"> {
   let summary = "Elementwise quotient.";
   let description = [{
     ```mlir
@@ -84,7 +85,7 @@ def Cleave_DivOp : Cleave_BinaryOp<"div"> {
   }];
 }
 
-def Cleave_MaxOp : Cleave_BinaryOp<"max", [Commutative]> {
+def Cleave_MaxOp : Cleave_ArithOp<"max", [Commutative]> {
   let summary = "Elementwise maximum.";
   let description = [{
     ```mlir
@@ -93,7 +94,7 @@ def Cleave_MaxOp : Cleave_BinaryOp<"max", [Commutative]> {
   }];
 }
 
-def Cleave_MinOp : Cleave_BinaryOp<"min", [Commutative]> {
+def Cleave_MinOp : Cleave_ArithOp<"min", [Commutative]> {
   let summary = "Elementwise minimum.";
   let description = [{
     ```mlir
@@ -102,7 +103,7 @@ def Cleave_MinOp : Cleave_BinaryOp<"min", [Commutative]> {
   }];
 }
 
-def Cleave_PowOp : Cleave_BinaryOp<"pow"> {
+def Cleave_PowOp : Cleave_ArithOp<"pow"> {
   let summary = "Elementwise power `lhs ^ rhs`.";
   let description = [{
     ```mlir
@@ -255,8 +256,10 @@ def Cleave_ReluGradOp : Cleave_BinaryOp<"relu_grad"> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Cleave_ReduceOp<string mnemonic, list<string> costMethods = []>
-    : Cleave_ModelOp<mnemonic, [Pure, InferTypeOpAdaptor], costMethods> {
+class Cleave_ReduceOp<string mnemonic, list<Trait> traits = [],
+                      list<string> costMethods = []>
+    : Cleave_ModelOp<mnemonic, traits # [Pure, InferTypeOpAdaptor],
+                     costMethods> {
   let arguments = (ins Cleave_FloatTensor:$input, DenseI64ArrayAttr:$dims);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = [{
@@ -264,7 +267,8 @@ class Cleave_ReduceOp<string mnemonic, list<string> costMethods = []>
   }];
 }
 
-def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", ["getFlops"]> {
+def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", [Cleave_Differentiable],
+                                          ["getFlops"]> {
   let summary = "Sums over the given dimensions.";
   let description = [{
     The result drops the reduced dimensions. `dims` is a strictly increasing
@@ -276,7 +280,8 @@ def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", ["getFlops"]> {
   }];
 }
 
-def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", ["getFlops"]> {
+def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", [Cleave_Differentiable],
+                                            ["getFlops"]> {
   let summary = "Averages over the given dimensions.";
   let description = [{
     ```mlir
@@ -285,9 +290,13 @@ def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", ["getFlops"]> {
   }];
 }
 
-def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", ["getFlops"]> {
+def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", [], ["getFlops"]> {
   let summary = "Maximum over the given dimensions.";
   let description = [{
+    Not differentiable (it has no gradient rule): use it for statistics, or
+    `cleave.softmax` and `cleave.cross_entropy`, which are stable and
+    differentiable.
+
     ```mlir
     %m = cleave.reduce_max %x dims = [1] : tensor<8x64xf32> -> tensor<8xf32>
     ```

@@ -52,7 +52,7 @@ def Cleave_MeshOp : Cleave_Op<"mesh", [Symbol]> {
 }
 
 def Cleave_ShardingConstraintOp : Cleave_Op<"sharding_constraint", [
-    Pure, SameOperandsAndResultType,
+    Pure, SameOperandsAndResultType, Cleave_Differentiable,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Cleave_ShardingRuleOpInterface, ["getShardingRule"]>,
     DeclareOpInterfaceMethods<Cleave_CostOpInterface, ["getFlops"]>]> {

@@ -10,7 +10,7 @@
 #define CLEAVE_DIALECT_CLEAVENNOPS_TD
 
 def Cleave_MatmulOp : Cleave_ModelOp<"matmul",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Batched matrix product with optional transposes.";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`);
@@ -37,7 +37,7 @@ def Cleave_MatmulOp : Cleave_ModelOp<"matmul",
 }
 
 def Cleave_SoftmaxOp : Cleave_ModelOp<"softmax",
-    [Pure, SameOperandsAndResultType], ["getFlops"]> {
+    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Softmax along one dimension.";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`, computed stably.
@@ -73,7 +73,7 @@ def Cleave_SoftmaxGradOp : Cleave_ModelOp<"softmax_grad",
 }
 
 def Cleave_LayerNormOp : Cleave_ModelOp<"layer_norm",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Layer normalization over the last dimension.";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with mean and biased
@@ -113,7 +113,7 @@ def Cleave_LayerNormGradOp : Cleave_ModelOp<"layer_norm_grad",
 }
 
 def Cleave_RMSNormOp : Cleave_ModelOp<"rms_norm",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Root-mean-square normalization over the last dimension.";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension `H`, as
@@ -149,7 +149,7 @@ def Cleave_RMSNormGradOp : Cleave_ModelOp<"rms_norm_grad",
 }
 
 def Cleave_EmbeddingOp : Cleave_ModelOp<"embedding",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Looks up rows of a table by integer ids.";
   let description = [{
     `table` is `[V, H]`, `ids` any integer tensor with values in `[0, V)`;
@@ -187,7 +187,7 @@ def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
 }
 
 def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
-    [Pure, SameOperandsAndResultType], ["getFlops"]> {
+    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Rotary position embedding (RoPE).";
   let description = [{
     `x` is `[B, S, N, D]` (batch, sequence, heads, head dim; `D` even).
@@ -210,7 +210,7 @@ def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
 }
 
 def Cleave_AttentionOp : Cleave_ModelOp<"attention",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Scaled dot-product attention, optionally causal, with GQA.";
   let description = [{
     `q` is `[B, S, Hq, D]`, `k` is `[B, Skv, Hkv, D]`, `v` is
@@ -267,7 +267,7 @@ def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
 }
 
 def Cleave_CrossEntropyOp : Cleave_ModelOp<"cross_entropy",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Mean softmax cross-entropy of logits against integer labels.";
   let description = [{
     `logits` is `[..., V]`, `labels` has the leading shape `[...]` with
@@ -301,7 +301,8 @@ def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Cleave_DropoutOp : Cleave_ModelOp<"dropout", [Pure, InferTypeOpAdaptor]> {
+def Cleave_DropoutOp : Cleave_ModelOp<"dropout",
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable]> {
   let summary = "Inverted dropout with a counter-based random stream.";
   let description = [{
     Zeroes each element with probability `rate` and scales the others by

@@ -33,8 +33,13 @@ class Cleave_ElementwiseOp<string mnemonic, list<Trait> traits = []>
     : Cleave_Op<mnemonic, traits # [Pure, Elementwise,
         Cleave_ShardingRuleOpInterface, Cleave_CostOpInterface]>;
 
+/// Marks an op as differentiable: it implements VJPOpInterface::buildVJP.
+defvar Cleave_Differentiable =
+    DeclareOpInterfaceMethods<Cleave_VJPOpInterface, ["buildVJP"]>;
+
 class Cleave_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Cleave_ElementwiseOp<mnemonic, traits # [SameOperandsAndResultType]> {
+    : Cleave_ElementwiseOp<mnemonic, traits # [SameOperandsAndResultType,
+                                               Cleave_Differentiable]> {
   let arguments = (ins Cleave_FloatTensor:$input);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -46,6 +51,10 @@ class Cleave_BinaryOp<string mnemonic, list<Trait> traits = []>
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
+
+/// A differentiable binary elementwise op.
+class Cleave_ArithOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_BinaryOp<mnemonic, traits # [Cleave_Differentiable]>;
 
 /// A resource that orders every communication of a program: collectives and
 /// point-to-point ops read and write it, so no pass reorders, merges or drops

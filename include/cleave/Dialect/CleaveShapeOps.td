@@ -3,7 +3,8 @@
 #ifndef CLEAVE_DIALECT_CLEAVESHAPEOPS_TD
 #define CLEAVE_DIALECT_CLEAVESHAPEOPS_TD
 
-def Cleave_ReshapeOp : Cleave_ModelOp<"reshape", [Pure], ["getFlops"]> {
+def Cleave_ReshapeOp : Cleave_ModelOp<"reshape", [Pure, Cleave_Differentiable],
+                                     ["getFlops"]> {
   let summary = "Reinterprets a tensor with another shape of the same size.";
   let description = [{
     Row-major reshape: element order is preserved. The sharding rule pairs
@@ -23,7 +24,7 @@ def Cleave_ReshapeOp : Cleave_ModelOp<"reshape", [Pure], ["getFlops"]> {
 }
 
 def Cleave_TransposeOp : Cleave_ModelOp<"transpose",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Permutes dimensions.";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -41,7 +42,8 @@ def Cleave_TransposeOp : Cleave_ModelOp<"transpose",
   let hasFolder = 1;
 }
 
-def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast", [Pure], ["getFlops"]> {
+def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast",
+    [Pure, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Replicates a tensor along new dimensions.";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]` (same size);
@@ -61,7 +63,7 @@ def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast", [Pure], ["getFlops"]> {
 }
 
 def Cleave_SliceOp : Cleave_ModelOp<"slice",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Extracts a strided window of a tensor.";
   let description = [{
     For every dimension `d`, takes indices `offsets[d] + k * strides[d]`
@@ -84,7 +86,7 @@ def Cleave_SliceOp : Cleave_ModelOp<"slice",
 }
 
 def Cleave_ConcatOp : Cleave_ModelOp<"concat",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
   let summary = "Joins tensors along one dimension.";
   let description = [{
     All operands have the same element type and rank, and the same sizes in
@@ -98,6 +100,30 @@ def Cleave_ConcatOp : Cleave_ModelOp<"concat",
   let results = (outs Cleave_AnyTensor:$result);
   let assemblyFormat = [{
     $inputs `dim` `=` $dim attr-dict `:` functional-type($inputs, $result)
+  }];
+}
+
+def Cleave_PadOp : Cleave_ModelOp<"pad",
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+  let summary = "Surrounds and interleaves a tensor with a constant.";
+  let description = [{
+    Dimension `d` of the result holds `low[d]` copies of `value`, then the
+    operand's elements separated by `interior[d]` copies of `value`, then
+    `high[d]` copies: its size is
+    `low + high + size + (size - 1) * interior`. All amounts are >= 0. It is
+    the gradient of `cleave.slice`.
+
+    ```mlir
+    %p = cleave.pad %x low = [0, 2] high = [0, 1] interior = [0, 0] : tensor<4x5xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_FloatTensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high, DenseI64ArrayAttr:$interior,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `low` `=` $low `high` `=` $high `interior` `=` $interior
+    attr-dict `:` type($input) `->` type($result)
   }];
 }
 

@@ -1,0 +1,279 @@
+//===- Autodiff.cpp - Forward + loss -> training step ---------------------===//
+//
+// Implements -cleave-autodiff. See Passes.td for the contract. Reverse mode
+// over one block: the forward body is cloned into the new function, then
+// ops are visited in reverse and each op's VJPOpInterface builds its operand
+// gradients after the forward ops. The pass knows no op by name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Dialect/CleaveOps.h"
+#include "cleave/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#define DEBUG_TYPE "cleave-autodiff"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_CLEAVEAUTODIFFPASS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+/// One parameter of the training step.
+struct Param {
+  std::string name;
+  BlockArgument value;
+  Value grad;
+  /// AdamW moments (arguments of the training step).
+  Value expAvg, expAvgSq;
+};
+
+/// Reverse-mode differentiation of the cloned forward body.
+class Differentiator {
+public:
+  Differentiator(OpBuilder &builder) : builder(builder) {}
+
+  /// Builds d(loss)/d(v) for every active value; fails with a diagnostic on
+  /// an op without a gradient rule.
+  LogicalResult run(Block &body, Value loss, ArrayRef<BlockArgument> params);
+  Value gradOf(Value v) const { return grads.lookup(v); }
+
+private:
+  void accumulate(Value v, Value g);
+
+  OpBuilder &builder;
+  DenseMap<Value, Value> grads;
+  DenseSet<Value> active;
+};
+
+} // namespace
+
+void Differentiator::accumulate(Value v, Value g) {
+  assert(g.getType() == v.getType() && "a VJP changed a value's type");
+  Value &slot = grads[v];
+  slot = slot ? builder.create<AddOp>(g.getLoc(), slot, g).getResult() : g;
+}
+
+LogicalResult Differentiator::run(Block &body, Value loss,
+                                  ArrayRef<BlockArgument> params) {
+  // Forward activity: values that depend on a parameter.
+  for (BlockArgument p : params)
+    active.insert(p);
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return active.contains(v); }))
+      for (Value r : op.getResults())
+        if (isa<FloatType>(getElementTypeOrSelf(r.getType())))
+          active.insert(r);
+  if (!active.contains(loss))
+    return success(); // nothing to differentiate
+
+  builder.setInsertionPoint(body.getTerminator());
+  auto lossType = cast<RankedTensorType>(loss.getType());
+  grads[loss] = builder.create<ConstantOp>(
+      loss.getLoc(),
+      DenseElementsAttr::get(lossType, builder.getFloatAttr(
+                                           lossType.getElementType(), 1.0)
+                                           .getValue()));
+
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      resultGrads.push_back(grads.lookup(r));
+      any |= static_cast<bool>(resultGrads.back());
+    }
+    bool needs = llvm::any_of(op->getOperands(),
+                              [&](Value v) { return active.contains(v); });
+    if (!any || !needs)
+      continue;
+    auto vjp = dyn_cast<VJPOpInterface>(op);
+    if (!vjp)
+      return op->emitOpError()
+             << "has no gradient rule (VJPOpInterface), but the loss depends "
+                "on parameters through it";
+    for (auto [i, g] : llvm::enumerate(resultGrads))
+      if (!g) // a result nothing depends on: its gradient is zero
+        resultGrads[i] = builder.create<ConstantOp>(
+            op->getLoc(), cast<ElementsAttr>(
+                              builder.getZeroAttr(op->getResult(i).getType())));
+    SmallVector<Value> operandGrads;
+    OpBuilder::InsertionGuard guard(builder);
+    if (failed(vjp.buildVJP(builder, resultGrads, operandGrads)))
+      return op->emitOpError() << "failed to build its gradient";
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && active.contains(operand))
+        accumulate(operand, g);
+  }
+  return success();
+}
+
+namespace {
+
+struct CleaveAutodiffPass final
+    : cleave::impl::CleaveAutodiffPassBase<CleaveAutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  /// Appends an argument with one named-string attribute.
+  BlockArgument addArg(func::FuncOp func, Type type, StringRef attr,
+                       StringRef name);
+  /// Emits the optimizer update of `p`; returns (name, value) outputs.
+  void update(OpBuilder &b, Param &p, Value lr, Value step,
+              SmallVectorImpl<std::pair<std::string, Value>> &outputs);
+};
+
+} // namespace
+
+BlockArgument CleaveAutodiffPass::addArg(func::FuncOp func, Type type,
+                                         StringRef attr, StringRef name) {
+  unsigned index = func.getNumArguments();
+  MLIRContext *ctx = func.getContext();
+  (void)func.insertArgument(
+      index, type,
+      DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, attr),
+                                               StringAttr::get(ctx, name))}),
+      func.getLoc());
+  return func.getArgument(index);
+}
+
+void CleaveAutodiffPass::update(
+    OpBuilder &b, Param &p, Value lr, Value step,
+    SmallVectorImpl<std::pair<std::string, Value>> &outputs) {
+  Location loc = p.value.getLoc();
+  auto type = p.value.getType();
+  double decay =
+      noDecayVectors && cast<RankedTensorType>(type).getRank() < 2
+          ? 0.0
+          : weightDecay.getValue();
+  if (optimizer == "none") {
+    Value g = p.grad ? p.grad
+                     : b.create<ConstantOp>(
+                            loc, cast<ElementsAttr>(b.getZeroAttr(type)))
+                           .getResult();
+    outputs.emplace_back("grad:" + p.name, g);
+    return;
+  }
+  if (optimizer == "sgd") {
+    Value next = p.value;
+    if (p.grad)
+      next = b.create<SGDOp>(loc, type, p.value, p.grad, lr,
+                             b.getF64FloatAttr(decay));
+    outputs.emplace_back(p.name, next);
+    return;
+  }
+  SmallVector<Value> next = {p.value, p.expAvg, p.expAvgSq};
+  if (p.grad) {
+    auto op = b.create<AdamWOp>(
+        loc, TypeRange{type, type, type}, p.value, p.grad, p.expAvg,
+        p.expAvgSq, lr, step, b.getF64FloatAttr(beta1),
+        b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
+        b.getF64FloatAttr(decay));
+    next.assign(op->result_begin(), op->result_end());
+  }
+  outputs.emplace_back(p.name, next[0]);
+  outputs.emplace_back(p.name + ".exp_avg", next[1]);
+  outputs.emplace_back(p.name + ".exp_avg_sq", next[2]);
+}
+
+void CleaveAutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto forward = module.lookupSymbol<func::FuncOp>(entry);
+  if (!forward || forward.isExternal()) {
+    module.emitError() << "cleave-autodiff: no function @" << entry
+                       << " with a body to differentiate";
+    return signalPassFailure();
+  }
+  if (optimizer != "adamw" && optimizer != "sgd" && optimizer != "none") {
+    forward.emitError() << "cleave-autodiff: unknown optimizer '" << optimizer
+                        << "' (expected adamw, sgd or none)";
+    return signalPassFailure();
+  }
+  auto resultTypes = forward.getFunctionType().getResults();
+  auto lossType = resultTypes.size() == 1
+                      ? dyn_cast<RankedTensorType>(resultTypes[0])
+                      : RankedTensorType();
+  if (!lossType || lossType.getRank() != 0 ||
+      !isa<FloatType>(lossType.getElementType())) {
+    forward.emitError() << "cleave-autodiff: @" << entry
+                        << " must return one scalar float loss, got "
+                        << forward.getFunctionType();
+    return signalPassFailure();
+  }
+  if (module.lookupSymbol(output)) {
+    module.emitError() << "cleave-autodiff: the module already has @"
+                       << output;
+    return signalPassFailure();
+  }
+
+  // The new function starts as a copy of the forward function.
+  OpBuilder b(module.getContext());
+  b.setInsertionPointAfter(forward);
+  auto step = cast<func::FuncOp>(b.clone(*forward));
+  step.setSymName(output);
+  Block &body = step.getBody().front();
+  Value loss = body.getTerminator()->getOperand(0);
+
+  SmallVector<Param> params;
+  for (BlockArgument arg : body.getArguments())
+    if (auto name = step.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), CleaveDialect::kParamAttrName))
+      params.push_back({name.str(), arg, Value(), Value(), Value()});
+
+  Differentiator diff(b);
+  SmallVector<BlockArgument> paramValues;
+  for (Param &p : params)
+    paramValues.push_back(p.value);
+  if (failed(diff.run(body, loss, paramValues)))
+    return signalPassFailure();
+  for (Param &p : params)
+    p.grad = diff.gradOf(p.value);
+
+  // Optimizer state, then the scalar inputs, then the updates.
+  b.setInsertionPoint(body.getTerminator());
+  if (optimizer == "adamw")
+    for (Param &p : params) {
+      Type type = p.value.getType();
+      p.expAvg = addArg(step, type, CleaveDialect::kStateAttrName,
+                        p.name + ".exp_avg");
+      p.expAvgSq = addArg(step, type, CleaveDialect::kStateAttrName,
+                          p.name + ".exp_avg_sq");
+    }
+  Value lr, stepValue;
+  if (optimizer != "none") {
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    lr = addArg(step, scalar, CleaveDialect::kInputAttrName, "lr");
+    if (optimizer == "adamw")
+      stepValue = addArg(step, scalar, CleaveDialect::kInputAttrName, "step");
+  }
+  SmallVector<std::pair<std::string, Value>> outputs;
+  for (Param &p : params)
+    update(b, p, lr, stepValue, outputs);
+  outputs.emplace_back("loss", loss);
+
+  Operation *ret = body.getTerminator();
+  SmallVector<Value> values;
+  for (auto &[name, value] : outputs)
+    values.push_back(value);
+  b.setInsertionPoint(ret);
+  b.create<func::ReturnOp>(ret->getLoc(), values);
+  ret->erase();
+  step.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
+                                         ValueRange(values).getTypes()));
+  SmallVector<Attribute> resultAttrs;
+  for (auto &[name, value] : outputs)
+    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+        CleaveDialect::kOutputAttrName, b.getStringAttr(name))));
+  step.setAllResultAttrs(resultAttrs);
+}
