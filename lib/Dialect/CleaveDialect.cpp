@@ -99,13 +99,18 @@ LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (name == kShardingAttrName)
     return verifyValueSharding(op, attr.getValue(), type, what);
+  // `cleave.output` moves to arguments when results become out-parameters.
   if (name == kParamAttrName || name == kInputAttrName ||
-      name == kStateAttrName) {
+      name == kStateAttrName || name == kOutputAttrName) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || str.getValue().empty())
       return op->emitOpError() << "'" << name << "' on " << what
                                << " must be a non-empty string";
-    if (!isa<RankedTensorType>(type))
+    // Tensors before bufferization, memrefs after, pointers once lowered
+    // to LLVM; a builtin scalar is a mistake.
+    auto shaped = dyn_cast<ShapedType>(type);
+    bool builtin = type.getDialect().getNamespace() == "builtin";
+    if (builtin && (!shaped || !shaped.hasRank()))
       return op->emitOpError() << what << " is marked '" << name
                                << "' but is not a ranked tensor";
     return success();

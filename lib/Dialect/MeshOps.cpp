@@ -239,8 +239,9 @@ LogicalResult
 mlir::cleave::verifySharding(ShardingAttr sharding, Type type, MeshOp mesh,
                              function_ref<InFlightDiagnostic()> emitError,
                              StringRef what) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor)
+  // Tensors before bufferization, memrefs after.
+  auto tensor = dyn_cast<ShapedType>(type);
+  if (!tensor || !tensor.hasRank())
     return emitError() << what << " has a sharding but type " << type
                        << " is not a ranked tensor";
   if (sharding.getRank() != tensor.getRank())

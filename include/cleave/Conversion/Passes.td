@@ -1,0 +1,100 @@
+//===- Passes.td - Cleave lowering passes ------------------*- tablegen -*-===//
+
+#ifndef CLEAVE_CONVERSION_PASSES_TD
+#define CLEAVE_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def CleaveLowerToLinalgPass
+    : Pass<"cleave-lower-to-linalg", "::mlir::ModuleOp"> {
+  let summary = "Lowers local cleave compute ops to linalg, tensor and math.";
+  let description = [{
+    Rewrites every model op with per-device (local) shapes into tensor-level
+    upstream ops: elementwise ops, reductions, norms, softmax, losses and
+    optimizer updates into `linalg.generic`s computing in f32 (f64 for f64
+    tensors); data movement into `tensor` ops and `linalg.transpose`;
+    matmuls (and attention's batched products) into `linalg.matmul` /
+    `linalg.batch_matmul` named ops, which `cleave-linalg-to-runtime` turns
+    into GEMM calls after bufferization. Collectives are left in place.
+
+    ```mlir
+    %y = cleave.gelu %x : tensor<8x16xf32>
+    // becomes
+    %e = tensor.empty() : tensor<8x16xf32>
+    %y = linalg.generic {... iterator_types = ["parallel", "parallel"]}
+           ins(%x : tensor<8x16xf32>) outs(%e : tensor<8x16xf32>) {...}
+    ```
+
+    An op with no lowering is an error at the op.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def CleaveFuseElementwisePass
+    : Pass<"cleave-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Fuses chains of elementwise linalg.generics, sparing GEMMs.";
+  let description = [{
+    Upstream elementwise fusion, restricted to producer/consumer pairs that
+    are both `linalg.generic`: named contractions (`linalg.matmul` and
+    friends) stay named, so that `cleave-linalg-to-runtime` can hand them to
+    the BLAS after bufferization, and the fills that initialize them stay
+    separate.
+
+    ```mlir
+    %a = linalg.generic {...} ins(%x) ...   // exp
+    %b = linalg.generic {...} ins(%a) ...   // mul
+    // becomes one generic computing mul(exp(x))
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def CleaveLinalgToRuntimePass
+    : Pass<"cleave-linalg-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Turns bufferized linalg matmuls into runtime GEMM calls.";
+  let description = [{
+    After bufferization, replaces `linalg.matmul`, `linalg.batch_matmul`
+    and their `_transpose_a` / `_transpose_b` variants on memrefs with calls
+    to `cleave_rt_gemm` (OpenBLAS on the CPU backend): pointers, leading
+    dimensions and batch strides come from the memrefs' strided metadata.
+    An operand whose innermost stride is not 1 is first copied into a
+    contiguous buffer.
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>)
+                  outs(%c : memref<8x4xf32>)
+    // becomes
+    func.call @cleave_rt_gemm(%f32, %false, %false, %one, %c8, %c4, %c16,
+        %alpha, %pa, %c16, %c0, %pb, %c4, %c0, %beta, %pc, %c4, %c0) : (...)
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def CleaveEmitEntryPointsPass
+    : Pass<"cleave-emit-entry-points", "::mlir::ModuleOp"> {
+  let summary = "Adds a `void cleave_entry_<f>(void **buffers)` per function.";
+  let description = [{
+    Runs on the LLVM-dialect module, after functions were lowered with the
+    bare-pointer calling convention (every argument is the pointer to a
+    statically shaped buffer). For every public function `@f` it adds
+    `llvm.func @cleave_entry_f(!llvm.ptr)` that loads the i-th pointer from
+    the array and calls `@f`, so hosts call any compiled step through one
+    C signature, whatever the number of buffers:
+
+    ```c
+    void *buffers[] = {param0, ..., input0, ..., output0, ...};
+    cleave_entry_train_step(buffers);
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // CLEAVE_CONVERSION_PASSES_TD

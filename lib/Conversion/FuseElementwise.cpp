@@ -1,0 +1,42 @@
+//===- FuseElementwise.cpp - Elementwise fusion that keeps GEMMs named ----===//
+//
+// Implements -cleave-fuse-elementwise. See Passes.td for the contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Conversion/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#define DEBUG_TYPE "cleave-fuse-elementwise"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_CLEAVEFUSEELEMENTWISEPASS
+#include "cleave/Conversion/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+struct CleaveFuseElementwisePass final
+    : cleave::impl::CleaveFuseElementwisePassBase<CleaveFuseElementwisePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    linalg::ControlFusionFn onlyGenerics = [](OpOperand *operand) {
+      Operation *producer = operand->get().getDefiningOp();
+      Operation *consumer = operand->getOwner();
+      return isa_and_nonnull<linalg::GenericOp>(producer) &&
+             isa<linalg::GenericOp>(consumer);
+    };
+    linalg::populateElementwiseOpsFusionPatterns(patterns, onlyGenerics);
+    if (failed(applyPatternsAndFoldGreedily(getOperation(),
+                                            std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
