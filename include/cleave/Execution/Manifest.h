@@ -1,0 +1,63 @@
+//===- Manifest.h - What a compiled function expects ------------*- C++ -*-===//
+//
+// The ABI of a compiled function, read from its tensor-level signature
+// before lowering: every buffer the entry point `cleave_entry_<f>(void **)`
+// takes, in order (arguments, then results as out-parameters), with its role,
+// name, shape, element type and, for parameters, how to initialize it. Hosts
+// (cleave-run, front-ends) allocate and fill buffers from it; AOT objects
+// embed it as JSON.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_EXECUTION_MANIFEST_H
+#define CLEAVE_EXECUTION_MANIFEST_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+#include <string>
+#include <vector>
+
+namespace mlir::cleave {
+
+struct BufferSpec {
+  enum class Role { Param, State, Input, Output };
+  Role role = Role::Input;
+  std::string name;
+  std::vector<int64_t> shape;
+  /// A cleave_dtype_t code (Runtime.h).
+  int32_t dtype = 0;
+  /// For parameters: a cleave_init_t code and its scale.
+  int32_t init = 0;
+  double initScale = 0.0;
+
+  int64_t numElements() const;
+  int64_t numBytes() const;
+};
+
+struct FunctionSpec {
+  std::string name;
+  std::vector<BufferSpec> buffers;
+
+  /// Index of the first buffer with `role` and `name`, or -1.
+  int64_t find(BufferSpec::Role role, llvm::StringRef name) const;
+};
+
+struct ProgramManifest {
+  std::vector<FunctionSpec> functions;
+
+  const FunctionSpec *lookup(llvm::StringRef name) const;
+  llvm::json::Value toJSON() const;
+  /// Parses a manifest; errors name the field.
+  static llvm::Expected<ProgramManifest> fromJSON(llvm::StringRef text);
+};
+
+llvm::StringRef stringifyRole(BufferSpec::Role role);
+
+/// Reads the manifest of every public function with a body in `module`
+/// (tensor level, before lowering). Fails with a diagnostic on a signature
+/// the host cannot drive (dynamic shapes, unsupported element types).
+FailureOr<ProgramManifest> extractManifest(ModuleOp module);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_EXECUTION_MANIFEST_H

@@ -1,0 +1,90 @@
+//===- Trainer.h - Drive a compiled training step ---------------*- C++ -*-===//
+//
+// Owns the buffers of one compiled function (a training step), initializes
+// or loads parameters, feeds batches, calls the step and swaps the updated
+// parameters and optimizer state in. Used by cleave-run, tests and benches.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_EXECUTION_TRAINER_H
+#define CLEAVE_EXECUTION_TRAINER_H
+
+#include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Manifest.h"
+#include "cleave/Runtime/Runtime.h"
+#include "llvm/Support/Error.h"
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace mlir::cleave {
+
+/// Where the data inputs of each step come from.
+class BatchSource {
+public:
+  virtual ~BatchSource();
+  /// Fills input `spec` (a data input of the step) for step `step`
+  /// (0-based) into `data`.
+  virtual llvm::Error fill(const BufferSpec &spec, int64_t step,
+                           void *data) = 0;
+};
+
+/// Token ids from a nanoGPT-style file or memory: fills "tokens" and
+/// "targets" ([batch, seq] i32) with rows of the global batch.
+std::unique_ptr<BatchSource> makeTokenSource(cleave_token_file *file,
+                                             uint64_t seed, int64_t vocab,
+                                             int64_t firstRow = 0);
+/// Per-step tensors from a tensor file: input "x" of step k is slice k of
+/// tensor "x" (shape [steps, ...]).
+llvm::Expected<std::unique_ptr<BatchSource>>
+makeTensorFileSource(llvm::StringRef path);
+
+struct TrainerOptions {
+  double learningRate = 1e-3;
+  /// Seed of parameter initialization and dropout.
+  uint64_t seed = 0;
+};
+
+class Trainer {
+public:
+  /// Allocates the buffers of `spec`.
+  static llvm::Expected<std::unique_ptr<Trainer>>
+  create(const FunctionSpec &spec, EntryFn entry, TrainerOptions options);
+  ~Trainer();
+
+  /// Draws every parameter from its init (seed, name); zeros the state.
+  llvm::Error initParameters();
+  /// Loads parameters (and optimizer state when present) from a tensor
+  /// file; every parameter must be there with its shape and type.
+  llvm::Error loadParameters(llvm::StringRef path);
+  /// Writes parameters (and optimizer state if `withState`) atomically.
+  llvm::Error saveParameters(llvm::StringRef path, bool withState) const;
+
+  /// Runs step `step` (0-based) and returns the loss. Fails if the runtime
+  /// reported an error or the loss is not finite (parameters are then left
+  /// as they were before the step).
+  llvm::Expected<double> runStep(int64_t step, BatchSource &source);
+
+  const FunctionSpec &getSpec() const { return spec; }
+  /// Current value of parameter `name` (nullptr if absent).
+  const void *parameter(llvm::StringRef name) const;
+  int64_t numParameterElements() const;
+
+private:
+  Trainer(const FunctionSpec &spec, EntryFn entry, TrainerOptions options);
+  void *buffer(int64_t index) const { return buffers[index]; }
+
+  FunctionSpec spec;
+  EntryFn entry;
+  TrainerOptions options;
+  /// One allocation per buffer of the ABI.
+  std::vector<void *> buffers;
+  /// Output buffer index -> the argument it replaces after a step (-1 for
+  /// the loss and other plain outputs).
+  std::vector<int64_t> feedsBack;
+  int64_t lossIndex = -1;
+};
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_EXECUTION_TRAINER_H

@@ -1,0 +1,186 @@
+//===- Compiler.cpp - JIT and AOT compilation for the CPU -----------------===//
+
+#include "cleave/Execution/Compiler.h"
+#include "cleave/Runtime/Runtime.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+void mlir::cleave::registerCompilerDialects(DialectRegistry &registry) {
+  registerCPULoweringDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+/// Collects the diagnostics emitted while it lives.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *ctx)
+      : handler(ctx, [this](Diagnostic &diag) {
+          llvm::raw_string_ostream os(text);
+          os << diag.getLocation() << ": " << diag << "\n";
+          for (const Diagnostic &note : diag.getNotes())
+            os << "  note: " << note << "\n";
+          return success();
+        }) {}
+  std::string text;
+
+private:
+  ScopedDiagnosticHandler handler;
+};
+
+/// Adds `const char *cleave_manifest_json(void)` returning `json`.
+static void embedManifest(ModuleOp module, StringRef json) {
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToEnd(module.getBody());
+  Location loc = module.getLoc();
+  MLIRContext *ctx = module.getContext();
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  auto func = b.create<LLVM::LLVMFuncOp>(
+      loc, "cleave_manifest_json", LLVM::LLVMFunctionType::get(ptr, {}));
+  Block *body = func.addEntryBlock(b);
+  b.setInsertionPointToStart(body);
+  std::string text = json.str();
+  text.push_back('\0');
+  Value str = LLVM::createGlobalString(loc, b, "cleave_manifest", text,
+                                       LLVM::Linkage::Internal);
+  b.create<LLVM::ReturnOp>(loc, str);
+}
+
+llvm::Error mlir::cleave::lowerForCPU(ModuleOp module,
+                                      const CompileOptions &options) {
+  DiagnosticCollector diags(module.getContext());
+  PassManager pm(module.getContext());
+  buildCPULoweringPipeline(pm, options.pipeline);
+  if (failed(pm.run(module)))
+    return makeError("lowering for the CPU failed:\n" + diags.text);
+  return llvm::Error::success();
+}
+
+/// Extracts the manifest, lowers, and embeds the manifest.
+static llvm::Expected<ProgramManifest>
+prepare(ModuleOp module, const CompileOptions &options) {
+  DiagnosticCollector diags(module.getContext());
+  FailureOr<ProgramManifest> manifest = extractManifest(module);
+  if (failed(manifest))
+    return makeError("cannot describe the program's buffers:\n" + diags.text);
+  if (llvm::Error err = lowerForCPU(module, options))
+    return std::move(err);
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  os << manifest->toJSON();
+  embedManifest(module, json);
+  return *manifest;
+}
+
+JitProgram::~JitProgram() = default;
+
+llvm::Expected<std::unique_ptr<JitProgram>>
+JitProgram::compile(ModuleOp module, const CompileOptions &options) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  std::unique_ptr<JitProgram> program(new JitProgram());
+  llvm::Expected<ProgramManifest> manifest = prepare(module, options);
+  if (!manifest)
+    return manifest.takeError();
+  program->manifest = std::move(*manifest);
+
+  auto transformer = makeOptimizingTransformer(options.optLevel, 0, nullptr);
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel =
+      static_cast<llvm::CodeGenOptLevel>(std::min(options.optLevel, 3u));
+  auto engine = ExecutionEngine::create(module, engineOptions);
+  if (!engine)
+    return engine.takeError();
+  program->engine = std::move(*engine);
+  program->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap map;
+    auto add = [&](const char *name, auto *fn) {
+      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
+                             llvm::JITSymbolFlags::Exported};
+    };
+    // Everything generated code may call (Runtime.h, "called by generated
+    // code").
+    add("cleave_rt_gemm", &cleave_rt_gemm);
+    add("cleave_rt_all_reduce", &cleave_rt_all_reduce);
+    add("cleave_rt_all_gather", &cleave_rt_all_gather);
+    add("cleave_rt_reduce_scatter", &cleave_rt_reduce_scatter);
+    add("cleave_rt_all_to_all", &cleave_rt_all_to_all);
+    add("cleave_rt_collective_permute", &cleave_rt_collective_permute);
+    add("cleave_rt_send", &cleave_rt_send);
+    add("cleave_rt_recv", &cleave_rt_recv);
+    add("cleave_rt_barrier", &cleave_rt_barrier);
+    return map;
+  });
+  return std::move(program);
+}
+
+llvm::Expected<EntryFn> JitProgram::lookup(StringRef name) const {
+  auto symbol = engine->lookup(("cleave_entry_" + name).str());
+  if (!symbol)
+    return symbol.takeError();
+  return reinterpret_cast<EntryFn>(*symbol);
+}
+
+llvm::Error mlir::cleave::compileToObject(ModuleOp module, StringRef path,
+                                          const CompileOptions &options) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Expected<ProgramManifest> manifest = prepare(module, options);
+  if (!manifest)
+    return manifest.takeError();
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule)
+    return makeError("translation to LLVM IR failed");
+  std::string triple = llvm::sys::getProcessTriple();
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return makeError("no LLVM target for " + triple + ": " + error);
+  llvm::TargetOptions targetOptions;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), "", targetOptions,
+      llvm::Reloc::PIC_));
+  llvmModule->setTargetTriple(triple);
+  llvmModule->setDataLayout(machine->createDataLayout());
+  auto optimize = makeOptimizingTransformer(options.optLevel, 0, machine.get());
+  if (llvm::Error err = optimize(llvmModule.get()))
+    return err;
+
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return makeError("cannot open " + path + ": " + ec.message());
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, out.os(), nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+    return makeError("the target cannot emit object files");
+  codegen.run(*llvmModule);
+  out.keep();
+  return llvm::Error::success();
+}

@@ -1,0 +1,250 @@
+//===- Manifest.cpp - What a compiled function expects --------------------===//
+
+#include "cleave/Execution/Manifest.h"
+#include "cleave/Dialect/CleaveOps.h"
+#include "cleave/Runtime/Runtime.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+int64_t BufferSpec::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t BufferSpec::numBytes() const {
+  return numElements() * cleave_rt_dtype_size(dtype);
+}
+
+int64_t FunctionSpec::find(BufferSpec::Role role, StringRef name) const {
+  for (auto [i, b] : llvm::enumerate(buffers))
+    if (b.role == role && b.name == name)
+      return i;
+  return -1;
+}
+
+const FunctionSpec *ProgramManifest::lookup(StringRef name) const {
+  for (const FunctionSpec &f : functions)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+StringRef mlir::cleave::stringifyRole(BufferSpec::Role role) {
+  switch (role) {
+  case BufferSpec::Role::Param:
+    return "param";
+  case BufferSpec::Role::State:
+    return "state";
+  case BufferSpec::Role::Input:
+    return "input";
+  case BufferSpec::Role::Output:
+    return "output";
+  }
+  return "?";
+}
+
+static std::optional<int32_t> dtypeOf(Type type) {
+  if (type.isF32())
+    return CLEAVE_F32;
+  if (type.isF64())
+    return CLEAVE_F64;
+  if (type.isBF16())
+    return CLEAVE_BF16;
+  if (type.isF16())
+    return CLEAVE_F16;
+  if (type.isInteger(32))
+    return CLEAVE_I32;
+  if (type.isInteger(64))
+    return CLEAVE_I64;
+  return std::nullopt;
+}
+
+static const char *dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case CLEAVE_F32:
+    return "f32";
+  case CLEAVE_F64:
+    return "f64";
+  case CLEAVE_BF16:
+    return "bf16";
+  case CLEAVE_F16:
+    return "f16";
+  case CLEAVE_I32:
+    return "i32";
+  case CLEAVE_I64:
+    return "i64";
+  }
+  return "?";
+}
+
+/// Fills `spec` with the shape and element type of `type`.
+static LogicalResult describeType(Operation *where, Type type,
+                                  const std::string &what, BufferSpec &spec) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return where->emitError() << what << " has type " << type
+                              << "; compiled functions take tensors with "
+                                 "static shapes";
+  std::optional<int32_t> dtype = dtypeOf(shaped.getElementType());
+  if (!dtype)
+    return where->emitError() << what << " has element type "
+                              << shaped.getElementType()
+                              << ", which hosts cannot allocate (f32, f64, "
+                                 "bf16, f16, i32 or i64)";
+  spec.shape.assign(shaped.getShape().begin(), shaped.getShape().end());
+  spec.dtype = *dtype;
+  return success();
+}
+
+static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
+  FunctionSpec fs;
+  fs.name = func.getName().str();
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    BufferSpec spec;
+    std::string what = "argument #" + std::to_string(i) + " of @" + fs.name;
+    auto role = [&](StringRef attr) {
+      return func.getArgAttrOfType<StringAttr>(i, attr);
+    };
+    if (auto name = role(CleaveDialect::kParamAttrName)) {
+      spec.role = BufferSpec::Role::Param;
+      spec.name = name.str();
+      spec.init = CLEAVE_INIT_ZEROS;
+      if (auto init = func.getArgAttrOfType<InitAttr>(
+              i, CleaveDialect::kInitAttrName)) {
+        spec.init = static_cast<int32_t>(init.getKind());
+        spec.initScale = init.getScaleValue();
+      }
+    } else if (auto name = role(CleaveDialect::kStateAttrName)) {
+      spec.role = BufferSpec::Role::State;
+      spec.name = name.str();
+    } else if (auto name = role(CleaveDialect::kInputAttrName)) {
+      spec.role = BufferSpec::Role::Input;
+      spec.name = name.str();
+    } else {
+      return func.emitError()
+             << what << " has no role: mark it cleave.param, cleave.state "
+             << "or cleave.input";
+    }
+    if (failed(describeType(func, func.getArgumentTypes()[i], what, spec)))
+      return failure();
+    fs.buffers.push_back(std::move(spec));
+  }
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    BufferSpec spec;
+    spec.role = BufferSpec::Role::Output;
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, CleaveDialect::kOutputAttrName);
+    spec.name = name ? name.str() : "result" + std::to_string(i);
+    std::string what = "result #" + std::to_string(i) + " of @" + fs.name;
+    if (failed(describeType(func, func.getResultTypes()[i], what, spec)))
+      return failure();
+    fs.buffers.push_back(std::move(spec));
+  }
+  return fs;
+}
+
+FailureOr<ProgramManifest> mlir::cleave::extractManifest(ModuleOp module) {
+  ProgramManifest manifest;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    FailureOr<FunctionSpec> fs = describeFunction(func);
+    if (failed(fs))
+      return failure();
+    manifest.functions.push_back(std::move(*fs));
+  }
+  return manifest;
+}
+
+llvm::json::Value ProgramManifest::toJSON() const {
+  llvm::json::Array funcs;
+  for (const FunctionSpec &f : functions) {
+    llvm::json::Array buffers;
+    for (const BufferSpec &b : f.buffers) {
+      llvm::json::Object o{{"role", stringifyRole(b.role)},
+                           {"name", b.name},
+                           {"shape", llvm::json::Array(b.shape)},
+                           {"dtype", dtypeName(b.dtype)}};
+      if (b.role == BufferSpec::Role::Param) {
+        o["init"] = b.init;
+        o["scale"] = b.initScale;
+      }
+      buffers.push_back(std::move(o));
+    }
+    funcs.push_back(llvm::json::Object{
+        {"name", f.name}, {"buffers", std::move(buffers)}});
+  }
+  return llvm::json::Object{{"format", "cleave-manifest"},
+                            {"version", 1},
+                            {"functions", std::move(funcs)}};
+}
+
+llvm::Expected<ProgramManifest> ProgramManifest::fromJSON(StringRef text) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    return parsed.takeError();
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "manifest: " + msg);
+  };
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root || root->getString("format") != "cleave-manifest")
+    return fail("not a cleave manifest (field 'format')");
+  const llvm::json::Array *funcs = root->getArray("functions");
+  if (!funcs)
+    return fail("missing array 'functions'");
+  ProgramManifest m;
+  for (auto [fi, fv] : llvm::enumerate(*funcs)) {
+    const llvm::json::Object *fo = fv.getAsObject();
+    std::string where = "functions[" + std::to_string(fi) + "]";
+    if (!fo || !fo->getString("name") || !fo->getArray("buffers"))
+      return fail(where + ": needs 'name' and 'buffers'");
+    FunctionSpec f;
+    f.name = fo->getString("name")->str();
+    for (auto [bi, bv] : llvm::enumerate(*fo->getArray("buffers"))) {
+      const llvm::json::Object *bo = bv.getAsObject();
+      std::string bw = where + ".buffers[" + std::to_string(bi) + "]";
+      if (!bo)
+        return fail(bw + ": not an object");
+      BufferSpec b;
+      std::optional<StringRef> role = bo->getString("role");
+      std::optional<StringRef> dtype = bo->getString("dtype");
+      const llvm::json::Array *shape = bo->getArray("shape");
+      if (!role || !dtype || !shape || !bo->getString("name"))
+        return fail(bw + ": needs 'role', 'name', 'shape' and 'dtype'");
+      b.name = bo->getString("name")->str();
+      bool roleOk = false;
+      for (auto r : {BufferSpec::Role::Param, BufferSpec::Role::State,
+                     BufferSpec::Role::Input, BufferSpec::Role::Output})
+        if (*role == stringifyRole(r)) {
+          b.role = r;
+          roleOk = true;
+        }
+      if (!roleOk)
+        return fail(bw + ".role: unknown role '" + *role + "'");
+      bool dtypeOk = false;
+      for (int32_t d = CLEAVE_F32; d <= CLEAVE_I64; ++d)
+        if (*dtype == dtypeName(d)) {
+          b.dtype = d;
+          dtypeOk = true;
+        }
+      if (!dtypeOk)
+        return fail(bw + ".dtype: unknown element type '" + *dtype + "'");
+      for (const llvm::json::Value &d : *shape) {
+        std::optional<int64_t> v = d.getAsInteger();
+        if (!v || *v < 0)
+          return fail(bw + ".shape: dimensions are non-negative integers");
+        b.shape.push_back(*v);
+      }
+      b.init = bo->getInteger("init").value_or(0);
+      b.initScale = bo->getNumber("scale").value_or(0.0);
+      f.buffers.push_back(std::move(b));
+    }
+    m.functions.push_back(std::move(f));
+  }
+  return m;
+}

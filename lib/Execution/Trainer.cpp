@@ -1,0 +1,302 @@
+//===- Trainer.cpp - Drive a compiled training step -----------------------===//
+
+#include "cleave/Execution/Trainer.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  return "[" + llvm::join(llvm::map_range(shape, [](int64_t d) {
+                            return std::to_string(d);
+                          }),
+                          ", ") +
+         "]";
+}
+
+BatchSource::~BatchSource() = default;
+
+//===----------------------------------------------------------------------===//
+// Token batches
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class TokenSource final : public BatchSource {
+public:
+  TokenSource(cleave_token_file *file, uint64_t seed, int64_t vocab,
+              int64_t firstRow)
+      : file(file), seed(seed), vocab(vocab), firstRow(firstRow) {}
+
+  llvm::Error fill(const BufferSpec &spec, int64_t step, void *data) override {
+    bool isTokens = spec.name == "tokens", isTargets = spec.name == "targets";
+    if (!isTokens && !isTargets)
+      return makeError("token data provides the inputs 'tokens' and "
+                       "'targets'; the program also needs '" +
+                       spec.name + "'");
+    if (spec.shape.size() != 2 || spec.dtype != CLEAVE_I32)
+      return makeError("input '" + spec.name + "' must be [batch, seq] i32, "
+                       "got " + shapeString(spec.shape));
+    int64_t rows = spec.shape[0], seq = spec.shape[1];
+    if (step != cachedStep) {
+      inputs.resize(rows * seq);
+      targets.resize(rows * seq);
+      if (cleave_token_file_batch(file, seed, step, firstRow, rows, seq, vocab,
+                                  inputs.data(), targets.data()) != 0)
+        return makeError(cleave_rt_error_message());
+      cachedStep = step;
+    }
+    const std::vector<int32_t> &src = isTokens ? inputs : targets;
+    std::memcpy(data, src.data(), src.size() * sizeof(int32_t));
+    return llvm::Error::success();
+  }
+
+private:
+  cleave_token_file *file;
+  uint64_t seed;
+  int64_t vocab, firstRow;
+  int64_t cachedStep = -1;
+  std::vector<int32_t> inputs, targets;
+};
+
+class TensorFileSource final : public BatchSource {
+public:
+  explicit TensorFileSource(cleave_tensor_file *file) : file(file) {}
+  ~TensorFileSource() override { cleave_tensor_file_close(file); }
+
+  llvm::Error fill(const BufferSpec &spec, int64_t step, void *data) override {
+    auto it = cache.find(spec.name);
+    if (it == cache.end()) {
+      int32_t dtype;
+      int64_t rank, shape[8];
+      if (cleave_tensor_file_info(file, spec.name.c_str(), &dtype, &rank,
+                                  shape) != 0)
+        return makeError("the inputs file has no tensor '" + spec.name + "'");
+      std::vector<int64_t> dims(shape, shape + rank);
+      std::vector<int64_t> expected = spec.shape;
+      expected.insert(expected.begin(), rank > 0 ? dims[0] : 0);
+      if (dtype != spec.dtype || dims != expected)
+        return makeError("inputs file tensor '" + spec.name + "' has shape " +
+                         shapeString(dims) + "; the program needs [steps] + " +
+                         shapeString(spec.shape) + " of the same type");
+      std::vector<char> bytes(spec.numBytes() * dims[0]);
+      if (cleave_tensor_file_read(file, spec.name.c_str(), bytes.data(),
+                                  bytes.size()) != 0)
+        return makeError(cleave_rt_error_message());
+      it = cache.emplace(spec.name, Cached{dims[0], std::move(bytes)}).first;
+    }
+    if (step >= it->second.steps)
+      return makeError("the inputs file holds " +
+                       std::to_string(it->second.steps) + " steps of '" +
+                       spec.name + "'; step " + std::to_string(step + 1) +
+                       " was requested");
+    std::memcpy(data, it->second.bytes.data() + step * spec.numBytes(),
+                spec.numBytes());
+    return llvm::Error::success();
+  }
+
+private:
+  struct Cached {
+    int64_t steps;
+    std::vector<char> bytes;
+  };
+  cleave_tensor_file *file;
+  std::map<std::string, Cached> cache;
+};
+
+} // namespace
+
+std::unique_ptr<BatchSource> mlir::cleave::makeTokenSource(
+    cleave_token_file *file, uint64_t seed, int64_t vocab, int64_t firstRow) {
+  return std::make_unique<TokenSource>(file, seed, vocab, firstRow);
+}
+
+llvm::Expected<std::unique_ptr<BatchSource>>
+mlir::cleave::makeTensorFileSource(llvm::StringRef path) {
+  cleave_tensor_file *file = cleave_tensor_file_open(path.str().c_str());
+  if (!file)
+    return makeError(cleave_rt_error_message());
+  return std::make_unique<TensorFileSource>(file);
+}
+
+//===----------------------------------------------------------------------===//
+// Trainer
+//===----------------------------------------------------------------------===//
+
+Trainer::Trainer(const FunctionSpec &spec, EntryFn entry,
+                 TrainerOptions options)
+    : spec(spec), entry(entry), options(options) {}
+
+Trainer::~Trainer() {
+  for (void *b : buffers)
+    cleave_rt_free(b);
+}
+
+llvm::Expected<std::unique_ptr<Trainer>>
+Trainer::create(const FunctionSpec &spec, EntryFn entry,
+                TrainerOptions options) {
+  std::unique_ptr<Trainer> t(new Trainer(spec, entry, options));
+  for (const BufferSpec &b : spec.buffers) {
+    int64_t bytes = std::max<int64_t>(b.numBytes(), 1);
+    void *p = cleave_rt_alloc(bytes);
+    if (!p)
+      return makeError("cannot allocate " + std::to_string(bytes) +
+                       " bytes for buffer '" + b.name + "'");
+    std::memset(p, 0, bytes);
+    t->buffers.push_back(p);
+  }
+  for (const BufferSpec &b : spec.buffers) {
+    int64_t target = -1;
+    if (b.role == BufferSpec::Role::Output) {
+      target = spec.find(BufferSpec::Role::Param, b.name);
+      if (target < 0)
+        target = spec.find(BufferSpec::Role::State, b.name);
+      if (b.name == "loss")
+        t->lossIndex = t->feedsBack.size();
+    }
+    t->feedsBack.push_back(target);
+  }
+  if (t->lossIndex < 0)
+    return makeError("@" + spec.name + " has no output named 'loss'");
+  return std::move(t);
+}
+
+llvm::Error Trainer::initParameters() {
+  for (auto [i, b] : llvm::enumerate(spec.buffers)) {
+    if (b.role == BufferSpec::Role::State)
+      std::memset(buffer(i), 0, b.numBytes());
+    if (b.role != BufferSpec::Role::Param)
+      continue;
+    if (cleave_rt_fill(b.dtype, buffer(i), b.numElements(), b.init,
+                       b.initScale, options.seed,
+                       cleave_rt_hash_name(b.name.c_str()), 0) != 0)
+      return makeError("initializing parameter '" + b.name +
+                       "': " + cleave_rt_error_message());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Trainer::loadParameters(llvm::StringRef path) {
+  cleave_tensor_file *file = cleave_tensor_file_open(path.str().c_str());
+  if (!file)
+    return makeError(cleave_rt_error_message());
+  auto close = llvm::make_scope_exit([&] { cleave_tensor_file_close(file); });
+  std::vector<std::string> problems;
+  llvm::StringSet<> known;
+  for (auto [i, b] : llvm::enumerate(spec.buffers)) {
+    bool param = b.role == BufferSpec::Role::Param;
+    if (!param && b.role != BufferSpec::Role::State)
+      continue;
+    known.insert(b.name);
+    int32_t dtype;
+    int64_t rank, shape[8];
+    if (cleave_tensor_file_info(file, b.name.c_str(), &dtype, &rank, shape)) {
+      if (param)
+        problems.push_back("missing parameter '" + b.name + "'");
+      else
+        std::memset(buffer(i), 0, b.numBytes());
+      continue;
+    }
+    std::vector<int64_t> dims(shape, shape + rank);
+    if (dims != b.shape || dtype != b.dtype) {
+      problems.push_back("'" + b.name + "' has shape " + shapeString(dims) +
+                         " in the file but " + shapeString(b.shape) +
+                         " in the model");
+      continue;
+    }
+    if (cleave_tensor_file_read(file, b.name.c_str(), buffer(i),
+                                b.numBytes()) != 0)
+      problems.push_back(cleave_rt_error_message());
+  }
+  for (int64_t i = 0, e = cleave_tensor_file_count(file); i < e; ++i) {
+    std::string name = cleave_tensor_file_name(file, i);
+    if (!known.contains(name))
+      problems.push_back("the file has '" + name +
+                         "', which the model does not have");
+  }
+  if (!problems.empty())
+    return makeError(path + " does not match the model:\n  " +
+                     llvm::join(problems, "\n  "));
+  return llvm::Error::success();
+}
+
+llvm::Error Trainer::saveParameters(llvm::StringRef path,
+                                    bool withState) const {
+  cleave_tensor_writer *w = cleave_tensor_writer_create(path.str().c_str());
+  if (!w)
+    return makeError(cleave_rt_error_message());
+  for (auto [i, b] : llvm::enumerate(spec.buffers)) {
+    bool save = b.role == BufferSpec::Role::Param ||
+                (withState && b.role == BufferSpec::Role::State);
+    if (save && cleave_tensor_writer_add(w, b.name.c_str(), b.dtype,
+                                         b.shape.size(), b.shape.data(),
+                                         buffers[i]) != 0) {
+      cleave_tensor_writer_abort(w);
+      return makeError(cleave_rt_error_message());
+    }
+  }
+  if (cleave_tensor_writer_finish(w) != 0)
+    return makeError(cleave_rt_error_message());
+  return llvm::Error::success();
+}
+
+/// splitmix64: a well-mixed per-step seed for dropout.
+static uint64_t mixSeed(uint64_t seed, int64_t step) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+llvm::Expected<double> Trainer::runStep(int64_t step, BatchSource &source) {
+  for (auto [i, b] : llvm::enumerate(spec.buffers)) {
+    if (b.role != BufferSpec::Role::Input)
+      continue;
+    if (b.name == "lr")
+      *static_cast<float *>(buffer(i)) = options.learningRate;
+    else if (b.name == "step")
+      *static_cast<float *>(buffer(i)) = static_cast<float>(step + 1);
+    else if (b.name == "seed")
+      *static_cast<uint64_t *>(buffer(i)) = mixSeed(options.seed, step);
+    else if (llvm::Error err = source.fill(b, step, buffer(i)))
+      return std::move(err);
+  }
+  entry(buffers.data());
+  if (cleave_rt_failed())
+    return makeError(llvm::Twine("step ") + llvm::Twine(step + 1) +
+                     " failed: " + cleave_rt_error_message());
+  double loss = spec.buffers[lossIndex].dtype == CLEAVE_F64
+                    ? *static_cast<double *>(buffer(lossIndex))
+                    : *static_cast<float *>(buffer(lossIndex));
+  if (!std::isfinite(loss))
+    return makeError(llvm::Twine("the loss is ") +
+                     (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+                     llvm::Twine(step + 1) +
+                     "; parameters keep their values from before the step");
+  // The outputs become the next step's parameters and state.
+  for (auto [out, arg] : llvm::enumerate(feedsBack))
+    if (arg >= 0)
+      std::swap(buffers[out], buffers[arg]);
+  return loss;
+}
+
+const void *Trainer::parameter(llvm::StringRef name) const {
+  int64_t i = spec.find(BufferSpec::Role::Param, name);
+  return i < 0 ? nullptr : buffers[i];
+}
+
+int64_t Trainer::numParameterElements() const {
+  int64_t n = 0;
+  for (const BufferSpec &b : spec.buffers)
+    if (b.role == BufferSpec::Role::Param)
+      n += b.numElements();
+  return n;
+}

@@ -1,0 +1,325 @@
+//===- cleave-run.cpp - Train a cleave program ----------------------------===//
+//
+//   cleave-run --model tiny-gpt --steps 200             # embedded corpus
+//   cleave-run model.mlir --params init.safetensors --inputs batches.safetensors
+//   cleave-run --model gpt2-small --data train.bin --token-bytes 2 --steps 10
+//   cleave-run --model tiny-gpt --emit-object step.o    # ahead of time
+//   cleave-run --model tiny-gpt --aot step.so           # run an AOT build
+//
+//===----------------------------------------------------------------------===//
+
+#include "Corpus.h"
+#include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Trainer.h"
+#include "cleave/Models/ModelZoo.h"
+#include "cleave/Transforms/Passes.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <dlfcn.h>
+
+using namespace llvm;
+using namespace mlir::cleave;
+
+namespace {
+cl::OptionCategory modelCat("Model (when no .mlir file is given)");
+cl::opt<std::string> input(cl::Positional, cl::desc("[program.mlir]"),
+                           cl::init(""));
+cl::opt<std::string> preset("model", cl::desc("Model-zoo preset"),
+                            cl::init("tiny-gpt"), cl::cat(modelCat));
+cl::opt<int64_t> layers("layers", cl::init(-1), cl::cat(modelCat),
+                        cl::desc("Override: layers"));
+cl::opt<int64_t> hidden("hidden", cl::init(-1), cl::cat(modelCat),
+                        cl::desc("Override: hidden size"));
+cl::opt<int64_t> heads("heads", cl::init(-1), cl::cat(modelCat),
+                       cl::desc("Override: attention heads"));
+cl::opt<int64_t> kvHeads("kv-heads", cl::init(-1), cl::cat(modelCat),
+                         cl::desc("Override: key/value heads"));
+cl::opt<int64_t> ffn("ffn", cl::init(-1), cl::cat(modelCat),
+                     cl::desc("Override: feed-forward size"));
+cl::opt<int64_t> seqLen("seq", cl::init(-1), cl::cat(modelCat),
+                        cl::desc("Override: sequence length"));
+cl::opt<int64_t> batch("batch", cl::init(-1), cl::cat(modelCat),
+                       cl::desc("Override: sequences per step"));
+cl::opt<double> dropout("dropout", cl::init(-1.0), cl::cat(modelCat),
+                        cl::desc("Override: dropout rate"));
+
+cl::OptionCategory trainCat("Training");
+cl::opt<int64_t> steps("steps", cl::init(100), cl::cat(trainCat),
+                       cl::desc("Training steps"));
+cl::opt<double> lr("lr", cl::init(1e-3), cl::cat(trainCat),
+                   cl::desc("Learning rate"));
+cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
+                               cl::cat(trainCat), cl::desc("adamw or sgd"));
+cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(trainCat));
+cl::opt<double> beta2("beta2", cl::init(0.999), cl::cat(trainCat));
+cl::opt<double> eps("eps", cl::init(1e-8), cl::cat(trainCat));
+cl::opt<double> weightDecay("weight-decay", cl::init(0.01), cl::cat(trainCat));
+cl::opt<uint64_t> seed("seed", cl::init(1234), cl::cat(trainCat),
+                       cl::desc("Seed of initialization, data order, dropout"));
+cl::opt<int64_t> logEvery("log-every", cl::init(10), cl::cat(trainCat),
+                          cl::desc("Print the loss every N steps"));
+
+cl::OptionCategory ioCat("Data and files");
+cl::opt<std::string> dataPath("data", cl::cat(ioCat),
+                              cl::desc("nanoGPT-style token file (.bin)"));
+cl::opt<int> tokenBytes("token-bytes", cl::init(2), cl::cat(ioCat),
+                        cl::desc("2 (uint16) or 4 (uint32) per token"));
+cl::opt<int64_t> vocabOpt("vocab", cl::init(-1), cl::cat(ioCat),
+                          cl::desc("Vocabulary of the token data"));
+cl::opt<std::string> inputsPath("inputs", cl::cat(ioCat),
+                                cl::desc("Per-step input tensors file"));
+cl::opt<std::string> paramsPath("params", cl::cat(ioCat),
+                                cl::desc("Load parameters from this file"));
+cl::opt<std::string> savePath("save-params", cl::cat(ioCat),
+                              cl::desc("Write the final parameters here"));
+cl::opt<bool> saveState("save-state", cl::cat(ioCat),
+                        cl::desc("Also write the optimizer state"));
+cl::opt<std::string> lossLog("loss-log", cl::cat(ioCat),
+                             cl::desc("Write the per-step losses as JSON"));
+cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
+                                cl::desc("Compile to this object file, exit"));
+cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
+                             cl::desc("Run an AOT-compiled shared library"));
+
+int fail(const Twine &message) {
+  errs() << "cleave-run: error: " << message << "\n";
+  return 1;
+}
+
+/// The embedded text as byte tokens over its own alphabet.
+struct CharCorpus {
+  std::vector<uint16_t> tokens;
+  int64_t vocab = 0;
+};
+
+CharCorpus encodeCorpus(StringRef text) {
+  bool present[256] = {};
+  for (unsigned char c : text)
+    present[c] = true;
+  int16_t id[256];
+  CharCorpus corpus;
+  for (int c = 0; c < 256; ++c)
+    if (present[c])
+      id[c] = corpus.vocab++;
+  for (unsigned char c : text)
+    corpus.tokens.push_back(id[c]);
+  return corpus;
+}
+
+/// The zoo config from --model and the overrides.
+Expected<cleave::ModelConfig> zooConfig() {
+  std::optional<cleave::ModelConfig> c = cleave::lookupPreset(preset);
+  if (!c)
+    return createStringError(inconvertibleErrorCode(),
+                             "unknown preset '" + preset +
+                                 "' (cleave-models --list shows them)");
+  for (auto [opt, field] :
+       {std::pair{&layers, &c->layers}, std::pair{&hidden, &c->hidden},
+        std::pair{&heads, &c->heads}, std::pair{&kvHeads, &c->kvHeads},
+        std::pair{&ffn, &c->ffnHidden}, std::pair{&seqLen, &c->seqLen},
+        std::pair{&batch, &c->batch}})
+    if (*opt != -1)
+      *field = *opt;
+  if (heads != -1 && kvHeads == -1 && c->arch == cleave::Architecture::GPT)
+    c->kvHeads = c->heads;
+  if (dropout >= 0.0)
+    c->dropout = dropout;
+  return *c;
+}
+
+/// Adds @train_step with the requested optimizer unless the module has one.
+LogicalResult addTrainStep(mlir::ModuleOp module) {
+  if (module.lookupSymbol("train_step"))
+    return success();
+  mlir::PassManager pm(module.getContext());
+  CleaveAutodiffPassOptions o;
+  o.optimizer = optimizer;
+  o.beta1 = beta1;
+  o.beta2 = beta2;
+  o.epsilon = eps;
+  o.weightDecay = weightDecay;
+  pm.addPass(createCleaveAutodiffPass(o));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  return pm.run(module);
+}
+
+/// Loads an AOT build: its manifest and the train_step entry point.
+Expected<std::pair<ProgramManifest, EntryFn>> loadShared(StringRef path) {
+  void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    return createStringError(inconvertibleErrorCode(), dlerror());
+  auto manifestFn =
+      reinterpret_cast<const char *(*)()>(dlsym(handle, "cleave_manifest_json"));
+  auto entry = reinterpret_cast<EntryFn>(
+      dlsym(handle, "cleave_entry_train_step"));
+  if (!manifestFn || !entry)
+    return createStringError(inconvertibleErrorCode(),
+                             path + " is not a cleave AOT build (no "
+                                    "cleave_manifest_json / "
+                                    "cleave_entry_train_step)");
+  Expected<ProgramManifest> manifest = ProgramManifest::fromJSON(manifestFn());
+  if (!manifest)
+    return manifest.takeError();
+  return std::make_pair(std::move(*manifest), entry);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Train a cleave program\n");
+
+  cleave_rt_options_t rtOptions;
+  cleave_rt_default_options(&rtOptions);
+  if (cleave_rt_init(&rtOptions) != 0)
+    return fail(cleave_rt_error_message());
+
+  // Data: per-step tensors, a token file, or the embedded corpus.
+  std::unique_ptr<BatchSource> source;
+  cleave_token_file *tokens = nullptr;
+  int64_t vocab = vocabOpt;
+  bool useCorpus = inputsPath.empty() && dataPath.empty();
+  if (!inputsPath.empty()) {
+    auto s = makeTensorFileSource(inputsPath);
+    if (!s)
+      return fail(toString(s.takeError()));
+    source = std::move(*s);
+  } else if (!dataPath.empty()) {
+    if (tokenBytes != 2 && tokenBytes != 4)
+      return fail("--token-bytes must be 2 or 4");
+    tokens = cleave_token_file_open(dataPath.c_str(), tokenBytes);
+    if (!tokens)
+      return fail(cleave_rt_error_message());
+  } else {
+    CharCorpus corpus = encodeCorpus(cleaveCorpusText());
+    tokens = cleave_token_file_from_memory(corpus.tokens.data(),
+                                           corpus.tokens.size(), 2);
+    if (!tokens)
+      return fail(cleave_rt_error_message());
+    vocab = corpus.vocab;
+  }
+
+  // The program.
+  mlir::DialectRegistry registry;
+  registerCompilerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (!input.empty()) {
+    module = mlir::parseSourceFile<mlir::ModuleOp>(input, &context);
+    if (!module)
+      return fail("cannot read the program " + input);
+    if (tokens && vocab < 0)
+      return fail("token data needs --vocab for a program read from a file");
+  } else {
+    Expected<cleave::ModelConfig> config = zooConfig();
+    if (!config)
+      return fail(toString(config.takeError()));
+    if (useCorpus)
+      config->vocab = vocab;
+    else if (vocab < 0)
+      vocab = config->vocab;
+    std::string error;
+    module = buildModel(&context, *config, error);
+    if (!module)
+      return fail("invalid model: " + error);
+    outs() << "model " << config->name << " (" << cleave::toString(config->arch)
+           << "): " << config->numParameters() << " parameters, batch "
+           << config->batch << " x " << config->seqLen << "\n";
+  }
+  if (failed(addTrainStep(*module)))
+    return fail("building the training step failed");
+  if (tokens)
+    source = makeTokenSource(tokens, seed, vocab);
+
+  if (!emitObject.empty()) {
+    if (Error err = compileToObject(*module, emitObject))
+      return fail(toString(std::move(err)));
+    outs() << "wrote " << emitObject << "; link it with: cc -shared -o step.so "
+           << emitObject << " -L<build>/lib -lCleaveRuntime\n";
+    return 0;
+  }
+
+  // Compile (or load) the step.
+  ProgramManifest manifest;
+  EntryFn entry = nullptr;
+  std::unique_ptr<JitProgram> jit;
+  double compileStart = cleave_rt_now();
+  if (!aotPath.empty()) {
+    auto loaded = loadShared(aotPath);
+    if (!loaded)
+      return fail(toString(loaded.takeError()));
+    std::tie(manifest, entry) = *loaded;
+  } else {
+    auto compiled = JitProgram::compile(*module);
+    if (!compiled)
+      return fail(toString(compiled.takeError()));
+    jit = std::move(*compiled);
+    manifest = jit->getManifest();
+    auto e = jit->lookup("train_step");
+    if (!e)
+      return fail(toString(e.takeError()));
+    entry = *e;
+  }
+  const FunctionSpec *spec = manifest.lookup("train_step");
+  if (!spec)
+    return fail("the program has no @train_step");
+  outs() << "compiled in " << format("%.2f", cleave_rt_now() - compileStart)
+         << " s\n";
+
+  TrainerOptions trainerOptions;
+  trainerOptions.learningRate = lr;
+  trainerOptions.seed = seed;
+  auto trainer = Trainer::create(*spec, entry, trainerOptions);
+  if (!trainer)
+    return fail(toString(trainer.takeError()));
+  Error loaded = paramsPath.empty() ? (*trainer)->initParameters()
+                                    : (*trainer)->loadParameters(paramsPath);
+  if (loaded)
+    return fail(toString(std::move(loaded)));
+
+  // Train.
+  bool tty = sys::Process::StandardOutIsDisplayed();
+  std::vector<double> losses;
+  double start = cleave_rt_now();
+  for (int64_t s = 0; s < steps; ++s) {
+    Expected<double> loss = (*trainer)->runStep(s, *source);
+    if (!loss)
+      return fail(toString(loss.takeError()));
+    losses.push_back(*loss);
+    double elapsed = cleave_rt_now() - start;
+    bool log = (s + 1) % std::max<int64_t>(logEvery, 1) == 0 || s == 0 ||
+               s + 1 == steps;
+    if (tty || log) {
+      outs() << (tty ? "\r" : "") << "step " << format("%5lld", (long long)(s + 1))
+             << "/" << steps << "  loss " << format("%.4f", *loss) << "  "
+             << format("%.1f", 1000.0 * elapsed / (s + 1)) << " ms/step";
+      if (!tty || log)
+        outs() << "\n";
+      outs().flush();
+    }
+  }
+  if (!savePath.empty()) {
+    if (Error err = (*trainer)->saveParameters(savePath, saveState))
+      return fail(toString(std::move(err)));
+    outs() << "saved parameters to " << savePath << "\n";
+  }
+  if (!lossLog.empty()) {
+    std::error_code ec;
+    raw_fd_ostream os(lossLog, ec);
+    if (ec)
+      return fail("cannot write " + lossLog + ": " + ec.message());
+    os << json::Value(json::Object{{"losses", json::Array(losses)}}) << "\n";
+  }
+  cleave_token_file_close(tokens);
+  cleave_rt_finalize();
+  return 0;
+}
