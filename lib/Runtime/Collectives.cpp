@@ -202,12 +202,15 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
     recordError(concat(where, ": ", e.what()));
     return;
   }
-  uint64_t seq = group->seq.load() + 1;
-  if (call.op != OpSend && call.op != OpRecv)
-    call.seq = seq;
+  // Collectives are numbered per group (every member makes them); send and
+  // recv per peer and direction, and leave the group's number alone.
+  bool p2p = call.op == OpSend || call.op == OpRecv;
+  uint64_t seq = p2p ? call.seq : group->seq.load() + 1;
+  call.seq = seq;
   group->lastOp = name;
   group->active = true;
-  group->seq = seq;
+  if (!p2p)
+    group->seq = seq;
   FlightEntry entry;
   entry.seq = seq;
   entry.group = call.group;
@@ -227,7 +230,8 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   } catch (const CommError &e) {
     state->recorder.finish(slot, false);
     group->active = false;
-    failCommunication(*state, *group, where, seq, e);
+    failCommunication(*state, *group, where, p2p ? group->seq.load() : seq,
+                      e);
   } catch (const std::exception &e) {
     state->recorder.finish(slot, false);
     group->active = false;

@@ -195,11 +195,14 @@ std::string Heartbeat::diagnose(const GroupInfo &group, uint64_t seq) {
   }
   std::stable_sort(notes.begin(), notes.end(),
                    [](const auto &a, const auto &b) { return a.first > b.first; });
-  bool anyProblem = !notes.empty() && notes.front().first > 0;
+  // Report the strongest explanation only: a dead rank makes the others'
+  // failures and delays mere consequences.
+  int worst = notes.empty() ? 0 : notes.front().first;
+  bool anyProblem = worst > 0;
   std::string out = anyProblem ? "" : "every other member is alive";
   size_t shown = 0;
   for (const auto &[severity, text] : notes) {
-    if ((anyProblem && severity == 0) || shown == 8)
+    if (severity != worst || shown == 8)
       continue;
     out += (out.empty() ? "" : (anyProblem ? "; " : shown ? "; " : ": ")) + text;
     ++shown;

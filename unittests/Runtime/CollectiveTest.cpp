@@ -243,7 +243,10 @@ int worldBody(int) {
       checkDataMovement(CLEAVE_WORLD_GROUP, world) ||
       checkPointToPoint(CLEAVE_WORLD_GROUP, world))
     return 1;
+  if (std::getenv("CLEAVE_TEST_DUMP"))
+    cleave_rt_flight_recorder_dump(nullptr);
   cleave_rt_finalize();
+  RT_OK(); // The finalize barrier passed.
   return 0;
 }
 
@@ -260,7 +263,11 @@ TEST_P(WorldCollectives, EveryCollectiveIsCorrect) {
   options.tcp = GetParam().tcp;
   options.env["CLEAVE_REDUCE_SCATTER"] = GetParam().reduceScatter;
   options.env["CLEAVE_RS_SEGMENT_BYTES"] = "24"; // Many segments per block.
+  if (std::getenv("CLEAVE_TEST_DUMP"))
+    options.env["CLEAVE_TEST_DUMP"] = "1";
   auto results = runRanks(GetParam().ranks, worldBody, options);
+  if (std::getenv("CLEAVE_TEST_DUMP"))
+    std::printf("%s", describe(results).c_str());
   for (const RankResult &r : results)
     ASSERT_EQ(r.exitCode, 0) << describe(results);
 }
@@ -313,6 +320,7 @@ TEST(MeshGroups, SubgroupsOfA2x2Mesh) {
         return 1;
     }
     cleave_rt_finalize();
+    RT_OK(); // The finalize barrier passed.
     return 0;
   };
   auto results = runRanks(4, body);
