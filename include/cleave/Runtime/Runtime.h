@@ -89,6 +89,9 @@ int32_t cleave_rt_local_rank(void);
 /* Device meshes and communicator groups                                      */
 /*===----------------------------------------------------------------------===*/
 
+/** The group of all ranks in rank order, connected by cleave_rt_init. */
+#define CLEAVE_WORLD_GROUP (-1)
+
 /** Declares the device mesh: ranks are laid out row-major over `shape`
  *  (last axis fastest). The product must equal the world size. */
 int cleave_rt_define_mesh(int64_t ndims, const int64_t *shape,
@@ -97,7 +100,9 @@ int cleave_rt_define_mesh(int64_t ndims, const int64_t *shape,
  *  indices, major first): this rank's group is the set of ranks that share
  *  its coordinates on every other axis; its index in the group is row-major
  *  over `axes` in the order given. Every rank calls this with the same ids
- *  and axes in the same order. */
+ *  and axes in the same order. Ids are >= 0 (-1 is CLEAVE_WORLD_GROUP);
+ *  defining an id again replaces its communicator (also after an error,
+ *  once cleave_rt_clear_error was called). */
 int cleave_rt_define_group(int64_t group_id, int64_t naxes,
                            const int64_t *axes);
 int64_t cleave_rt_group_rank(int64_t group_id);
@@ -132,6 +137,16 @@ void cleave_rt_recv(int64_t group, int64_t peer, int32_t dtype, void *out,
                     int64_t count);
 /** Blocks until every rank of the group arrives. */
 void cleave_rt_barrier(int64_t group);
+/** `data` of group rank `root` is copied to `data` of every member
+ *  (host tools: parameters loaded on one rank). */
+void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype,
+                         void *data, int64_t count);
+
+/** Writes this rank's flight recorder (its last communication calls) as
+ *  JSON to `path`, or as text to stderr when `path` is NULL. The runtime
+ *  dumps it by itself on a communication error (stderr, and
+ *  CLEAVE_FLIGHT_RECORDER_DIR/cleave-flight-rank<R>.json if set). */
+int cleave_rt_flight_recorder_dump(const char *path);
 
 /*===----------------------------------------------------------------------===*/
 /* Dense math called by generated code                                       */
@@ -264,6 +279,27 @@ int cleave_token_file_batch(cleave_token_file *file, uint64_t seed,
  *  `timeout_ms` (never hangs). Returns 0 if every rank exited 0. */
 int cleave_launch_local(int32_t nprocs, char *const argv[],
                         int32_t prefix_output, int64_t timeout_ms);
+
+/** cleave_launch_local with more control. */
+typedef struct {
+  int32_t nprocs;
+  char *const *argv; /**< NULL-terminated; argv[0] is looked up in PATH. */
+  int32_t prefix_output;
+  /** After the first failure, how long the other ranks get to end on their
+   *  own before SIGTERM (SIGKILL one second later); <= 0 means
+   *  CLEAVE_TIMEOUT_MS (else 300000) plus 10 s. */
+  int64_t timeout_ms;
+  /** "file" (a fresh directory under TMPDIR, removed afterwards; the
+   *  default when NULL) or "tcp" (rank 0 serves tcp://127.0.0.1:port). */
+  const char *rendezvous;
+  /** If not NULL, nprocs entries receive each rank's exit status, or
+   *  -signal for a rank killed by a signal. */
+  int32_t *exit_status;
+} cleave_launch_options_t;
+
+/** Returns 0 if every rank exited 0; else the first failing rank's exit
+ *  status (128 + signal for a signal). */
+int cleave_launch(const cleave_launch_options_t *opts);
 
 #ifdef __cplusplus
 } /* extern "C" */

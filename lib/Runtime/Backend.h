@@ -1,0 +1,125 @@
+//===- Backend.h - What a device backend implements -------------*- C++ -*-===//
+//
+// Internal to libCleaveRuntime. Everything above the device calls (argument
+// checks, group bookkeeping, sequence numbers, fingerprints, the flight
+// recorder, timeouts and error messages, heartbeats) is shared code that talks
+// to a Backend and its Communicators. The cpu backend implements them with
+// Gloo and OpenBLAS; a cuda backend implements the same interfaces with NCCL,
+// cuBLASLt and the CUDA driver API.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_RUNTIME_BACKEND_H
+#define CLEAVE_LIB_RUNTIME_BACKEND_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+class KvStore;
+
+/// One communicator group as the shared layer knows it.
+struct GroupInfo {
+  int64_t id = 0;           ///< The ABI group id (-1 is the world).
+  std::string axes;         ///< "world" or "mesh axes [dp,tp]".
+  std::vector<int> members; ///< World ranks, in group-rank order.
+  int groupRank = 0;        ///< This process's index in `members`.
+  int64_t timeoutMs = 0;    ///< Timeout of every blocking call.
+  int size() const { return int(members.size()); }
+  /// "group 1 (mesh axes [tp], ranks 0,1,2,3)" for messages.
+  std::string describe() const;
+};
+
+/// One transfer of a send/recv batch: `bytes` bytes to or from group rank
+/// `peer`, matched on the other side by `tag`.
+struct Transfer {
+  int peer;
+  void *data;
+  size_t bytes;
+};
+
+/// A connected group. Calls block until done and throw CommError (with the
+/// backend's own words) on timeout or peer failure. Buffers are device
+/// memory of the backend; counts are in elements of `dtype`.
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual void allReduce(const void *in, void *out, size_t count,
+                         int32_t dtype, int32_t op, uint32_t tag) = 0;
+  virtual void allGather(const void *in, void *out, size_t count,
+                         int32_t dtype, uint32_t tag) = 0;
+  virtual void reduceScatter(const void *in, void *out, size_t count,
+                             int32_t dtype, int32_t op, uint32_t tag) = 0;
+  virtual void allToAll(const void *in, void *out, size_t count,
+                        int32_t dtype, uint32_t tag) = 0;
+  virtual void broadcast(void *data, size_t count, int32_t dtype, int root,
+                         uint32_t tag) = 0;
+  /// Posts every receive and send, then waits for all of them.
+  virtual void sendRecv(const std::vector<Transfer> &sends,
+                        const std::vector<Transfer> &recvs, uint64_t tag) = 0;
+  virtual void barrier(uint32_t tag) = 0;
+  /// All-gather of small host-memory records (debug fingerprints).
+  virtual void hostAllGather(const void *in, void *out, size_t bytes,
+                             uint32_t tag) = 0;
+  /// Exchanges small host-memory records with one peer.
+  virtual void hostExchange(int peer, const void *in, void *out, size_t bytes,
+                            uint64_t tag) = 0;
+  /// Tears down the connections so that peers blocked on this rank fail at
+  /// once instead of waiting for their timeout. The communicator is unusable
+  /// afterwards.
+  virtual void abort() = 0;
+};
+
+/// Arguments of cleave_rt_gemm, already checked.
+struct GemmArgs {
+  int32_t dtype;
+  bool transA, transB;
+  int64_t batch, m, n, k;
+  double alpha;
+  const void *a;
+  int64_t lda, strideA;
+  const void *b;
+  int64_t ldb, strideB;
+  double beta;
+  void *c;
+  int64_t ldc, strideC;
+};
+
+/// A device backend: communicators, math and memory.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  /// Connects `group`; every member calls this at the same time. Keys the
+  /// backend puts in `store` go under `prefix` (a PrefixStore), which is
+  /// unique to this group and this definition of it.
+  virtual std::unique_ptr<Communicator> connect(const GroupInfo &group,
+                                                KvStore &store,
+                                                const std::string &prefix) = 0;
+  virtual void gemm(const GemmArgs &args) = 0;
+  virtual void *alloc(int64_t bytes) = 0;
+  virtual void free(void *ptr) = 0;
+  /// Copies `bytes` of device memory (overlap allowed).
+  virtual void copy(void *dst, const void *src, size_t bytes) = 0;
+  /// Sets `bytes` of device memory to zero.
+  virtual void zero(void *dst, size_t bytes) = 0;
+};
+
+/// The cpu backend (Gloo over TCP, OpenBLAS). `socketHost` is the address
+/// Gloo binds ("" lets Gloo resolve the host name); `ifname` an interface.
+std::unique_ptr<Backend> createCpuBackend(const std::string &socketHost,
+                                          const std::string &ifname);
+
+/// The cpu GEMM, usable without an initialized runtime.
+void cpuGemm(const GemmArgs &args);
+
+/// Checks the arguments of a GEMM; throws RuntimeError naming the problem.
+void checkGemm(const GemmArgs &args);
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_LIB_RUNTIME_BACKEND_H

@@ -1,0 +1,475 @@
+//===- Collectives.cpp - The communication entry points -------------------===//
+//
+// Shared by every backend: argument checks, sticky errors, sequence numbers
+// and group progress (for heartbeats), the flight recorder, the optional
+// fingerprint check (CLEAVE_DEBUG_COLLECTIVES=1) and the wording of errors.
+// The device work is one call on the group's Communicator.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DType.h"
+#include "State.h"
+
+#include <cstring>
+#include <iostream>
+#include <set>
+
+namespace cleave::rt {
+namespace {
+
+enum OpCode : int32_t {
+  OpAllReduce = 1,
+  OpAllGather,
+  OpReduceScatter,
+  OpAllToAll,
+  OpPermute,
+  OpSend,
+  OpRecv,
+  OpBarrier,
+  OpBroadcast,
+};
+
+const char *opName(int32_t op) {
+  static const char *names[] = {"?",          "all_reduce", "all_gather",
+                                "reduce_scatter", "all_to_all",
+                                "collective_permute", "send", "recv",
+                                "barrier",    "broadcast"};
+  return op >= OpAllReduce && op <= OpBroadcast ? names[op] : names[0];
+}
+
+/// Tag spaces of sendRecv/hostExchange (below 2^48; Gloo adds a prefix).
+constexpr uint64_t kP2PTag = 1ull << 40;
+constexpr uint64_t kPermuteTag = 2ull << 40;
+constexpr uint64_t kFingerprintP2PTag = 3ull << 40;
+/// Tag of the fingerprint all-gather (collective tags are sequence numbers).
+constexpr uint32_t kFingerprintTag = 0xFFFFFFF0u;
+
+uint32_t collectiveTag(uint64_t seq) { return uint32_t(seq % 0x7FFFFFFFu); }
+
+/// What a call is; also what the debug check exchanges (no padding).
+struct Fingerprint {
+  uint64_t seq = 0;
+  int64_t group = 0;
+  int64_t count = 0;
+  uint64_t extra = 0; ///< Hash of permute pairs, broadcast root.
+  int32_t op = 0;
+  int32_t dtype = -1;
+  int32_t reduce = -1;
+  int32_t peer = -1;  ///< Group rank of the peer (send, recv).
+  int32_t self = -1;  ///< Group rank of the caller.
+  int32_t pad = 0;
+  bool sameCall(const Fingerprint &o) const {
+    return seq == o.seq && group == o.group && count == o.count &&
+           extra == o.extra && op == o.op && dtype == o.dtype &&
+           reduce == o.reduce;
+  }
+};
+static_assert(sizeof(Fingerprint) == 56, "fingerprints must have no padding");
+
+std::string describe(const Fingerprint &f) {
+  std::string text = concat("call #", f.seq, ": ", opName(f.op), "(");
+  if (f.op == OpSend)
+    text += concat("to group rank ", f.peer, ", ");
+  if (f.op == OpRecv)
+    text += concat("from group rank ", f.peer, ", ");
+  if (f.op == OpBroadcast)
+    text += concat("root ", f.extra, ", ");
+  if (f.op == OpPermute)
+    text += concat("pairs hash ", f.extra, ", ");
+  if (f.op != OpBarrier)
+    text += concat("count ", f.count, ", ", dtypeName(f.dtype));
+  if (f.reduce >= 0)
+    text += concat(", ", reduceName(f.reduce));
+  return text + ")";
+}
+
+/// Scratch device memory from the backend.
+struct Scratch {
+  Scratch(Backend &backend, size_t bytes) : backend(backend) {
+    ptr = bytes ? backend.alloc(int64_t(bytes)) : nullptr;
+  }
+  ~Scratch() {
+    if (ptr)
+      backend.free(ptr);
+  }
+  Backend &backend;
+  void *ptr;
+};
+
+bool overlaps(const void *a, const void *b, size_t bytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return bytes && x < y + bytes && y < x + bytes;
+}
+
+void checkBuffers(int64_t count, const void *in, const void *out) {
+  require(count >= 0, concat("count ", count, " is negative"));
+  require(count == 0 || (in && out), "a buffer pointer is NULL");
+}
+
+/// Exchanges fingerprints before the call; throws RuntimeError naming both
+/// ranks and both calls on a mismatch.
+void checkFingerprint(Group &group, const Fingerprint &mine) {
+  const GroupInfo &info = group.info;
+  if (mine.op == OpSend || mine.op == OpRecv) {
+    Fingerprint theirs;
+    group.comm->hostExchange(mine.peer, &mine, &theirs, sizeof(Fingerprint),
+                             kFingerprintP2PTag);
+    bool match = theirs.op == (mine.op == OpSend ? OpRecv : OpSend) &&
+                 theirs.seq == mine.seq && theirs.count == mine.count &&
+                 theirs.dtype == mine.dtype && theirs.peer == mine.self;
+    if (!match)
+      throw RuntimeError(concat(
+          "point-to-point mismatch: rank ", info.members[mine.self],
+          " issued ", describe(mine), " but rank ", info.members[mine.peer],
+          " issued ", describe(theirs)));
+    return;
+  }
+  std::vector<Fingerprint> all(info.size());
+  group.comm->hostAllGather(&mine, all.data(), sizeof(Fingerprint),
+                            kFingerprintTag);
+  for (int r = 0; r < info.size(); ++r)
+    if (!all[r].sameCall(mine))
+      throw RuntimeError(concat("collective mismatch: rank ",
+                                info.members[info.groupRank], " issued ",
+                                describe(mine), " but rank ", info.members[r],
+                                " issued ", describe(all[r])));
+}
+
+void failCommunication(RuntimeState &state, Group &group,
+                       const std::string &where, uint64_t seq,
+                       const CommError &e) {
+  std::string head =
+      e.kind == CommError::Timeout
+          ? concat(where, " timed out after ", group.info.timeoutMs, " ms")
+          : concat(where, " failed");
+  state.failureNote = head;
+  abortAllGroups(state, head);
+  std::string diagnosis;
+  if (state.heartbeat) {
+    state.heartbeat->publishNow();
+    diagnosis = state.heartbeat->diagnose(group.info, seq);
+  }
+  std::string full = recordError(
+      concat(head, diagnosis.empty() ? "" : ": " + diagnosis, " [",
+             state.backend->name(), ": ", e.what(), "]"));
+  std::cerr << "cleave: " << full << "\n";
+  dumpFlightRecorder(state);
+  if (state.heartbeat)
+    state.heartbeat->publishNow();
+}
+
+void failLocal(RuntimeState &state, Group &group, const std::string &where,
+               const std::string &message) {
+  group.broken = message;
+  std::string full = recordError(concat(where, ": ", message));
+  std::cerr << "cleave: " << full << "\n";
+  dumpFlightRecorder(state);
+  if (state.heartbeat)
+    state.heartbeat->publishNow();
+}
+
+/// Runs one communication call: `prepare(group, fingerprint)` checks the
+/// arguments and completes the fingerprint; `body(comm, seq)` communicates.
+template <typename Prepare, typename Body>
+void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
+  if (hasFailed())
+    return;
+  const char *name = opName(call.op);
+  RuntimeState *state = runtimeState();
+  if (!state) {
+    recordError(concat(name, ": the runtime is not initialized (call "
+                             "cleave_rt_init first)"));
+    return;
+  }
+  Group *group = findGroup(*state, call.group);
+  if (!group) {
+    recordError(concat(name, " on group ", call.group,
+                       ": no such group (define it with "
+                       "cleave_rt_define_group; -1 is the world)"));
+    return;
+  }
+  std::string where = concat(name, " on ", group->info.describe());
+  if (!group->broken.empty()) {
+    recordError(concat(where, ": the group is unusable after an earlier "
+                              "error (",
+                       group->broken, ")"));
+    return;
+  }
+  call.self = group->info.groupRank;
+  try {
+    prepare(*group, call);
+  } catch (const std::exception &e) {
+    recordError(concat(where, ": ", e.what()));
+    return;
+  }
+  // Collectives are numbered per group (every member makes them); send and
+  // recv per peer and direction, and leave the group's number alone.
+  bool p2p = call.op == OpSend || call.op == OpRecv;
+  uint64_t seq = p2p ? call.seq : group->seq.load() + 1;
+  call.seq = seq;
+  group->lastOp = name;
+  group->active = true;
+  if (!p2p)
+    group->seq = seq;
+  FlightEntry entry;
+  entry.seq = seq;
+  entry.group = call.group;
+  entry.op = name;
+  entry.count = call.count;
+  entry.dtype = call.dtype;
+  entry.reduce = call.reduce;
+  entry.peer = call.peer;
+  entry.start = monotonicSeconds();
+  size_t slot = state->recorder.start(entry);
+  try {
+    if (state->debugCollectives)
+      checkFingerprint(*group, call);
+    body(*group->comm, seq);
+    state->recorder.finish(slot, true);
+    group->active = false;
+  } catch (const CommError &e) {
+    state->recorder.finish(slot, false);
+    group->active = false;
+    failCommunication(*state, *group, where, p2p ? group->seq.load() : seq,
+                      e);
+  } catch (const std::exception &e) {
+    state->recorder.finish(slot, false);
+    group->active = false;
+    failLocal(*state, *group, where, e.what());
+  }
+}
+
+Fingerprint makeCall(int32_t op, int64_t group, int32_t dtype, int32_t reduce,
+                     int64_t count) {
+  Fingerprint f;
+  f.op = op;
+  f.group = group;
+  f.dtype = dtype;
+  f.reduce = reduce;
+  f.count = count;
+  return f;
+}
+
+/// Checks dtype, reduction and buffers of a reducing call.
+auto reducingCheck(int32_t dtype, int32_t op, int64_t count, const void *in,
+                   const void *out) {
+  return [=](Group &, Fingerprint &) {
+    checkReduction(dtype, op);
+    checkBuffers(count, in, out);
+  };
+}
+
+auto plainCheck(int32_t dtype, int64_t count, const void *in,
+                const void *out) {
+  return [=](Group &, Fingerprint &) {
+    checkDType(dtype);
+    checkBuffers(count, in, out);
+  };
+}
+
+void checkPeer(const Group &group, int64_t peer) {
+  require(peer >= 0 && peer < group.info.size(),
+          concat("peer ", peer, " is not a group rank (the group has ",
+                 group.info.size(), " ranks)"));
+  require(peer != group.info.groupRank,
+          concat("peer ", peer, " is this rank itself"));
+}
+
+/// Sends and receives of a permute, with unique sources and targets.
+void checkPairs(const Group &group, int64_t npairs, const int64_t *pairs,
+                uint64_t &hash) {
+  require(npairs >= 0 && (npairs == 0 || pairs),
+          concat("npairs ", npairs, " with pairs ", pairs ? "given" : "NULL"));
+  std::set<int64_t> sources, targets;
+  hash = 0xcbf29ce484222325ull;
+  for (int64_t i = 0; i < npairs; ++i) {
+    int64_t s = pairs[2 * i], t = pairs[2 * i + 1];
+    require(s >= 0 && s < group.info.size() && t >= 0 &&
+                t < group.info.size(),
+            concat("pair ", i, " (", s, ", ", t,
+                   ") names a rank outside the group of ", group.info.size()));
+    require(sources.insert(s).second,
+            concat("group rank ", s, " is the source of two pairs"));
+    require(targets.insert(t).second,
+            concat("group rank ", t, " is the target of two pairs"));
+    hash = (hash ^ uint64_t(s * 65536 + t)) * 0x100000001b3ull;
+  }
+}
+
+void permute(Backend &backend, Communicator &comm, const Group &group,
+             int32_t dtype, const void *in, void *out, int64_t count,
+             int64_t npairs, const int64_t *pairs, uint64_t seq) {
+  size_t bytes = size_t(count) * size_t(dtypeSize(dtype));
+  int me = group.info.groupRank;
+  std::vector<Transfer> sends, recvs;
+  bool self = false, target = false;
+  for (int64_t i = 0; i < npairs; ++i) {
+    int s = int(pairs[2 * i]), t = int(pairs[2 * i + 1]);
+    if (s == me && t == me)
+      self = target = true;
+    else if (s == me)
+      sends.push_back({t, const_cast<void *>(in), bytes});
+    else if (t == me)
+      recvs.push_back({s, out, bytes}), target = true;
+  }
+  bool useScratch = !recvs.empty() && overlaps(in, out, bytes);
+  Scratch scratch(backend, useScratch ? bytes : 0);
+  if (useScratch)
+    recvs[0].data = scratch.ptr;
+  comm.sendRecv(sends, recvs, kPermuteTag | seq);
+  if (useScratch)
+    backend.copy(out, scratch.ptr, bytes);
+  if (self && in != out)
+    backend.copy(out, in, bytes);
+  if (!target)
+    backend.zero(out, bytes);
+}
+
+} // namespace
+} // namespace cleave::rt
+
+using namespace cleave::rt;
+
+extern "C" {
+
+void cleave_rt_all_reduce(int64_t group, int32_t dtype, int32_t op,
+                          const void *in, void *out, int64_t count) {
+  runCall(makeCall(OpAllReduce, group, dtype, op, count),
+          reducingCheck(dtype, op, count, in, out),
+          [&](Communicator &comm, uint64_t seq) {
+            comm.allReduce(in, out, size_t(count), dtype, op,
+                           collectiveTag(seq));
+          });
+}
+
+void cleave_rt_all_gather(int64_t group, int32_t dtype, const void *in,
+                          void *out, int64_t count) {
+  runCall(makeCall(OpAllGather, group, dtype, -1, count),
+          plainCheck(dtype, count, in, out),
+          [&](Communicator &comm, uint64_t seq) {
+            comm.allGather(in, out, size_t(count), dtype, collectiveTag(seq));
+          });
+}
+
+void cleave_rt_reduce_scatter(int64_t group, int32_t dtype, int32_t op,
+                              const void *in, void *out, int64_t count) {
+  runCall(makeCall(OpReduceScatter, group, dtype, op, count),
+          reducingCheck(dtype, op, count, in, out),
+          [&](Communicator &comm, uint64_t seq) {
+            comm.reduceScatter(in, out, size_t(count), dtype, op,
+                               collectiveTag(seq));
+          });
+}
+
+void cleave_rt_all_to_all(int64_t group, int32_t dtype, const void *in,
+                          void *out, int64_t count) {
+  runCall(makeCall(OpAllToAll, group, dtype, -1, count),
+          plainCheck(dtype, count, in, out),
+          [&](Communicator &comm, uint64_t seq) {
+            comm.allToAll(in, out, size_t(count), dtype, collectiveTag(seq));
+          });
+}
+
+void cleave_rt_collective_permute(int64_t group, int32_t dtype,
+                                  const void *in, void *out, int64_t count,
+                                  int64_t npairs, const int64_t *pairs) {
+  Group *target = nullptr;
+  runCall(
+      makeCall(OpPermute, group, dtype, -1, count),
+      [&](Group &g, Fingerprint &f) {
+        checkDType(dtype);
+        checkBuffers(count, in, out);
+        checkPairs(g, npairs, pairs, f.extra);
+        target = &g;
+      },
+      [&](Communicator &comm, uint64_t seq) {
+        permute(*runtimeState()->backend, comm, *target, dtype, in, out,
+                count, npairs, pairs, seq);
+      });
+}
+
+void cleave_rt_send(int64_t group, int64_t peer, int32_t dtype, const void *in,
+                    int64_t count) {
+  uint64_t pairSeq = 0;
+  Fingerprint call = makeCall(OpSend, group, dtype, -1, count);
+  call.peer = int32_t(peer);
+  runCall(
+      call,
+      [&](Group &g, Fingerprint &f) {
+        checkDType(dtype);
+        checkBuffers(count, in, in);
+        checkPeer(g, peer);
+        pairSeq = f.seq = g.sendSeq[int(peer)]++;
+      },
+      [&](Communicator &comm, uint64_t) {
+        size_t bytes = size_t(count) * size_t(dtypeSize(dtype));
+        comm.sendRecv({{int(peer), const_cast<void *>(in), bytes}}, {},
+                      kP2PTag | (pairSeq & 0xFFFFFFFFFFull));
+      });
+}
+
+void cleave_rt_recv(int64_t group, int64_t peer, int32_t dtype, void *out,
+                    int64_t count) {
+  uint64_t pairSeq = 0;
+  Fingerprint call = makeCall(OpRecv, group, dtype, -1, count);
+  call.peer = int32_t(peer);
+  runCall(
+      call,
+      [&](Group &g, Fingerprint &f) {
+        checkDType(dtype);
+        checkBuffers(count, out, out);
+        checkPeer(g, peer);
+        pairSeq = f.seq = g.recvSeq[int(peer)]++;
+      },
+      [&](Communicator &comm, uint64_t) {
+        size_t bytes = size_t(count) * size_t(dtypeSize(dtype));
+        comm.sendRecv({}, {{int(peer), out, bytes}},
+                      kP2PTag | (pairSeq & 0xFFFFFFFFFFull));
+      });
+}
+
+void cleave_rt_barrier(int64_t group) {
+  runCall(
+      makeCall(OpBarrier, group, -1, -1, 0), [](Group &, Fingerprint &) {},
+      [&](Communicator &comm, uint64_t seq) {
+        comm.barrier(collectiveTag(seq));
+      });
+}
+
+void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype,
+                         void *data, int64_t count) {
+  runCall(
+      makeCall(OpBroadcast, group, dtype, -1, count),
+      [&](Group &g, Fingerprint &f) {
+        checkDType(dtype);
+        checkBuffers(count, data, data);
+        require(root >= 0 && root < g.info.size(),
+                concat("root ", root, " is not a group rank (the group has ",
+                       g.info.size(), " ranks)"));
+        f.extra = uint64_t(root);
+      },
+      [&](Communicator &comm, uint64_t seq) {
+        comm.broadcast(data, size_t(count), dtype, int(root),
+                       collectiveTag(seq));
+      });
+}
+
+int cleave_rt_flight_recorder_dump(const char *path) {
+  return guard("flight_recorder_dump", 1, [&] {
+    RuntimeState *state = runtimeState();
+    require(state, "the runtime is not initialized");
+    if (!path) {
+      state->recorder.dumpText(std::cerr, state->options.rank);
+      return 0;
+    }
+    FILE *f = std::fopen(path, "w");
+    require(f, concat("cannot write ", path, ": ", std::strerror(errno)));
+    std::string json = state->recorder.dumpJson(state->options.rank);
+    bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+    ok = std::fclose(f) == 0 && ok;
+    require(ok, concat("cannot write ", path));
+    return 0;
+  });
+}
+
+} // extern "C"

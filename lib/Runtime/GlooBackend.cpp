@@ -1,0 +1,354 @@
+//===- GlooBackend.cpp - The cpu backend: Gloo over TCP, OpenBLAS ---------===//
+
+#include "DType.h"
+#include "Env.h"
+#include "Gloo.h"
+#include "Store.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace cleave::rt {
+
+[[noreturn]] void rethrowGloo(const std::exception &e) {
+  std::string message = e.what();
+  auto has = [&](const char *s) { return message.find(s) != std::string::npos; };
+  CommError::Kind kind = CommError::Other;
+  if (has("Timed out") || has("timed out") || has("Timeout") ||
+      has("timeout"))
+    kind = CommError::Timeout;
+  else if (has("closed") || has("reset") || has("Connection") ||
+           has("Broken pipe") || has("peer"))
+    kind = CommError::PeerFailure;
+  throw CommError(kind, message);
+}
+
+void waitRecvs(gloo::transport::UnboundBuffer &buffer, int n,
+               std::chrono::milliseconds timeout) {
+  for (int i = 0; i < n; ++i)
+    glooCall([&] {
+      if (!buffer.waitRecv(nullptr, timeout))
+        throw CommError(CommError::Other, "receive aborted");
+    });
+}
+
+void waitSends(gloo::transport::UnboundBuffer &buffer, int n,
+               std::chrono::milliseconds timeout) {
+  for (int i = 0; i < n; ++i)
+    glooCall([&] {
+      if (!buffer.waitSend(nullptr, timeout))
+        throw CommError(CommError::Other, "send aborted");
+    });
+}
+
+ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name) {
+  if (name == "ring")
+    return ReduceScatterAlgo::Ring;
+  if (name == "direct")
+    return ReduceScatterAlgo::Direct;
+  if (name == "allreduce")
+    return ReduceScatterAlgo::AllReduce;
+  throw RuntimeError(concat("CLEAVE_REDUCE_SCATTER='", name,
+                            "' is not one of ring, direct, allreduce"));
+}
+
+namespace {
+
+/// Calls fn(T*) with an unsigned type of dtype's size (Gloo only needs the
+/// element size; the reduction function knows the real type).
+template <typename Fn>
+void withElementType(int32_t dtype, Fn &&fn) {
+  switch (dtypeSize(dtype)) {
+  case 2:
+    return fn(static_cast<uint16_t *>(nullptr));
+  case 4:
+    return fn(static_cast<uint32_t *>(nullptr));
+  case 8:
+    return fn(static_cast<uint64_t *>(nullptr));
+  default:
+    throw RuntimeError(concat("unknown dtype code ", dtype));
+  }
+}
+
+bool overlaps(const void *a, size_t aBytes, const void *b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+class GlooCommunicator final : public Communicator {
+public:
+  GlooCommunicator(std::shared_ptr<gloo::Context> ctx,
+                   std::chrono::milliseconds timeout, ReduceScatterAlgo algo,
+                   size_t segmentBytes)
+      : ctx_(std::move(ctx)), timeout_(timeout), algo_(algo),
+        segmentBytes_(segmentBytes) {}
+
+  void allReduce(const void *in, void *out, size_t count, int32_t dtype,
+                 int32_t op, uint32_t tag) override {
+    if (count == 0)
+      return;
+    withElementType(dtype, [&](auto *typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllreduceOptions o(ctx_);
+      if (in != out)
+        o.setInput(static_cast<T *>(const_cast<void *>(in)), count);
+      o.setOutput(static_cast<T *>(out), count);
+      o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      o.setReduceFunction(reduceFunction(dtype, op));
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      glooCall([&] { gloo::allreduce(o); });
+    });
+    if (op == CLEAVE_AVG)
+      scaleInPlace(dtype, out, count, 1.0 / ctx_->size);
+  }
+
+  void allGather(const void *in, void *out, size_t count, int32_t dtype,
+                 uint32_t tag) override {
+    if (count == 0)
+      return;
+    size_t bytes = count * size_t(dtypeSize(dtype));
+    char *mine = static_cast<char *>(out) + bytes * size_t(ctx_->rank);
+    std::vector<char> copy;
+    if (in != mine && overlaps(in, bytes, out, bytes * ctx_->size)) {
+      copy.assign(static_cast<const char *>(in),
+                  static_cast<const char *>(in) + bytes);
+      in = copy.data();
+    }
+    withElementType(dtype, [&](auto *typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllgatherOptions o(ctx_);
+      if (in != mine)
+        o.setInput(static_cast<T *>(const_cast<void *>(in)), count);
+      o.setOutput(static_cast<T *>(out), count * size_t(ctx_->size));
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      glooCall([&] { gloo::allgather(o); });
+    });
+  }
+
+  void reduceScatter(const void *in, void *out, size_t count, int32_t dtype,
+                     int32_t op, uint32_t tag) override {
+    if (count == 0)
+      return;
+    size_t bytes = count * size_t(dtypeSize(dtype));
+    std::vector<char> copy;
+    if (overlaps(in, bytes * ctx_->size, out, bytes)) {
+      copy.assign(static_cast<const char *>(in),
+                  static_cast<const char *>(in) + bytes * ctx_->size);
+      in = copy.data();
+    }
+    switch (algo_) {
+    case ReduceScatterAlgo::Ring:
+      ringReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_,
+                        segmentBytes_);
+      break;
+    case ReduceScatterAlgo::Direct:
+      directReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_);
+      break;
+    case ReduceScatterAlgo::AllReduce: {
+      std::vector<char> all(static_cast<const char *>(in),
+                            static_cast<const char *>(in) + bytes * ctx_->size);
+      allReduce(all.data(), all.data(), count * ctx_->size, dtype,
+                op == CLEAVE_AVG ? CLEAVE_SUM : op, tag);
+      std::memcpy(out, all.data() + bytes * ctx_->rank, bytes);
+      break;
+    }
+    }
+    if (op == CLEAVE_AVG)
+      scaleInPlace(dtype, out, count, 1.0 / ctx_->size);
+  }
+
+  void allToAll(const void *in, void *out, size_t count, int32_t dtype,
+                uint32_t tag) override {
+    if (count == 0)
+      return;
+    size_t total = count * size_t(dtypeSize(dtype)) * size_t(ctx_->size);
+    std::vector<char> copy;
+    if (overlaps(in, total, out, total)) {
+      copy.assign(static_cast<const char *>(in),
+                  static_cast<const char *>(in) + total);
+      in = copy.data();
+    }
+    withElementType(dtype, [&](auto *typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AlltoallOptions o(ctx_);
+      o.setInput(static_cast<T *>(const_cast<void *>(in)),
+                 count * size_t(ctx_->size));
+      o.setOutput(static_cast<T *>(out), count * size_t(ctx_->size));
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      glooCall([&] { gloo::alltoall(o); });
+    });
+  }
+
+  void broadcast(void *data, size_t count, int32_t dtype, int root,
+                 uint32_t tag) override {
+    if (count == 0)
+      return;
+    withElementType(dtype, [&](auto *typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::BroadcastOptions o(ctx_);
+      o.setRoot(root);
+      if (ctx_->rank == root)
+        o.setInput(static_cast<T *>(data), count);
+      o.setOutput(static_cast<T *>(data), count);
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      glooCall([&] { gloo::broadcast(o); });
+    });
+  }
+
+  void sendRecv(const std::vector<Transfer> &sends,
+                const std::vector<Transfer> &recvs, uint64_t tag) override {
+    uint64_t slot = kSendRecvSlot | tag;
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> rb, sb;
+    glooCall([&] {
+      for (const Transfer &t : recvs) {
+        if (!t.bytes)
+          continue;
+        rb.push_back(ctx_->createUnboundBuffer(t.data, t.bytes));
+        rb.back()->recv(t.peer, slot);
+      }
+      for (const Transfer &t : sends) {
+        if (!t.bytes)
+          continue;
+        sb.push_back(ctx_->createUnboundBuffer(t.data, t.bytes));
+        sb.back()->send(t.peer, slot);
+      }
+    });
+    for (auto &b : rb)
+      waitRecvs(*b, 1, timeout_);
+    for (auto &b : sb)
+      waitSends(*b, 1, timeout_);
+  }
+
+  void barrier(uint32_t tag) override {
+    gloo::BarrierOptions o(ctx_);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    glooCall([&] { gloo::barrier(o); });
+  }
+
+  void hostAllGather(const void *in, void *out, size_t bytes,
+                     uint32_t tag) override {
+    gloo::AllgatherOptions o(ctx_);
+    o.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), bytes);
+    o.setOutput(static_cast<uint8_t *>(out), bytes * size_t(ctx_->size));
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    glooCall([&] { gloo::allgather(o); });
+  }
+
+  void hostExchange(int peer, const void *in, void *out, size_t bytes,
+                    uint64_t tag) override {
+    sendRecv({{peer, const_cast<void *>(in), bytes}}, {{peer, out, bytes}},
+             tag);
+  }
+
+  void abort() override {
+    try {
+      ctx_->closeConnections();
+    } catch (const std::exception &) {
+      // The connections are already broken; nothing more to close.
+    }
+  }
+
+private:
+  std::shared_ptr<gloo::Context> ctx_;
+  std::chrono::milliseconds timeout_;
+  ReduceScatterAlgo algo_;
+  size_t segmentBytes_;
+};
+
+class CpuBackend final : public Backend {
+public:
+  CpuBackend(std::string host, std::string ifname)
+      : host_(std::move(host)), ifname_(std::move(ifname)) {}
+
+  const char *name() const override { return "gloo"; }
+
+  std::unique_ptr<Communicator> connect(const GroupInfo &group,
+                                        KvStore &store,
+                                        const std::string &prefix) override {
+    std::shared_ptr<gloo::transport::Device> &dev = device();
+    gloo::rendezvous::PrefixStore prefixed(prefix, store);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(group.groupRank,
+                                                           group.size());
+    std::chrono::milliseconds timeout(group.timeoutMs);
+    ctx->setTimeout(timeout);
+    try {
+      ctx->connectFullMesh(prefixed, dev);
+    } catch (const RuntimeError &) {
+      throw;
+    } catch (const std::exception &e) {
+      throw RuntimeError(concat("connecting the group through Gloo failed: ",
+                                e.what()));
+    }
+    ReduceScatterAlgo algo = parseReduceScatterAlgo(
+        getEnv("CLEAVE_REDUCE_SCATTER").value_or("ring"));
+    int64_t segment = envInt("CLEAVE_RS_SEGMENT_BYTES", 1 << 20);
+    require(segment > 0, "CLEAVE_RS_SEGMENT_BYTES must be positive");
+    return std::make_unique<GlooCommunicator>(ctx, timeout, algo,
+                                              size_t(segment));
+  }
+
+  void gemm(const GemmArgs &args) override { cpuGemm(args); }
+
+  void *alloc(int64_t bytes) override {
+    size_t rounded = (size_t(std::max<int64_t>(bytes, 1)) + 63) & ~size_t(63);
+    void *ptr = std::aligned_alloc(64, rounded);
+    require(ptr, concat("cannot allocate ", bytes, " bytes"));
+    return ptr;
+  }
+  void free(void *ptr) override { std::free(ptr); }
+  void copy(void *dst, const void *src, size_t bytes) override {
+    std::memmove(dst, src, bytes);
+  }
+  void zero(void *dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+
+private:
+  /// The TCP device, created at the first connection (a world of one never
+  /// starts Gloo's event-loop thread).
+  std::shared_ptr<gloo::transport::Device> &device() {
+    if (device_)
+      return device_;
+    gloo::transport::tcp::attr attr;
+    if (!ifname_.empty())
+      attr.iface = ifname_;
+    else if (!host_.empty())
+      attr.hostname = host_;
+    try {
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception &e) {
+      throw RuntimeError(concat("cannot create the Gloo TCP device (",
+                                ifname_.empty() ? "host '" + host_ + "'"
+                                                : "interface " + ifname_,
+                                "): ", e.what()));
+    }
+    return device_;
+  }
+
+  std::string host_, ifname_;
+  std::shared_ptr<gloo::transport::Device> device_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCpuBackend(const std::string &socketHost,
+                                          const std::string &ifname) {
+  return std::make_unique<CpuBackend>(socketHost, ifname);
+}
+
+} // namespace cleave::rt

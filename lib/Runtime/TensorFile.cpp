@@ -1,0 +1,494 @@
+//===- TensorFile.cpp - safetensors-compatible tensor files ---------------===//
+//
+// Layout: an 8-byte little-endian header length, a JSON header, the data.
+// Reads check every offset and size against the file before touching data
+// (pread, no mmap: a truncated file is an error, never a SIGBUS) and verify
+// the "crc32:<name>" metadata when present. Writes go to a temporary file in
+// the same directory, fsync'd and renamed into place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DType.h"
+#include "Error.h"
+
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace cleave::rt;
+using nlohmann::json;
+
+namespace {
+
+/// safetensors dtype names and element sizes; code -1 when the runtime has
+/// no ABI code for it.
+struct DTypeInfo {
+  const char *name;
+  int64_t size;
+  int32_t code;
+};
+const DTypeInfo kDTypes[] = {
+    {"F32", 4, CLEAVE_F32},  {"F64", 8, CLEAVE_F64}, {"BF16", 2, CLEAVE_BF16},
+    {"F16", 2, CLEAVE_F16},  {"I32", 4, CLEAVE_I32}, {"I64", 8, CLEAVE_I64},
+    {"BOOL", 1, -1},         {"U8", 1, -1},          {"I8", 1, -1},
+    {"F8_E5M2", 1, -1},      {"F8_E4M3", 1, -1},     {"I16", 2, -1},
+    {"U16", 2, -1},          {"U32", 4, -1},         {"U64", 8, -1},
+};
+
+const DTypeInfo *lookupDType(const std::string &name) {
+  for (const DTypeInfo &info : kDTypes)
+    if (name == info.name)
+      return &info;
+  return nullptr;
+}
+
+const char *safetensorsName(int32_t code) {
+  for (const DTypeInfo &info : kDTypes)
+    if (info.code == code && code >= 0)
+      return info.name;
+  return nullptr;
+}
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+std::string crcText(uint32_t crc) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof(buffer), "%08x", crc);
+  return buffer;
+}
+
+uint32_t crcOf(const void *data, uint64_t bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef *p = static_cast<const Bytef *>(data);
+  while (bytes > 0) {
+    uInt chunk = uInt(std::min<uint64_t>(bytes, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    bytes -= chunk;
+  }
+  return uint32_t(crc);
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// Reads exactly `bytes` at `offset`; throws naming the file if short.
+void preadAll(int fd, const std::string &path, void *dst, uint64_t bytes,
+              uint64_t offset) {
+  char *p = static_cast<char *>(dst);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd, p, size_t(std::min<uint64_t>(bytes, 1u << 30)),
+                        off_t(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      throw RuntimeError(concat(path, ": cannot read ", bytes,
+                                " bytes at offset ", offset, ": ",
+                                n == 0 ? "the file is truncated"
+                                       : std::strerror(errno)));
+    p += n;
+    bytes -= uint64_t(n);
+    offset += uint64_t(n);
+  }
+}
+
+} // namespace
+
+struct cleave_tensor_file {
+  struct Entry {
+    std::string name;
+    std::string dtypeName;
+    int32_t dtype;
+    int64_t elementSize;
+    std::vector<int64_t> shape;
+    uint64_t begin, end;
+  };
+  std::string path;
+  int fd = -1;
+  uint64_t dataStart = 0;
+  std::vector<Entry> entries;
+  std::map<std::string, size_t> index;
+  std::map<std::string, std::string> metadata;
+  ~cleave_tensor_file() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  const Entry &find(const std::string &name) const;
+};
+
+const cleave_tensor_file::Entry &
+cleave_tensor_file::find(const std::string &name) const {
+  auto it = index.find(name);
+  if (it != index.end())
+    return entries[it->second];
+  std::string names;
+  for (size_t i = 0; i < entries.size() && i < 10; ++i)
+    names += (i ? ", " : "") + entries[i].name;
+  if (entries.size() > 10)
+    names += ", ...";
+  throw RuntimeError(concat(path, ": no tensor '", name, "' (the file has ",
+                            entries.size(), ": ", names, ")"));
+}
+
+namespace {
+
+/// Parses one tensor entry of the header.
+cleave_tensor_file::Entry parseEntry(const std::string &path,
+                                     const std::string &name, const json &v,
+                                     uint64_t dataBytes) {
+  std::string where = concat(path, ": tensor '", name, "'");
+  require(v.is_object(), where + ": the header entry is not an object");
+  cleave_tensor_file::Entry e;
+  e.name = name;
+  require(v.contains("dtype") && v["dtype"].is_string(),
+          where + ": no dtype string");
+  e.dtypeName = v["dtype"].get<std::string>();
+  const DTypeInfo *info = lookupDType(e.dtypeName);
+  require(info, concat(where, ": unknown dtype '", e.dtypeName, "'"));
+  e.dtype = info->code;
+  e.elementSize = info->size;
+  require(v.contains("shape") && v["shape"].is_array(),
+          where + ": no shape array");
+  uint64_t elements = 1;
+  for (const json &d : v["shape"]) {
+    require(d.is_number_integer() && d.get<int64_t>() >= 0,
+            where + ": shape entries must be non-negative integers");
+    e.shape.push_back(d.get<int64_t>());
+    require(e.shape.back() == 0 ||
+                elements <= (uint64_t(1) << 62) / uint64_t(e.shape.back()),
+            where + ": the shape is too large");
+    elements *= uint64_t(e.shape.back());
+  }
+  const json &o = v.contains("data_offsets") ? v["data_offsets"] : json();
+  require(o.is_array() && o.size() == 2 && o[0].is_number_unsigned() &&
+              o[1].is_number_unsigned(),
+          where + ": data_offsets must be two non-negative integers");
+  e.begin = o[0].get<uint64_t>();
+  e.end = o[1].get<uint64_t>();
+  require(e.begin <= e.end, concat(where, ": data_offsets [", e.begin, ", ",
+                                   e.end, "] are reversed"));
+  uint64_t need = elements * uint64_t(e.elementSize);
+  require(e.end - e.begin == need,
+          concat(where, ": shape ", shapeText(e.shape), " of ", e.dtypeName,
+                 " needs ", need, " bytes but data_offsets span ",
+                 e.end - e.begin));
+  require(e.end <= dataBytes,
+          concat(where, ": its data ends at byte ", e.end,
+                 " but the file holds only ", dataBytes,
+                 " bytes of data (truncated?)"));
+  return e;
+}
+
+cleave_tensor_file *openTensorFile(const char *pathText) {
+  require(pathText, "the path is NULL");
+  auto file = std::make_unique<cleave_tensor_file>();
+  file->path = pathText;
+  const std::string &path = file->path;
+  file->fd = ::open(pathText, O_RDONLY | O_CLOEXEC);
+  require(file->fd >= 0, concat("cannot open ", path, ": ",
+                                std::strerror(errno)));
+  struct stat st;
+  require(::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode),
+          concat(path, " is not a regular file"));
+  uint64_t size = uint64_t(st.st_size);
+  require(size >= 8, concat(path, ": ", size,
+                            " bytes is too short for a tensor file (the "
+                            "8-byte header length is missing)"));
+  unsigned char lengthBytes[8];
+  preadAll(file->fd, path, lengthBytes, 8, 0);
+  uint64_t headerBytes = 0;
+  for (int i = 0; i < 8; ++i)
+    headerBytes |= uint64_t(lengthBytes[i]) << (8 * i);
+  require(headerBytes <= kMaxHeaderBytes && 8 + headerBytes <= size,
+          concat(path, ": header length ", headerBytes,
+                 " does not fit the file of ", size,
+                 " bytes (truncated or not a tensor file)"));
+  std::string header(headerBytes, '\0');
+  preadAll(file->fd, path, header.data(), headerBytes, 8);
+  file->dataStart = 8 + headerBytes;
+  json doc = json::parse(header, nullptr, false);
+  require(!doc.is_discarded() && doc.is_object(),
+          concat(path, ": the header is not a JSON object (corrupt file?)"));
+  for (auto &[key, value] : doc.items()) {
+    if (key == "__metadata__") {
+      require(value.is_object(), path + ": __metadata__ is not an object");
+      for (auto &[mk, mv] : value.items()) {
+        require(mv.is_string(), concat(path, ": metadata '", mk,
+                                       "' is not a string"));
+        file->metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    file->index[key] = file->entries.size();
+    file->entries.push_back(parseEntry(path, key, value, size - file->dataStart));
+  }
+  std::vector<const cleave_tensor_file::Entry *> sorted;
+  for (const auto &e : file->entries)
+    sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(),
+            [](auto *a, auto *b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    require(sorted[i]->begin >= sorted[i - 1]->end,
+            concat(path, ": tensors '", sorted[i - 1]->name, "' and '",
+                   sorted[i]->name, "' overlap"));
+  return file.release();
+}
+
+void readTensor(cleave_tensor_file *file, const char *name, void *dst,
+                int64_t bytes) {
+  require(file && name, "the file or the name is NULL");
+  const cleave_tensor_file::Entry &e = file->find(name);
+  uint64_t size = e.end - e.begin;
+  require(e.dtype >= 0, concat(file->path, ": tensor '", e.name,
+                               "' has dtype ", e.dtypeName,
+                               ", which the runtime does not support"));
+  require(bytes >= 0 && uint64_t(bytes) == size,
+          concat(file->path, ": tensor '", e.name, "' has ", size, " bytes (",
+                 dtypeName(e.dtype), " ", shapeText(e.shape),
+                 ") but the destination has ", bytes));
+  require(dst || size == 0, "the destination is NULL");
+  preadAll(file->fd, file->path, dst, size, file->dataStart + e.begin);
+  auto it = file->metadata.find("crc32:" + e.name);
+  if (it != file->metadata.end()) {
+    std::string actual = crcText(crcOf(dst, size));
+    require(actual == it->second,
+            concat(file->path, ": checksum mismatch for tensor '", e.name,
+                   "': the header says crc32 ", it->second, " but the data "
+                   "has ", actual, " (the file is corrupt)"));
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Writer
+//===----------------------------------------------------------------------===//
+
+struct cleave_tensor_writer {
+  struct Item {
+    std::string name;
+    int32_t dtype;
+    std::vector<int64_t> shape;
+    const void *data;
+    uint64_t bytes;
+  };
+  std::string path;
+  std::vector<Item> items;
+  std::map<std::string, std::string> metadata;
+};
+
+namespace {
+
+void addTensor(cleave_tensor_writer *w, const char *name, int32_t dtype,
+               int64_t rank, const int64_t *shape, const void *data) {
+  require(w && name && *name, "the writer or the tensor name is NULL/empty");
+  std::string where = concat(w->path, ": tensor '", name, "'");
+  require(std::string(name) != "__metadata__", where + ": reserved name");
+  for (const auto &item : w->items)
+    require(item.name != name, where + ": added twice");
+  checkDType(dtype);
+  require(rank >= 0 && rank <= 8 && (rank == 0 || shape),
+          concat(where, ": rank ", rank, " (must be 0..8 with a shape)"));
+  cleave_tensor_writer::Item item{name, dtype, {}, data, 0};
+  uint64_t elements = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    require(shape[i] >= 0, concat(where, ": dimension ", i, " is ", shape[i]));
+    item.shape.push_back(shape[i]);
+    elements *= uint64_t(shape[i]);
+  }
+  item.bytes = elements * uint64_t(dtypeSize(dtype));
+  require(data || item.bytes == 0, where + ": the data pointer is NULL");
+  w->items.push_back(std::move(item));
+}
+
+void writeAll(int fd, const std::string &path, const void *data,
+              uint64_t bytes) {
+  const char *p = static_cast<const char *>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, size_t(std::min<uint64_t>(bytes, 1u << 30)));
+    if (n < 0 && errno == EINTR)
+      continue;
+    require(n > 0, concat("cannot write ", path, ": ", std::strerror(errno)));
+    p += n;
+    bytes -= uint64_t(n);
+  }
+}
+
+/// The header: tensors ordered by element size (largest first) then name,
+/// as the safetensors package does, padded with spaces to 8 bytes.
+std::string buildHeader(cleave_tensor_writer &w) {
+  std::stable_sort(w.items.begin(), w.items.end(), [](auto &a, auto &b) {
+    int64_t sa = dtypeSize(a.dtype), sb = dtypeSize(b.dtype);
+    return sa != sb ? sa > sb : a.name < b.name;
+  });
+  json doc = json::object();
+  json meta = json::object();
+  for (const auto &[k, v] : w.metadata)
+    meta[k] = v;
+  meta["format"] = "cleave";
+  uint64_t offset = 0;
+  for (const auto &item : w.items) {
+    meta["crc32:" + item.name] = crcText(crcOf(item.data, item.bytes));
+    doc[item.name] = {{"dtype", safetensorsName(item.dtype)},
+                      {"shape", item.shape},
+                      {"data_offsets", {offset, offset + item.bytes}}};
+    offset += item.bytes;
+  }
+  doc["__metadata__"] = meta;
+  std::string header = doc.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  return header;
+}
+
+void finishWriter(cleave_tensor_writer &w) {
+  std::string header = buildHeader(w);
+  static std::atomic<int> counter{0};
+  std::string tmp =
+      concat(w.path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  require(fd >= 0, concat("cannot create ", tmp, ": ", std::strerror(errno)));
+  try {
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i)
+      length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+    writeAll(fd, tmp, length, 8);
+    writeAll(fd, tmp, header.data(), header.size());
+    for (const auto &item : w.items)
+      writeAll(fd, tmp, item.data, item.bytes);
+    require(::fsync(fd) == 0, concat("fsync ", tmp, ": ",
+                                     std::strerror(errno)));
+    require(::close(fd) == 0, concat("close ", tmp, ": ",
+                                     std::strerror(errno)));
+    fd = -1;
+    require(::rename(tmp.c_str(), w.path.c_str()) == 0,
+            concat("cannot rename ", tmp, " to ", w.path, ": ",
+                   std::strerror(errno)));
+  } catch (...) {
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  size_t slash = w.path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : w.path.substr(0, slash + 1);
+  int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd >= 0) {
+    ::fsync(dirFd); // Makes the rename durable.
+    ::close(dirFd);
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+cleave_tensor_file *cleave_tensor_file_open(const char *path) {
+  return guard("tensor_file_open", static_cast<cleave_tensor_file *>(nullptr),
+               [&] { return openTensorFile(path); });
+}
+
+void cleave_tensor_file_close(cleave_tensor_file *file) { delete file; }
+
+int64_t cleave_tensor_file_count(const cleave_tensor_file *file) {
+  return file ? int64_t(file->entries.size()) : -1;
+}
+
+const char *cleave_tensor_file_name(const cleave_tensor_file *file,
+                                    int64_t index) {
+  if (!file || index < 0 || index >= int64_t(file->entries.size()))
+    return nullptr;
+  return file->entries[size_t(index)].name.c_str();
+}
+
+int cleave_tensor_file_info(const cleave_tensor_file *file, const char *name,
+                            int32_t *dtype, int64_t *rank, int64_t shape[8]) {
+  if (!file || !name || !file->index.count(name))
+    return 1;
+  const auto &e = file->entries[file->index.at(name)];
+  if (e.shape.size() > 8)
+    return 1;
+  if (dtype)
+    *dtype = e.dtype;
+  if (rank)
+    *rank = int64_t(e.shape.size());
+  if (shape)
+    std::copy(e.shape.begin(), e.shape.end(), shape);
+  return 0;
+}
+
+int cleave_tensor_file_read(cleave_tensor_file *file, const char *name,
+                            void *dst, int64_t bytes) {
+  return guard("tensor_file_read", 1, [&] {
+    readTensor(file, name, dst, bytes);
+    return 0;
+  });
+}
+
+const char *cleave_tensor_file_metadata(const cleave_tensor_file *file,
+                                        const char *key) {
+  if (!file || !key)
+    return nullptr;
+  auto it = file->metadata.find(key);
+  return it == file->metadata.end() ? nullptr : it->second.c_str();
+}
+
+cleave_tensor_writer *cleave_tensor_writer_create(const char *path) {
+  return guard("tensor_writer_create",
+               static_cast<cleave_tensor_writer *>(nullptr), [&] {
+                 require(path && *path, "the path is NULL or empty");
+                 auto *w = new cleave_tensor_writer;
+                 w->path = path;
+                 return w;
+               });
+}
+
+int cleave_tensor_writer_add(cleave_tensor_writer *writer, const char *name,
+                             int32_t dtype, int64_t rank, const int64_t *shape,
+                             const void *data) {
+  return guard("tensor_writer_add", 1, [&] {
+    addTensor(writer, name, dtype, rank, shape, data);
+    return 0;
+  });
+}
+
+int cleave_tensor_writer_set_metadata(cleave_tensor_writer *writer,
+                                      const char *key, const char *value) {
+  return guard("tensor_writer_set_metadata", 1, [&] {
+    require(writer && key && *key && value, "NULL writer, key or value");
+    std::string k = key;
+    require(k != "format" && k.rfind("crc32:", 0) != 0,
+            concat(writer->path, ": metadata key '", k,
+                   "' is reserved for the runtime"));
+    writer->metadata[k] = value;
+    return 0;
+  });
+}
+
+int cleave_tensor_writer_finish(cleave_tensor_writer *writer) {
+  int rc = guard("tensor_writer_finish", 1, [&] {
+    require(writer, "the writer is NULL");
+    finishWriter(*writer);
+    return 0;
+  });
+  delete writer;
+  return rc;
+}
+
+void cleave_tensor_writer_abort(cleave_tensor_writer *writer) {
+  delete writer;
+}
+
+} // extern "C"

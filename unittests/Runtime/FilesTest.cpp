@@ -1,0 +1,325 @@
+//===- FilesTest.cpp - Tensor files and token files -----------------------===//
+
+#include "cleave/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    char t[] = "/tmp/cleave-files-XXXXXX";
+    path = ::mkdtemp(t);
+  }
+  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
+  std::string file(const std::string &name) const { return path + "/" + name; }
+  std::string path;
+};
+
+std::string lastError() {
+  std::string e = cleave_rt_error_message();
+  cleave_rt_clear_error();
+  return e;
+}
+
+bool has(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string readAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeAll(const std::string &path, const std::string &data) {
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+}
+
+/// Writes w (f32 2x3), b (bf16 [3]), step (i64 scalar) with metadata.
+void writeSample(const std::string &path) {
+  float w[6] = {1, 2, 3, 4, 5, 6};
+  uint16_t b[3] = {0x3f80, 0x4000, 0x4040};
+  int64_t step = 42;
+  int64_t wShape[] = {2, 3}, bShape[] = {3};
+  cleave_tensor_writer *writer = cleave_tensor_writer_create(path.c_str());
+  ASSERT_TRUE(writer);
+  ASSERT_EQ(cleave_tensor_writer_add(writer, "w", CLEAVE_F32, 2, wShape, w), 0);
+  ASSERT_EQ(cleave_tensor_writer_add(writer, "b", CLEAVE_BF16, 1, bShape, b), 0);
+  ASSERT_EQ(cleave_tensor_writer_add(writer, "step", CLEAVE_I64, 0, nullptr,
+                                     &step),
+            0);
+  ASSERT_EQ(cleave_tensor_writer_set_metadata(writer, "model", "gpt2"), 0);
+  ASSERT_EQ(cleave_tensor_writer_finish(writer), 0) << lastError();
+}
+
+TEST(TensorFileTest, RoundTrip) {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  writeSample(path);
+  cleave_tensor_file *f = cleave_tensor_file_open(path.c_str());
+  ASSERT_TRUE(f) << lastError();
+  EXPECT_EQ(cleave_tensor_file_count(f), 3);
+  EXPECT_STREQ(cleave_tensor_file_metadata(f, "model"), "gpt2");
+  EXPECT_STREQ(cleave_tensor_file_metadata(f, "format"), "cleave");
+  int32_t dtype;
+  int64_t rank, shape[8];
+  ASSERT_EQ(cleave_tensor_file_info(f, "w", &dtype, &rank, shape), 0);
+  EXPECT_EQ(dtype, CLEAVE_F32);
+  EXPECT_EQ(rank, 2);
+  EXPECT_EQ(shape[1], 3);
+  ASSERT_EQ(cleave_tensor_file_info(f, "step", &dtype, &rank, shape), 0);
+  EXPECT_EQ(rank, 0);
+  EXPECT_NE(cleave_tensor_file_info(f, "nope", &dtype, &rank, shape), 0);
+  float w[6];
+  ASSERT_EQ(cleave_tensor_file_read(f, "w", w, sizeof(w)), 0) << lastError();
+  EXPECT_EQ(w[5], 6.0f);
+  uint16_t b[3];
+  ASSERT_EQ(cleave_tensor_file_read(f, "b", b, sizeof(b)), 0);
+  EXPECT_EQ(b[2], 0x4040);
+  int64_t step;
+  ASSERT_EQ(cleave_tensor_file_read(f, "step", &step, 8), 0);
+  EXPECT_EQ(step, 42);
+  // Wrong size and missing tensor: clear errors.
+  EXPECT_NE(cleave_tensor_file_read(f, "w", w, 20), 0);
+  std::string e = lastError();
+  EXPECT_TRUE(has(e, "tensor 'w' has 24 bytes (f32 [2,3]) but the "
+                     "destination has 20"))
+      << e;
+  EXPECT_NE(cleave_tensor_file_read(f, "v", w, 24), 0);
+  e = lastError();
+  EXPECT_TRUE(has(e, "no tensor 'v'") && has(e, path)) << e;
+  cleave_tensor_file_close(f);
+  // No temporary file is left behind.
+  EXPECT_EQ(std::system(("ls " + dir.path + " | grep -q tmp").c_str()) == 0,
+            false);
+}
+
+TEST(TensorFileTest, CorruptionIsDetected) {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  writeSample(path);
+  std::string good = readAll(path);
+  // A flipped data byte: the checksum names the tensor.
+  std::string bad = good;
+  bad[bad.size() - 1] ^= 0x40; // Inside the last tensor's data.
+  writeAll(path, bad);
+  cleave_tensor_file *f = cleave_tensor_file_open(path.c_str());
+  ASSERT_TRUE(f);
+  bool anyMismatch = false;
+  for (const char *name : {"w", "b", "step"}) {
+    std::vector<char> dst(64);
+    int32_t dtype;
+    int64_t rank, shape[8];
+    cleave_tensor_file_info(f, name, &dtype, &rank, shape);
+    int64_t bytes = std::string(name) == "w" ? 24 : std::string(name) == "b" ? 6 : 8;
+    if (cleave_tensor_file_read(f, name, dst.data(), bytes) != 0) {
+      std::string e = lastError();
+      EXPECT_TRUE(has(e, "checksum mismatch for tensor")) << e;
+      anyMismatch = true;
+    }
+  }
+  EXPECT_TRUE(anyMismatch);
+  cleave_tensor_file_close(f);
+  // Truncated data.
+  writeAll(path, good.substr(0, good.size() - 4));
+  EXPECT_FALSE(cleave_tensor_file_open(path.c_str()));
+  std::string e = lastError();
+  EXPECT_TRUE(has(e, "truncated")) << e;
+  // Truncated header, garbage header, tiny file, missing file.
+  writeAll(path, good.substr(0, 20));
+  EXPECT_FALSE(cleave_tensor_file_open(path.c_str()));
+  EXPECT_TRUE(has(lastError(), "does not fit the file"));
+  std::string garbage = good;
+  garbage[9] = '!';
+  writeAll(path, garbage);
+  EXPECT_FALSE(cleave_tensor_file_open(path.c_str()));
+  EXPECT_TRUE(has(lastError(), "not a JSON object"));
+  writeAll(path, "abc");
+  EXPECT_FALSE(cleave_tensor_file_open(path.c_str()));
+  EXPECT_TRUE(has(lastError(), "too short"));
+  EXPECT_FALSE(cleave_tensor_file_open(dir.file("missing").c_str()));
+  e = lastError();
+  EXPECT_TRUE(has(e, "rank 0: tensor_file_open: cannot open") &&
+              has(e, "No such file"))
+      << e;
+}
+
+TEST(TensorFileTest, WriterRejectsBadInput) {
+  TempDir dir;
+  cleave_tensor_writer *w = cleave_tensor_writer_create(dir.file("x").c_str());
+  float data[4] = {0};
+  int64_t shape[] = {4};
+  EXPECT_EQ(cleave_tensor_writer_add(w, "a", CLEAVE_F32, 1, shape, data), 0);
+  EXPECT_NE(cleave_tensor_writer_add(w, "a", CLEAVE_F32, 1, shape, data), 0);
+  EXPECT_TRUE(has(lastError(), "added twice"));
+  EXPECT_NE(cleave_tensor_writer_add(w, "b", 9, 1, shape, data), 0);
+  EXPECT_TRUE(has(lastError(), "unknown dtype code 9"));
+  EXPECT_NE(cleave_tensor_writer_set_metadata(w, "crc32:a", "0"), 0);
+  EXPECT_TRUE(has(lastError(), "reserved"));
+  cleave_tensor_writer_abort(w);
+  // A directory that does not exist: the error names the path.
+  w = cleave_tensor_writer_create("/nonexistent-dir/x.safetensors");
+  EXPECT_NE(cleave_tensor_writer_finish(w), 0);
+  EXPECT_TRUE(has(lastError(), "/nonexistent-dir/x.safetensors.tmp"));
+}
+
+/// Interop with the safetensors layout written and read by plain Python
+/// (json + struct, as the safetensors package lays files out).
+TEST(TensorFileTest, PythonInterop) {
+  TempDir dir;
+  std::string script = dir.file("st.py");
+  writeAll(script, R"PY(
+import json, struct, sys
+mode, path = sys.argv[1], sys.argv[2]
+if mode == "write":
+    # What safetensors.torch.save_file produces: compact JSON, sorted by
+    # dtype size then name, header padded with spaces to 8 bytes.
+    a = struct.pack("<4d", 1.5, -2.0, 3.25, 4.0)
+    b = struct.pack("<6f", *[float(i) for i in range(6)])
+    c = struct.pack("<3H", 0x3f80, 0x4000, 0xbf80)
+    header = {"a": {"dtype": "F64", "shape": [4], "data_offsets": [0, 32]},
+              "b": {"dtype": "F32", "shape": [2, 3], "data_offsets": [32, 56]},
+              "c": {"dtype": "BF16", "shape": [3], "data_offsets": [56, 62]},
+              "__metadata__": {"format": "pt"}}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + a + b + c)
+else:
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    assert n % 8 == 0, n
+    meta = header.pop("__metadata__")
+    assert meta["format"] == "cleave", meta
+    body = data[8 + n:]
+    spans = sorted(v["data_offsets"] for v in header.values())
+    assert spans[0][0] == 0 and spans[-1][1] == len(body), spans
+    for (b0, e0), (b1, e1) in zip(spans, spans[1:]):
+        assert e0 == b1, spans
+    w = header["w"]
+    assert w["dtype"] == "F32" and w["shape"] == [2, 3], w
+    b0, e0 = w["data_offsets"]
+    assert struct.unpack("<6f", body[b0:e0]) == (1, 2, 3, 4, 5, 6)
+    assert header["step"]["shape"] == []
+    print("python read ok")
+)PY");
+  std::string pyFile = dir.file("py.safetensors");
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " write " + pyFile).c_str()), 0);
+  cleave_tensor_file *f = cleave_tensor_file_open(pyFile.c_str());
+  ASSERT_TRUE(f) << lastError();
+  double a[4];
+  float b[6];
+  uint16_t c[3];
+  ASSERT_EQ(cleave_tensor_file_read(f, "a", a, sizeof(a)), 0) << lastError();
+  ASSERT_EQ(cleave_tensor_file_read(f, "b", b, sizeof(b)), 0);
+  ASSERT_EQ(cleave_tensor_file_read(f, "c", c, sizeof(c)), 0);
+  EXPECT_EQ(a[2], 3.25);
+  EXPECT_EQ(b[5], 5.0f);
+  EXPECT_EQ(c[2], 0xbf80);
+  EXPECT_STREQ(cleave_tensor_file_metadata(f, "format"), "pt");
+  cleave_tensor_file_close(f);
+  std::string ours = dir.file("ours.safetensors");
+  writeSample(ours);
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + script + " read " + ours).c_str()), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Token files
+//===----------------------------------------------------------------------===//
+
+TEST(TokenFileTest, BatchesAreTheSameWhateverTheSplit) {
+  TempDir dir;
+  std::vector<uint16_t> tokens(5000);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = uint16_t(i % 1000);
+  std::string path = dir.file("train.bin");
+  writeAll(path, std::string(reinterpret_cast<char *>(tokens.data()),
+                             tokens.size() * 2));
+  cleave_token_file *f = cleave_token_file_open(path.c_str(), 2);
+  ASSERT_TRUE(f) << lastError();
+  EXPECT_EQ(cleave_token_file_length(f), 5000);
+  const int64_t rows = 8, seq = 16;
+  std::vector<int32_t> in(rows * seq), tg(rows * seq);
+  ASSERT_EQ(cleave_token_file_batch(f, 1234, 7, 0, rows, seq, 1000, in.data(),
+                                    tg.data()),
+            0)
+      << lastError();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t + 1 < seq; ++t) {
+      EXPECT_EQ(tg[r * seq + t], in[r * seq + t + 1]); // Shifted by one.
+      EXPECT_EQ((in[r * seq + t] + 1) % 1000, in[r * seq + t + 1]);
+    }
+  // Rows 3..5 asked alone (another rank's share) are the same rows.
+  std::vector<int32_t> in2(3 * seq), tg2(3 * seq);
+  ASSERT_EQ(cleave_token_file_batch(f, 1234, 7, 3, 3, seq, 1000, in2.data(),
+                                    tg2.data()),
+            0);
+  EXPECT_TRUE(std::equal(in2.begin(), in2.end(), in.begin() + 3 * seq));
+  // The documented start position: Philox with key seed ^ "TOKENS".
+  uint32_t w[4];
+  cleave_rt_philox(1234 ^ 0x544F4B454E53ull, 3, 0, 7, 0, w);
+  uint64_t start = ((uint64_t(w[1]) << 32) | w[0]) % (5000 - seq);
+  EXPECT_EQ(in2[0], int32_t(start % 1000));
+  // Another step gives other rows; a memory copy gives the same rows.
+  std::vector<int32_t> in3(rows * seq), tg3(rows * seq);
+  cleave_rt_clear_error();
+  cleave_token_file_batch(f, 1234, 8, 0, rows, seq, 1000, in3.data(), tg3.data());
+  EXPECT_NE(in, in3);
+  cleave_token_file *m = cleave_token_file_from_memory(tokens.data(), 5000, 2);
+  cleave_token_file_batch(m, 1234, 7, 0, rows, seq, 1000, in3.data(), tg3.data());
+  EXPECT_EQ(in, in3);
+  cleave_token_file_close(m);
+  cleave_token_file_close(f);
+}
+
+TEST(TokenFileTest, BadInputGivesClearErrors) {
+  TempDir dir;
+  std::string empty = dir.file("empty.bin"), odd = dir.file("odd.bin");
+  writeAll(empty, "");
+  writeAll(odd, "abc");
+  EXPECT_FALSE(cleave_token_file_open(empty.c_str(), 2));
+  EXPECT_TRUE(has(lastError(), "is empty"));
+  EXPECT_FALSE(cleave_token_file_open(odd.c_str(), 2));
+  EXPECT_TRUE(has(lastError(), "size 3 bytes is not a multiple of the token "
+                               "size 2"));
+  EXPECT_FALSE(cleave_token_file_open(odd.c_str(), 3));
+  EXPECT_TRUE(has(lastError(), "token_bytes is 3"));
+  EXPECT_FALSE(cleave_token_file_open(dir.file("nope.bin").c_str(), 4));
+  EXPECT_TRUE(has(lastError(), "cannot open"));
+  uint32_t tokens[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 70000};
+  cleave_token_file *f = cleave_token_file_from_memory(tokens, 10, 4);
+  std::vector<int32_t> in(100), tg(100);
+  EXPECT_NE(cleave_token_file_batch(f, 0, 0, 0, 1, 10, 100, in.data(), tg.data()), 0);
+  EXPECT_TRUE(has(lastError(), "has 10 tokens, too few for seq_len 10"));
+  // A window that includes position 9 finds the bad token.
+  bool found = false;
+  for (int step = 0; step < 50 && !found; ++step) {
+    if (cleave_token_file_batch(f, 0, step, 0, 4, 5, 100, in.data(), tg.data()) != 0) {
+      std::string e = lastError();
+      EXPECT_TRUE(has(e, "token at position 9 is 70000, not below the "
+                         "vocabulary size 100"))
+          << e;
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_NE(cleave_token_file_batch(f, 0, 0, 0, 1, 0, 100, in.data(), tg.data()), 0);
+  EXPECT_TRUE(has(lastError(), "seq_len 0 must be positive"));
+  EXPECT_NE(cleave_token_file_batch(nullptr, 0, 0, 0, 1, 4, 100, in.data(), tg.data()), 0);
+  lastError();
+  cleave_token_file_close(f);
+}
+
+} // namespace
