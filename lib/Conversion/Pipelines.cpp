@@ -43,6 +43,11 @@ void mlir::cleave::registerCPULoweringDialects(DialectRegistry &registry) {
   memref::registerAllocationOpInterfaceExternalModels(registry);
 }
 
+/// Every function gets out-parameters. (Given explicitly: the default of
+/// BufferResultsToOutParamsOpts::filterFn in LLVM 19 is a function_ref to a
+/// temporary lambda, which dangles once the options are copied.)
+static bool allFunctions(func::FuncOp *) { return true; }
+
 void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
                                             const CPUPipelineOptions &options) {
   // Tensor level.
@@ -54,6 +59,7 @@ void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
 
   // Buffers: identity layouts at function boundaries, results written into
   // caller-provided buffers.
+  pm.addPass(createCleavePrepareBufferizationPass());
   bufferization::OneShotBufferizationOptions bufferization;
   bufferization.bufferizeFunctionBoundaries = true;
   bufferization.setFunctionBoundaryTypeConversion(
@@ -61,6 +67,7 @@ void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferization));
   bufferization::BufferResultsToOutParamsOpts outParams;
   outParams.hoistStaticAllocs = true;
+  outParams.filterFn = allFunctions;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   pm.addPass(createCleaveLinalgToRuntimePass());
   bufferization::BufferDeallocationPipelineOptions dealloc;

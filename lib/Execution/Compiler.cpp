@@ -23,6 +23,9 @@
 using namespace mlir;
 using namespace mlir::cleave;
 
+/// Strided memref copies (lib/Runtime/MemrefCopy.cpp).
+extern "C" void memrefCopy(int64_t elementSize, void *src, void *dst);
+
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -132,6 +135,7 @@ JitProgram::compile(ModuleOp module, const CompileOptions &options) {
     add("cleave_rt_send", &cleave_rt_send);
     add("cleave_rt_recv", &cleave_rt_recv);
     add("cleave_rt_barrier", &cleave_rt_barrier);
+    add("memrefCopy", &memrefCopy);
     return map;
   });
   return std::move(program);

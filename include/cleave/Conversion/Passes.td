@@ -53,6 +53,32 @@ def CleaveFuseElementwisePass
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def CleavePrepareBufferizationPass
+    : Pass<"cleave-prepare-bufferization", "::mlir::ModuleOp"> {
+  let summary = "Sets up function boundaries for one-shot bufferization.";
+  let description = [{
+    Marks the arguments of every public function `bufferization.writable =
+    false`, so that the compiled code never writes into a buffer its caller
+    passed in (hosts may reuse inputs, and parameters are swapped with the
+    outputs after each step), and copies results that a function returns
+    more than once (for example the same gradient for two parameters of an
+    addition) or that are its own arguments, so that every result bufferizes
+    to its own out-parameter.
+
+    ```mlir
+    return %g, %g : tensor<4xf32>, tensor<4xf32>
+    // becomes
+    %e = tensor.empty() : tensor<4xf32>
+    %c = linalg.copy ins(%g : tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+    return %g, %c : tensor<4xf32>, tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def CleaveLinalgToRuntimePass
     : Pass<"cleave-linalg-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Turns bufferized linalg matmuls into runtime GEMM calls.";
