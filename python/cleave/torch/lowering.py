@@ -81,7 +81,9 @@ def describe_target(node: Node, root: torch.nn.Module) -> str:
     if node.op == "call_module":
         module = root.get_submodule(node.target)
         cls = type(module)
-        return f"module {cls.__module__}.{cls.__name__} ('{node.target}')"
+        qualified = (f"torch.nn.{cls.__name__}" if getattr(torch.nn, cls.__name__, None) is cls
+                     else f"{cls.__module__}.{cls.__name__}")
+        return f"module {qualified} ('{node.target}')"
     if node.op == "call_method":
         return f"tensor method Tensor.{node.target}"
     target = node.target
@@ -257,6 +259,8 @@ class Lowering:
             return concrete(node)
         if not is_dynamic(node):
             return concrete(node)
+        if not node.users and not self._mutates(node):
+            return POISON  # dead (e.g. only branched on): nothing to lower
         handler = self._handler(node)
         if handler is None:
             what = describe_target(node, self.root)
@@ -280,6 +284,13 @@ class Lowering:
 
     def _param(self, name):
         return dict(self.root.named_parameters())[name]
+
+    def _mutates(self, node: Node) -> bool:
+        if node.op == "call_method":
+            return node.target.endswith("_") and not node.target.endswith("__")
+        if node.op == "call_module":
+            return bool(getattr(self.root.get_submodule(node.target), "inplace", False))
+        return bool(node.kwargs.get("inplace", False))
 
     def check_inplace(self, node: Node) -> None:
         """Allows an in-place op when lowering it out of place and rebinding its

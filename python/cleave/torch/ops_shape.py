@@ -94,6 +94,20 @@ def _expand(cx, input, *args, **kwargs):
     return cx.broadcast_to(_tensor(input, "expand"), cx.out_type().shape)
 
 
+@lowers("repeat")
+def _repeat(cx, input, *sizes):
+    """Tiling: broadcast to [r0, s0, r1, s1, ...] and merge each pair."""
+    value = _tensor(input, "repeat")
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = sizes[0]
+    sizes = [int(r) for r in sizes]
+    shape = [1] * (len(sizes) - value.type.rank) + list(value.shape)
+    value = cx.b.reshape(value, shape)
+    interleaved = [d for pair in zip(sizes, shape) for d in pair]
+    tiled = cx.b.broadcast(value, interleaved, [2 * i + 1 for i in range(len(shape))])
+    return cx.b.reshape(tiled, cx.out_type().shape)
+
+
 # Indexing ------------------------------------------------------------------
 
 @lowers(operator.getitem)
@@ -269,3 +283,11 @@ def _shaped_constant(cx, *args, **kwargs):
             return torch.zeros_like(cx.out)
         return cx.out
     raise Unsupported(f"constant of dtype {getattr(cx.out, 'dtype', None)}")
+
+
+@lowers(operator.gt, operator.lt, operator.ge, operator.le, operator.eq, operator.ne,
+        torch.gt, torch.lt, torch.ge, torch.le, torch.eq, torch.ne, "gt", "lt", "ge", "le",
+        "eq", "ne", torch.isnan, torch.isinf, torch.logical_not, operator.invert)
+def _compare(cx, *args, **kwargs):
+    raise Unsupported("comparison of a traced tensor: cleave has no compare or select op, "
+                      "so masks must be constants (buffers, or built from sizes)")

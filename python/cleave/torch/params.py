@@ -51,6 +51,12 @@ def save_parameters(path: str, params: Mapping[str, torch.Tensor]) -> None:
     tensorfile.write_bytes_atomically(path, encode_parameters(params))
 
 
+def save_tensors(path: str, tensors: Mapping[str, torch.Tensor], content: str) -> None:
+    """Writes tensors in their own dtype (int64 as I64), metadata content=``content``."""
+    tensorfile.write(path, {n: to_file_tensor(t) for n, t in tensors.items()},
+                     {"content": content})
+
+
 def load_tensors(path: str) -> Dict[str, torch.Tensor]:
     """Every tensor of a tensor file (checksums checked)."""
     return {name: from_file_tensor(t) for name, t in tensorfile.read(path).tensors.items()}

@@ -148,6 +148,26 @@ def _peel_scale(value: Value):
     return None, None
 
 
+def _unrepeat(m: _Matcher, value: Value):
+    """``value`` = repeat_kv(x, rep) (x[:, :, None].expand(...).reshape(...)):
+    returns (x, rep), else (value, 1)."""
+    op = value.op
+    if op is None or op.name != "reshape":
+        return value, 1
+    expanded = op.operands[0]
+    if expanded.op is None or expanded.op.name != "broadcast":
+        return value, 1
+    if expanded.op.attrs["dims"] != [0, 1, 3, 4]:
+        return value, 1
+    x = expanded.op.operands[0]
+    batch, heads, rep, seq, dim = expanded.shape
+    if value.shape != (batch, heads * rep, seq, dim) or x.shape != (batch, heads, seq, dim):
+        return value, 1
+    if not m.single_use(value, expanded):
+        return value, 1
+    return x, rep
+
+
 def match_attention(m: _Matcher, root: Op) -> bool:
     if root.name != "matmul" or root.attrs.get("transpose_lhs"):
         return False
@@ -181,6 +201,11 @@ def match_attention(m: _Matcher, root: Op) -> bool:
     q, k = qk.operands
     if not (q.type.rank == k.type.rank == v.type.rank == rank) or q.dtype != v.dtype:
         return False
+    if rank == 4 and qk.attrs.get("transpose_rhs") and not root.attrs.get("transpose_rhs"):
+        k_kv, k_rep = _unrepeat(m, k)
+        v_kv, v_rep = _unrepeat(m, v)
+        if k_rep == v_rep > 1:  # grouped-query attention: use the shared heads
+            k, v = k_kv, v_kv
     b = m.builder_at(root)
     if not qk.attrs.get("transpose_rhs"):
         k = b.transpose(k, list(range(rank - 2)) + [rank - 1, rank - 2])

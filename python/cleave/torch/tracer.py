@@ -150,9 +150,8 @@ class CleaveProxy(Proxy):
 
     def _data_dependent(self, what: str):
         if is_dynamic(self.node):
-            self.tracer.report(f"data-dependent {what}: Python uses the value of a traced "
-                               f"tensor ({self.node.format_node().split('=')[0].strip()}), "
-                               f"which changes with the inputs or parameters")
+            self.tracer.report(f"data-dependent {what}: Python reads the value of a traced "
+                               f"tensor, which changes with the inputs or parameters")
         return concrete(self)
 
     def __bool__(self):
@@ -254,6 +253,10 @@ class ConcreteTracer(torch.fx.Tracer):
 
     def call_module(self, m, forward, args, kwargs):
         if self._evaluating:
+            return forward(*args, **kwargs)
+        if m not in self.submodule_paths:
+            # A module built inside forward() (e.g. nn.CrossEntropyLoss()(y, t)):
+            # trace through it; its functional calls are recorded.
             return forward(*args, **kwargs)
         return super().call_module(m, forward, args, kwargs)
 
