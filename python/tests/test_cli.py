@@ -1,0 +1,137 @@
+"""The command lines: export, batches, the PyTorch reference trainer and compare.
+
+The reference trainer is the PyTorch side of the end-to-end comparison with
+cleave-run. Until cleave-run exists, the exported program itself (evaluated
+op by op, trained with the same AdamW) stands in for the Cleave side: the two
+must agree to 1e-5 over 5 steps, through the real parameter and batch files.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+from cleave import tensorfile
+from cleave.torch import export
+from cleave.torch.params import load_tensors
+from tests import support
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+MODELS = os.path.join(HERE, "models")
+GPT = [f"{MODELS}/gpt.py:make_gpt", "--config", "n_layer=2", "--config", "block_size=16",
+       "--loss-output", "1"]
+LLAMA = [f"{MODELS}/llama.py:make_llama", "--config", "n_kv_heads=2"]
+
+
+def run(module, *args, expect=0, test=None):
+    result = subprocess.run([sys.executable, "-m", module, *args], cwd=PYTHON_DIR,
+                            capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": PYTHON_DIR})
+    if test is not None:
+        test.assertEqual(result.returncode, expect,
+                         f"{module} {' '.join(args)}\nstdout:\n{result.stdout}\n"
+                         f"stderr:\n{result.stderr}")
+    return result
+
+
+class CommandLineTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def test_export_gpt_with_check(self):
+        result = run("cleave.torch", *GPT, "--input", "idx=2x16:int64",
+                     "--input", "targets=2x16:int64", "-o", self.path("gpt.mlir"),
+                     "--params", self.path("gpt.st"), "--check", test=self)
+        self.assertIn("check: PyTorch loss", result.stderr)
+        self.assertIn("recognized: attention x2", result.stderr)
+        with open(self.path("gpt.mlir")) as f:
+            mlir = f.read()
+        support.verify(self, mlir)
+        params = tensorfile.read(self.path("gpt.st"))
+        self.assertEqual(len(params.tensors), 28)
+        self.assertIn("transformer.wte.weight", params.tensors)
+
+    def test_export_with_a_loss_function_and_loss_input(self):
+        run("cleave.torch", f"{MODELS}/mlp.py:MLP", "--config", "n_in=6",
+            "--input", "x=4x6:float32", "--loss-fn", "cross_entropy",
+            "--loss-input", "y=4:int64", "-o", self.path("mlp.mlir"), "--check", test=self)
+        with open(self.path("mlp.mlir")) as f:
+            mlir = f.read()
+        self.assertIn('%y: tensor<4xi32> {cleave.input = "y"}', mlir)
+        self.assertEqual(os.listdir(self.dir), ["mlp.mlir"])
+
+    def test_usage_errors(self):
+        cases = [(["--input", "idx=2x16"], "expected NAME=SHAPE:DTYPE"),
+                 (["--input", "idx=2x16:complex"], "unknown dtype 'complex'"),
+                 (["--config", "no_such_field=1"], "no_such_field")]
+        for extra, words in cases:
+            with self.subTest(words=words):
+                result = run("cleave.torch", *GPT, *extra, "-o", self.path("x.mlir"))
+                self.assertNotEqual(result.returncode, 0)
+                self.assertIn(words, result.stderr)
+                self.assertFalse(os.path.exists(self.path("x.mlir")))
+        result = run("cleave.torch", f"{MODELS}/nope.py:X", "-o", self.path("x.mlir"))
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("no such file", result.stderr)
+
+    def test_reference_training_matches_the_exported_program(self):
+        """batches -> reference (PyTorch) vs the exported program trained on the
+        same files; compare passes, and fails against the initial weights."""
+        for name, model in (("gpt", GPT), ("llama", LLAMA)):
+            with self.subTest(model=name):
+                first = "idx" if name == "gpt" else "tokens"
+                run("cleave.torch.batches", "--input", f"{first}=2x16:int64:64",
+                    "--input", "targets=2x16:int64:64", "--steps", "5", "--seed", "3",
+                    "-o", self.path("batches.st"), test=self)
+                run("cleave.torch", *model, "--input", f"{first}=2x16:int64",
+                    "--input", "targets=2x16:int64", "-o", self.path("m.mlir"),
+                    "--params", self.path("params.st"), test=self)
+                run("cleave.torch.reference", *model, "--params", self.path("params.st"),
+                    "--batches", self.path("batches.st"), "--steps", "5", "--lr", "1e-3",
+                    "--weight-decay", "0.01", "--out-losses", self.path("ref_losses.st"),
+                    "--out-params", self.path("ref_final.st"), test=self)
+                self.check_against_interpreter(name, self.path("params.st"),
+                                               self.path("batches.st"))
+                run("cleave.torch.compare", self.path("ref_final.st"),
+                    self.path("cleave_final.st"), test=self)
+                run("cleave.torch.compare", self.path("ref_losses.st"),
+                    self.path("cleave_losses.st"), test=self)
+                bad = run("cleave.torch.compare", self.path("ref_final.st"),
+                          self.path("params.st"), expect=1, test=self)
+                self.assertIn("tensors differ", bad.stderr)
+
+    def check_against_interpreter(self, name, params_path, batches_path):
+        """Trains the exported program (interpreter) from the same files and
+        writes its results where cleave-run's would go."""
+        from tests.models.gpt import GPT as GPTModel, GPTConfig
+        from tests.models.llama import Llama, LlamaConfig
+        model = GPTModel(GPTConfig()) if name == "gpt" else Llama(LlamaConfig())
+        batches = load_tensors(batches_path)
+        examples = {n: t[0].long() for n, t in batches.items()}
+        exported = export(model, examples, 1 if name == "gpt" else None)
+        initial = load_tensors(params_path)
+        self.assertEqual(list(initial), list(exported.parameters))
+        exported.parameters.update(initial)
+        losses, final = support.train_interpreted(exported, batches, 5)
+        from cleave.torch.params import save_tensors
+        save_tensors(self.path("cleave_losses.st"), {"loss": losses}, "losses")
+        save_tensors(self.path("cleave_final.st"), final, "parameters")
+        reference = load_tensors(self.path("ref_losses.st"))["loss"]
+        support.assert_close_relative(self, reference, losses, 1e-5, f"{name} losses")
+        self.assertFalse(torch.equal(final[next(iter(final))], initial[next(iter(initial))]),
+                         "training changed the weights")
+
+
+if __name__ == "__main__":
+    unittest.main()
