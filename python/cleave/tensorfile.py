@@ -46,11 +46,12 @@ class TensorFileError(Exception):
 
 @dataclass(frozen=True)
 class Tensor:
-    """One tensor: its dtype name, shape and raw little-endian bytes."""
+    """One tensor: its dtype name, shape and raw little-endian bytes (any
+    bytes-like object, e.g. a memoryview of an array)."""
 
     dtype: str
     shape: Tuple[int, ...]
-    data: bytes
+    data: bytes  # or another bytes-like object
 
     @property
     def numel(self) -> int:
@@ -102,14 +103,21 @@ def _check_tensor(name: str, tensor: Tensor) -> None:
     if any(not isinstance(d, int) or d < 0 for d in tensor.shape):
         raise TensorFileError(f"tensor '{name}': bad shape {list(tensor.shape)}")
     expected = tensor.numel * DTYPE_SIZES[tensor.dtype]
-    if len(tensor.data) != expected:
+    size = memoryview(tensor.data).nbytes
+    if size != expected:
         raise TensorFileError(
-            f"tensor '{name}': {len(tensor.data)} bytes of data, expected {expected} "
+            f"tensor '{name}': {size} bytes of data, expected {expected} "
             f"for {tensor.dtype} {list(tensor.shape)}")
 
 
 def encode(tensors: Mapping[str, Tensor], metadata: Optional[Mapping[str, str]] = None) -> bytes:
     """The file's bytes for ``tensors`` (in mapping order) and ``metadata``."""
+    return b"".join([encode_header(tensors, metadata)] + [bytes(t.data) for t in tensors.values()])
+
+
+def encode_header(tensors: Mapping[str, Tensor],
+                  metadata: Optional[Mapping[str, str]] = None) -> bytes:
+    """The length prefix and JSON header; the tensors' data follow it in order."""
     meta = {"format": _FORMAT}
     for key, value in (metadata or {}).items():
         if key == "format" or key.startswith(_CRC_PREFIX):
@@ -124,29 +132,32 @@ def encode(tensors: Mapping[str, Tensor], metadata: Optional[Mapping[str, str]] 
             raise TensorFileError(f"bad tensor name {name!r}")
         _check_tensor(name, tensor)
         meta[_CRC_PREFIX + name] = crc32_hex(tensor.data)
+        size = memoryview(tensor.data).nbytes
         header[name] = {"dtype": tensor.dtype, "shape": list(tensor.shape),
-                        "data_offsets": [offset, offset + len(tensor.data)]}
-        offset += len(tensor.data)
+                        "data_offsets": [offset, offset + size]}
+        offset += size
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    return b"".join([struct.pack("<Q", len(text)), text] + [t.data for t in tensors.values()])
+    return struct.pack("<Q", len(text)) + text
 
 
 def write(path: str, tensors: Mapping[str, Tensor],
           metadata: Optional[Mapping[str, str]] = None) -> None:
-    """Writes a tensor file atomically (temporary file, then rename)."""
-    data = encode(tensors, metadata)
-    write_bytes_atomically(path, data)
+    """Writes a tensor file atomically (temporary file, then rename). The
+    tensors' data are streamed, not copied into one buffer."""
+    header = encode_header(tensors, metadata)
+    write_bytes_atomically(path, header, *(t.data for t in tensors.values()))
 
 
-def write_bytes_atomically(path: str, data: bytes) -> None:
-    """Writes ``data`` to a temporary file beside ``path`` and renames it into place."""
+def write_bytes_atomically(path: str, *chunks) -> None:
+    """Writes ``chunks`` to a temporary file beside ``path`` and renames it into place."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -14,7 +14,7 @@ from . import patterns
 from .interpreter import evaluate
 from .ir import Program, simplify
 from .lowering import Lowering
-from .params import encode_parameters
+from .params import save_parameters
 from .printer import print_program
 from .tracer import ConcreteTracer, Problem, traceback_location
 
@@ -60,9 +60,8 @@ class ExportedProgram:
     def save(self, mlir_path: str, params_path: Optional[str] = None) -> None:
         """Writes the .mlir file and, if asked, the parameter file; each is
         written to a temporary file and renamed into place."""
-        params_data = encode_parameters(self.parameters) if params_path else None
         if params_path:
-            tensorfile.write_bytes_atomically(params_path, params_data)
+            save_parameters(params_path, self.parameters)
         try:
             tensorfile.write_bytes_atomically(mlir_path, self.mlir.encode("utf-8"))
         except BaseException:

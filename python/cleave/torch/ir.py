@@ -155,12 +155,17 @@ class Builder:
 
     def constant(self, tensor: torch.Tensor, dtype: str) -> Value:
         """A constant with the shape of ``tensor``, converted to ``dtype``."""
-        data = tensor.detach().to("cpu").to(ELEMENT_TO_TORCH[dtype]).contiguous()
+        data = tensor.detach().to("cpu").to(ELEMENT_TO_TORCH[dtype])
+        if not _is_broadcast_scalar(data):
+            data = data.contiguous()
         return self.create1("constant", [], {"value": data},
                             TensorType(tuple(data.shape), dtype))
 
     def splat(self, number: float, type_: TensorType) -> Value:
-        return self.constant(torch.full(type_.shape, number), type_.dtype)
+        """A splat constant; its value is a scalar expanded to the shape (no
+        memory for the elements)."""
+        scalar = torch.tensor(number, dtype=ELEMENT_TO_TORCH[type_.dtype])
+        return self.create1("constant", [], {"value": scalar.expand(type_.shape)}, type_)
 
     # Data movement (folding) ---------------------------------------------
 
@@ -174,6 +179,8 @@ class Builder:
         if source is not None and source.name == "reshape":
             return self.reshape(source.operands[0], shape)
         if source is not None and source.name == "constant":
+            if is_splat(source):
+                return self.splat(first_element(source), value.type.with_shape(shape))
             return self.constant(source.attrs["value"].reshape(shape), value.dtype)
         return self.create1("reshape", [value], {}, value.type.with_shape(shape))
 
@@ -185,9 +192,11 @@ class Builder:
         if source is not None and source.name == "transpose":
             inner = source.attrs["permutation"]
             return self.transpose(source.operands[0], [inner[p] for p in perm])
-        if source is not None and source.name == "constant":
-            return self.constant(source.attrs["value"].permute(perm), value.dtype)
         shape = [value.shape[p] for p in perm]
+        if source is not None and source.name == "constant":
+            if is_splat(source):
+                return self.splat(first_element(source), value.type.with_shape(shape))
+            return self.constant(source.attrs["value"].permute(perm), value.dtype)
         return self.create1("transpose", [value], {"permutation": perm},
                             value.type.with_shape(shape))
 
@@ -198,8 +207,7 @@ class Builder:
             return value
         source = value.op
         if source is not None and source.name == "constant" and is_splat(source):
-            return self.splat(source.attrs["value"].flatten()[0].item(),
-                              value.type.with_shape(shape))
+            return self.splat(first_element(source), value.type.with_shape(shape))
         if source is not None and source.name == "broadcast":
             inner = source.attrs["dims"]
             return self.broadcast(source.operands[0], shape, [dims[d] for d in inner])
@@ -211,6 +219,8 @@ class Builder:
             return value
         source = value.op
         if source is not None and source.name == "constant":
+            if is_splat(source):
+                return self.splat(first_element(source), value.type.with_shape(sizes))
             data = source.attrs["value"]
             index = tuple(slice(o, o + (n - 1) * s + 1, s) if n else slice(0, 0)
                           for o, n, s in zip(offsets, sizes, strides))
@@ -257,12 +267,23 @@ class Builder:
         return self.create1("matmul", [lhs, rhs], attrs, lhs.type.with_shape(shape))
 
 
+def _is_broadcast_scalar(data: torch.Tensor) -> bool:
+    return all(stride == 0 for stride, size in zip(data.stride(), data.shape) if size > 1)
+
+
 def is_splat(op: Op) -> bool:
+    """True when a constant op's elements are all equal."""
     data = op.attrs["value"]
-    if data.numel() <= 1:
+    if data.numel() <= 1 or _is_broadcast_scalar(data):
         return True
-    flat = data.flatten()
+    flat = data.reshape(-1)
     return bool(torch.equal(flat, flat[:1].expand_as(flat)))
+
+
+def first_element(op: Op):
+    """The first element of a constant op, as a Python number."""
+    data = op.attrs["value"]
+    return data[(0,) * data.dim()].item() if data.numel() else 0
 
 
 def simplify(program: Program) -> None:

@@ -274,15 +274,35 @@ def _where(cx, condition, input=None, other=None):
 
 # Constants shaped like a traced tensor --------------------------------------
 
-@lowers(torch.zeros_like, torch.ones_like, torch.full_like, torch.empty_like, "new_zeros",
-        "new_ones", "new_full", "new_empty", "new_tensor")
-def _shaped_constant(cx, *args, **kwargs):
-    if torch.is_tensor(cx.out) and cx.out.dtype in (torch.float32, torch.float64, torch.int64,
-                                                    torch.int32, torch.bfloat16, torch.float16):
-        if "empty" in getattr(cx.node.target, "__name__", str(cx.node.target)):
-            return torch.zeros_like(cx.out)
-        return cx.out
-    raise Unsupported(f"constant of dtype {getattr(cx.out, 'dtype', None)}")
+def _filled(cx, value):
+    out = cx.out
+    if not isinstance(out, torch.Tensor) or out.dtype not in (
+            torch.float32, torch.float64, torch.int64, torch.int32, torch.bfloat16,
+            torch.float16):
+        raise Unsupported(f"constant of dtype {getattr(out, 'dtype', None)}")
+    if isinstance(value, (Value, torch.Tensor)):
+        raise Unsupported("a fill value that is a tensor")
+    return torch.full(tuple(out.shape), value, dtype=out.dtype)
+
+
+@lowers(torch.zeros_like, torch.empty_like, "new_zeros", "new_empty")
+def _zeros(cx, *args, **kwargs):
+    return _filled(cx, 0)
+
+
+@lowers(torch.ones_like, "new_ones")
+def _ones(cx, *args, **kwargs):
+    return _filled(cx, 1)
+
+
+@lowers(torch.full_like)
+def _full_like(cx, input, fill_value, **kwargs):
+    return _filled(cx, fill_value)
+
+
+@lowers("new_full")
+def _new_full(cx, input, size, fill_value, **kwargs):
+    return _filled(cx, fill_value)
 
 
 @lowers(operator.gt, operator.lt, operator.ge, operator.le, operator.eq, operator.ne,

@@ -30,7 +30,8 @@ def to_file_tensor(tensor: torch.Tensor, dtype: Optional[torch.dtype] = None) ->
     tensor = tensor.contiguous()
     width = tensor.element_size()
     raw = tensor.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[width]).numpy()
-    return Tensor(_TO_FILE[tensor.dtype], tuple(tensor.shape), raw.astype(raw.dtype.newbyteorder("<")).tobytes())
+    raw = raw.astype(raw.dtype.newbyteorder("<"), copy=False)  # a no-op on x86
+    return Tensor(_TO_FILE[tensor.dtype], tuple(tensor.shape), memoryview(raw).cast("B"))
 
 
 def from_file_tensor(tensor: Tensor) -> torch.Tensor:
@@ -41,14 +42,10 @@ def from_file_tensor(tensor: Tensor) -> torch.Tensor:
     return raw.view(dtype).reshape(tensor.shape).clone()
 
 
-def encode_parameters(params: Mapping[str, torch.Tensor]) -> bytes:
-    """The bytes of a parameter file (F32, in mapping order)."""
-    return tensorfile.encode({name: to_file_tensor(t, torch.float32) for name, t in params.items()},
-                             {"content": "parameters"})
-
-
 def save_parameters(path: str, params: Mapping[str, torch.Tensor]) -> None:
-    tensorfile.write_bytes_atomically(path, encode_parameters(params))
+    """Writes a parameter file: F32 tensors in mapping order."""
+    tensorfile.write(path, {name: to_file_tensor(t, torch.float32) for name, t in params.items()},
+                     {"content": "parameters"})
 
 
 def save_tensors(path: str, tensors: Mapping[str, torch.Tensor], content: str) -> None:

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .ir import Builder, Op, Program, Value, is_splat
+from .ir import Builder, Op, Program, Value, first_element, is_splat
 
 #: A mask entry at or below this hides a score exactly in f32: exp() of it
 #: minus any realistic row maximum underflows to 0.
@@ -58,7 +58,7 @@ def const_eval(value: Value) -> Optional[torch.Tensor]:
 def _splat_number(value: Value) -> Optional[float]:
     op = value.op
     if op is not None and op.name == "constant" and is_splat(op):
-        return float(op.attrs["value"].flatten()[0].item())
+        return float(first_element(op))
     return None
 
 

@@ -47,7 +47,8 @@ def _torch_dtype(dtype: str):
 def format_dense(data: torch.Tensor, dtype: str, splat: bool) -> str:
     """``dense<...>``: a splat literal, or the raw little-endian bytes in hex."""
     if splat:
-        return f"dense<{_format_scalar(data.flatten()[0].item(), dtype)}>"
+        first = data[(0,) * data.dim()].item() if data.numel() else 0
+        return f"dense<{_format_scalar(first, dtype)}>"
     width = data.element_size()
     raw = data.contiguous().view({1: torch.int8, 2: torch.int16, 4: torch.int32,
                                   8: torch.int64}[width])

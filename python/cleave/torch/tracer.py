@@ -35,6 +35,7 @@ import torch
 import torch.fx
 from torch.fx.node import Node, map_aggregate
 from torch.fx.proxy import Attribute, Proxy
+from torch.nn.utils.stateless import functional_call
 
 #: Attributes of a tensor that are static metadata: answered concretely.
 _META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "layout",
@@ -144,27 +145,35 @@ class CleaveProxy(Proxy):
     data-dependent Python control flow instead of failing on it."""
 
     def __getattr__(self, name):
+        if name == "device":  # dynamic values are meta tensors; the model runs on the CPU
+            return torch.device("cpu")
+        if name in ("is_cuda", "is_meta"):
+            return False
         if name in _META_ATTRS:
             return getattr(concrete(self), name)
         return CleaveAttribute(self, name)
 
-    def _data_dependent(self, what: str):
+    def _data_dependent(self, what: str, convert, placeholder):
+        """A Python use of the proxy's value. Dynamic values are only known by
+        shape (meta tensors): the use is reported and tracing goes on with
+        ``placeholder`` so that every problem is found in one run."""
         if is_dynamic(self.node):
             self.tracer.report(f"data-dependent {what}: Python reads the value of a traced "
                                f"tensor, which changes with the inputs or parameters")
-        return concrete(self)
+            return placeholder
+        return convert(concrete(self))
 
     def __bool__(self):
-        return bool(self._data_dependent("control flow"))
+        return self._data_dependent("control flow", bool, True)
 
     def __int__(self):
-        return int(self._data_dependent("conversion to int"))
+        return self._data_dependent("conversion to int", int, 0)
 
     def __float__(self):
-        return float(self._data_dependent("conversion to float"))
+        return self._data_dependent("conversion to float", float, 0.0)
 
     def __index__(self):
-        return int(self._data_dependent("use as an index"))
+        return self._data_dependent("use as an index", int, 0)
 
     def __len__(self):
         return len(concrete(self))
@@ -218,10 +227,11 @@ class ConcreteTracer(torch.fx.Tracer):
 
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
                      proxy_factory_fn=None):
-        if kind == "call_method" and target in _META_METHODS:
-            return self._evaluate(kind, target, args, kwargs)
-        if kind == "call_method" and target == "type" and len(args) == 1 and not kwargs:
-            return self._evaluate(kind, target, args, kwargs)
+        if kind == "call_method" and target == "get_device":
+            return -1
+        if kind == "call_method" and (target in _META_METHODS or (
+                target == "type" and len(args) == 1 and not kwargs)):
+            return self._evaluate(kind, target, args, kwargs, False)
         proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr,
                                      proxy_factory_fn)
         node = proxy.node
@@ -230,7 +240,8 @@ class ConcreteTracer(torch.fx.Tracer):
             kind == "placeholder" or (kind == "get_attr" and target in self._params)
             or (kind == "call_module" and _has_parameters(self.root.get_submodule(target)))
             or any(is_dynamic(n) for n in node.all_input_nodes))
-        node.meta["cleave_value"] = self._evaluate(kind, target, args, kwargs)
+        node.meta["cleave_value"] = self._evaluate(kind, target, args, kwargs,
+                                                   node.meta["cleave_dynamic"])
         return proxy
 
     def create_arg(self, a):
@@ -276,20 +287,56 @@ class ConcreteTracer(torch.fx.Tracer):
         finally:
             self._evaluating = previous
 
-    def _evaluate(self, kind, target, args, kwargs):
+    def _evaluate(self, kind, target, args, kwargs, dynamic: bool):
+        """The node's value: real for constants; for dynamic values a meta
+        tensor (shape and dtype only), so tracing a large model costs no
+        activation memory. Ops without a meta kernel run on zeros instead."""
+        if kind == "placeholder":
+            return _to_meta(self.inputs[target])
+        if kind == "get_attr":
+            return _to_meta(self._params[target].detach())
+
         def value_of(a):
             return concrete(a) if isinstance(a, (Proxy, Node)) else a
         cargs = map_aggregate(args, value_of)
         ckwargs = map_aggregate(kwargs, value_of)
+        if not dynamic:
+            return self._run(kind, target, cargs, ckwargs, meta=False)
+        try:
+            return self._run(kind, target, _to_meta(cargs), _to_meta(ckwargs), meta=True)
+        except (NotImplementedError, RuntimeError):
+            real = self._run(kind, target, _materialize(cargs), _materialize(ckwargs),
+                             meta=False)
+            return _to_meta(real)
+
+    def _run(self, kind, target, args, kwargs, meta: bool):
         with self._evaluation():
-            if kind == "placeholder":
-                return self.inputs[target].clone()
-            if kind == "get_attr":
-                return self._params[target].detach().clone()
             if kind == "call_function":
-                return target(*cargs, **ckwargs)
+                return target(*args, **kwargs)
             if kind == "call_method":
-                return getattr(cargs[0], target)(*cargs[1:], **ckwargs)
+                return getattr(args[0], target)(*args[1:], **kwargs)
             if kind == "call_module":
-                return self.root.get_submodule(target)(*cargs, **ckwargs)
+                module = self.root.get_submodule(target)
+                if not meta:
+                    return module(*args, **kwargs)
+                state = {n: _to_meta(t) for n, t in module.named_parameters()}
+                state.update((n, _to_meta(t)) for n, t in module.named_buffers())
+                return functional_call(module, state, tuple(args), kwargs)
         raise AssertionError(f"unexpected node kind {kind}")
+
+
+def _to_meta(value):
+    def convert(v):
+        if isinstance(v, torch.Tensor) and not v.is_meta:
+            return torch.empty(v.shape, dtype=v.dtype, device="meta") if not isinstance(
+                v, torch.nn.Parameter) else v.detach().to("meta")
+        return v
+    return map_aggregate(value, convert)
+
+
+def _materialize(value):
+    def convert(v):
+        if isinstance(v, torch.Tensor) and v.is_meta:
+            return torch.zeros(v.shape, dtype=v.dtype)
+        return v
+    return map_aggregate(value, convert)
