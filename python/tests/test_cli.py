@@ -104,9 +104,9 @@ class CommandLineTest(unittest.TestCase):
                 self.check_against_interpreter(name, self.path("params.st"),
                                                self.path("batches.st"))
                 run("cleave.torch.compare", self.path("ref_final.st"),
-                    self.path("cleave_final.st"), test=self)
+                    self.path("cleave_final.st"), "--rtol", "1e-5", test=self)
                 run("cleave.torch.compare", self.path("ref_losses.st"),
-                    self.path("cleave_losses.st"), test=self)
+                    self.path("cleave_losses.st"), "--rtol", "1e-5", test=self)
                 bad = run("cleave.torch.compare", self.path("ref_final.st"),
                           self.path("params.st"), expect=1, test=self)
                 self.assertIn("tensors differ", bad.stderr)

@@ -136,7 +136,7 @@ class PatternsTest(unittest.TestCase):
         got_loss, got_grads = support.exported_loss_and_grads(exported, {"x": x})
         support.assert_close_relative(self, loss, got_loss, 1e-5, f"{name}: loss")
         for param in names:
-            support.assert_close_relative(self, grads[param], got_grads[param], 1e-4,
+            support.assert_close_relative(self, grads[param], got_grads[param], 1e-5,
                                           f"{name}: gradient of {param}")
 
 
