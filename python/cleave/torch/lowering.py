@@ -15,6 +15,7 @@ express exactly. After each node the lowered type is checked against the
 shape and dtype PyTorch computed on the example inputs.
 """
 
+import inspect
 import operator
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -181,11 +182,9 @@ def _squeeze_for_broadcast(shape, target):
 class Lowering:
     """Walks the graph in order and builds the program."""
 
-    def __init__(self, graph, root: torch.nn.Module, input_names: Sequence[str],
-                 dropout_enabled: bool):
+    def __init__(self, graph, root: torch.nn.Module, dropout_enabled: bool):
         self.graph = graph
         self.root = root
-        self.input_names = list(input_names)
         self.dropout_enabled = dropout_enabled
         self.program = Program("forward")
         self.builder = Builder(self.program)
@@ -228,9 +227,10 @@ class Lowering:
         return self.seed
 
     def _order_args(self) -> None:
-        params = sorted(self.params.values(),
-                        key=lambda v: self.param_order[id(self.used_params[v.arg_attrs["cleave.param"]])])
-        self.program.args = self.inputs + ([self.seed] if self.seed else []) + params
+        """Inputs, the dropout seed, then parameters in named_parameters order."""
+        params = sorted(self.params.items(), key=lambda item: self.param_order[item[0]])
+        seed = [self.seed] if self.seed else []
+        self.program.args = self.inputs + seed + [value for _, value in params]
 
     # Nodes -----------------------------------------------------------------
 
@@ -281,6 +281,8 @@ class Lowering:
         except Unsupported as err:
             return self.fail(node, f"{describe_target(node, self.root)}: {err}"
                              if node.op != "get_attr" else str(err))
+        except AssertionError as err:  # a lowering that disagrees with PyTorch
+            return self.fail(node, f"internal error of the front-end, please report: {err}")
 
     def _param(self, name):
         return dict(self.root.named_parameters())[name]
@@ -328,6 +330,10 @@ class Lowering:
 
     def _call(self, handler, node, args, kwargs):
         cx = NodeContext(self, node)
+        try:
+            inspect.signature(handler).bind(cx, *args, **kwargs)
+        except TypeError as err:
+            raise Unsupported(f"these arguments are not supported ({err})") from None
         result = handler(cx, *args, **kwargs)
         _check_result(node, result, cx.out)
         return result

@@ -46,15 +46,12 @@ def matmul_values(cx, lhs: Value, rhs: Value, out_shape) -> Value:
         if rhs.type.rank > 2:
             rhs = cx.broadcast_to(rhs, batch + list(rhs.shape[-2:]))
     flags = {}
-    for name, operand in (("lhs", lhs), ("rhs", rhs)):
-        source = _swaps_last_two(operand)
-        if source is not None and (name == "lhs" or operand.type.rank == 2
-                                   or operand.type.rank == lhs.type.rank):
-            flags["transpose_" + name] = True
-            if name == "lhs":
-                lhs = source
-            else:
-                rhs = source
+    source = _swaps_last_two(lhs)
+    if source is not None:
+        lhs, flags["transpose_lhs"] = source, True
+    source = _swaps_last_two(rhs)
+    if source is not None:
+        rhs, flags["transpose_rhs"] = source, True
     result = b.matmul(lhs, rhs, **flags)
     return b.reshape(result, out_shape)
 

@@ -190,9 +190,10 @@ class ConcreteTracer(torch.fx.Tracer):
     """Traces ``body(root, placeholders)`` with concrete example values.
 
     ``inputs`` maps placeholder names to example tensors (in order). After
-    ``trace()``, every node has ``meta["cleave_value"]`` (its value on the
-    examples), ``meta["cleave_dynamic"]`` and ``meta["cleave_loc"]``;
-    ``problems`` lists what was found to be data-dependent.
+    ``trace()``, every node has ``meta["cleave_value"]`` (its value: real for
+    constants, a meta tensor with the right shape and dtype for values that
+    depend on inputs or parameters), ``meta["cleave_dynamic"]`` and
+    ``meta["cleave_loc"]``; ``problems`` lists the data-dependent uses found.
     """
 
     def __init__(self, inputs: Dict[str, torch.Tensor],
@@ -247,7 +248,7 @@ class ConcreteTracer(torch.fx.Tracer):
     def create_arg(self, a):
         if isinstance(a, torch.nn.Parameter):
             node = super().create_arg(a)
-            node.meta.setdefault("cleave_value", a.detach())
+            node.meta.setdefault("cleave_value", _to_meta(a.detach()))
             node.meta.setdefault("cleave_dynamic", True)
             node.meta.setdefault("cleave_loc", user_location())
             return node
