@@ -111,6 +111,28 @@ class CommandLineTest(unittest.TestCase):
                           self.path("params.st"), expect=1, test=self)
                 self.assertIn("tensors differ", bad.stderr)
 
+    def test_weights_and_batch_files_are_checked(self):
+        from cleave.torch import cli, save_batches, save_parameters
+        from cleave.tensorfile import TensorFileError
+        from tests.models.mlp import MLP
+        model = MLP()
+        changed = {n: torch.full_like(p, 0.5) for n, p in model.named_parameters()}
+        save_parameters(self.path("w.st"), changed)
+        cli.load_weights(model, self.path("w.st"))
+        self.assertTrue(all(torch.equal(p, changed[n]) for n, p in model.named_parameters()))
+        save_parameters(self.path("bad.st"), {"fc1.weight": torch.zeros(3)})
+        with self.assertRaisesRegex(cli.UsageError, r"'fc1.weight' has shape \[3\]"):
+            cli.load_weights(model, self.path("bad.st"))
+        exported = export(model, (torch.zeros(4, 16),), loss=lambda out: out.sum())
+        with self.assertRaisesRegex(TensorFileError, r"per-step shape \[5, 16\]"):
+            save_batches(self.path("b.st"), {"x": torch.zeros(2, 5, 16)}, exported.inputs)
+        with self.assertRaisesRegex(TensorFileError, "do not fit in int32"):
+            save_batches(self.path("b.st"), [{"ids": torch.tensor([2 ** 40])}])
+        save_batches(self.path("b.st"), [{"x": torch.ones(4, 16)}] * 3, exported.inputs)
+        stored = tensorfile.read(self.path("b.st"))
+        self.assertEqual(stored.tensors["x"].shape, (3, 4, 16))
+        self.assertEqual(stored.metadata["steps"], "3")
+
     def check_against_interpreter(self, name, params_path, batches_path):
         """Trains the exported program (interpreter) from the same files and
         writes its results where cleave-run's would go."""

@@ -109,6 +109,8 @@ class ErrorPathTest(unittest.TestCase):
         model = nn.Linear(4, 3)
         self.assertIn("the loss must be a float32 scalar, got tensor<2x3xf32>",
                       str(_export_error(model, torch.randn(2, 4))))
+        err = _export_error(model, torch.randn(2, 4), loss=lambda out: out * 2)
+        self.assertIn("test_errors.py", str(err.problems[0].location))
 
         class Constant(nn.Module):
             def forward(self, x):

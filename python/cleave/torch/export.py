@@ -16,7 +16,7 @@ from .ir import Program, simplify
 from .lowering import Lowering
 from .params import save_parameters
 from .printer import print_program
-from .tracer import ConcreteTracer, Problem, traceback_location
+from .tracer import ConcreteTracer, Problem, traceback_location, user_location
 
 #: How the loss is obtained from what ``forward`` returns.
 LossArg = Union[None, int, str, Callable[..., Any]]
@@ -119,7 +119,7 @@ def _trace(module, model_args, loss, loss_inputs):
     try:
         graph = tracer.trace(module)
     except Exception as err:  # the user's code failed under tracing
-        where = traceback_location(err.__traceback__)
+        where = traceback_location(err.__traceback__) or user_location()
         tracer.problems.append(Problem(where, f"tracing failed: {type(err).__name__}: {err}"))
         return None, tracer.problems, list(inputs)
     return graph, tracer.problems, list(inputs)

@@ -356,6 +356,8 @@ class Lowering:
         value = self.env[result] if isinstance(result, Node) else result
         if value is POISON:
             return POISON
+        if isinstance(result, Node):  # report problems where the loss is computed
+            node.meta["cleave_loc"] = result.meta.get("cleave_loc")
         if not isinstance(value, Value):
             return self.fail(node, "the loss does not depend on the inputs or parameters")
         if value.shape != () or value.dtype != "f32":
