@@ -60,19 +60,3 @@ def assert_close_relative(test, expected: torch.Tensor, actual: torch.Tensor, rt
     test.assertLessEqual(diff, rtol * scale, f"{what}: max difference {diff:.3g}, "
                          f"largest magnitude {scale:.3g}")
 
-
-def train_interpreted(exported, batches: Dict[str, torch.Tensor], steps: int, lr=1e-3,
-                      betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-    """Trains the exported program's parameters with torch.optim.AdamW, its loss
-    and gradients given by the interpreter. Returns (losses, final params)."""
-    params = {n: t.clone().requires_grad_(True) for n, t in exported.parameters.items()}
-    opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=betas, eps=eps,
-                            weight_decay=weight_decay)
-    losses = []
-    for step in range(steps):
-        opt.zero_grad(set_to_none=True)
-        value = exported.evaluate({n: t[step] for n, t in batches.items()}, params)
-        value.backward()
-        opt.step()
-        losses.append(value.detach())
-    return torch.stack(losses), {n: p.detach() for n, p in params.items()}

@@ -88,6 +88,26 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
     return torch.stack(losses), final
 
 
+def train_exported(exported, initial: Mapping[str, torch.Tensor],
+                   batches: Mapping[str, torch.Tensor], steps: int, optimizer: str = "adamw",
+                   lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                   weight_decay: float = 0.01):
+    """The same training with the exported program's loss and gradients (the
+    reference interpreter): a stand-in for cleave-run that checks the export
+    and the files end to end. Returns (per-step losses, final parameters)."""
+    params = {n: initial[n].clone().requires_grad_(True) for n in exported.parameters}
+    opt = make_optimizer(list(params.values()), optimizer, lr, tuple(betas), eps,
+                         weight_decay)
+    losses = []
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        value = exported.evaluate({n: t[step] for n, t in batches.items()}, params)
+        value.backward()
+        opt.step()
+        losses.append(value.detach().float())
+    return torch.stack(losses), {n: p.detach() for n, p in params.items()}
+
+
 def _input(tensor: torch.Tensor) -> torch.Tensor:
     # Batch files hold ids as int32; PyTorch indexing and losses want int64.
     return tensor.long() if tensor.dtype == torch.int32 else tensor
