@@ -2,7 +2,6 @@
 and evaluated op by op from the dialect's definitions; its loss and
 parameter gradients must equal PyTorch's."""
 
-import math
 import unittest
 
 import torch
@@ -53,7 +52,8 @@ CASES = {
                    + (F.log_softmax(x * m.p, dim=-1) * m.p).sum()
                    + (torch.softmax(x * m.p, -1) * m.p).sum(), p=(4,)),
                 (2, 3, 4), ["softmax %", "dim = 1"], []),
-    "views": (Fn(lambda m, x: ((x * m.p).view(-1) * m.p.repeat(6)).sum() + (x * m.p).repeat(2, 1, 1, 3).mean()
+    "views": (Fn(lambda m, x: ((x * m.p).view(-1) * m.p.repeat(6)).sum()
+                 + (x * m.p).repeat(2, 1, 1, 3).mean()
                  + (x * m.p).reshape(6, 4).T.sum(0).mul(m.p.sum()).sum()
                  + (x * m.p).flatten(1).unsqueeze(0).squeeze(0).sum()
                  + (x * m.p).permute(2, 0, 1).contiguous().transpose(0, 1)[0].sum()

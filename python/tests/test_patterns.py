@@ -114,7 +114,8 @@ CASES = {  # name: (module, {op: count})
                                      seq_first=True),
                               {"cleave.rotary": 1, "cleave.transpose": 0}),
     "rotary_scaled_positions_stay_primitive": (
-        Rotary(lambda q, c, s: q * c[torch.arange(S) // 2] + rotate_half(q) * s[torch.arange(S) // 2]),
+        Rotary(lambda q, c, s: q * c[torch.arange(S) // 2]
+               + rotate_half(q) * s[torch.arange(S) // 2]),
         {"cleave.rotary": 0, "cleave.concat": 1}),
     "rotary_wrong_sign_stays_primitive": (
         Rotary(lambda q, c, s: q * c - rotate_half(q) * s), {"cleave.rotary": 0}),

@@ -61,7 +61,8 @@ def parse_config(items: List[str]) -> Dict[str, Any]:
     return config
 
 
-def parse_input(spec: str, need_shape: bool = True) -> Tuple[str, Tuple[int, ...], torch.dtype, Optional[int]]:
+def parse_input(spec: str, need_shape: bool = True
+                ) -> Tuple[str, Tuple[int, ...], torch.dtype, Optional[int]]:
     """NAME=SHAPE:DTYPE[:HIGH] -> (name, shape, dtype, high). SHAPE is like 4x16
     (empty for a scalar); HIGH bounds random integers (exclusive)."""
     name, sep, rest = spec.partition("=")

@@ -32,7 +32,7 @@ import torch
 from . import cli
 from .compare import compare
 from .export import ExportError, export
-from .params import load_tensors, save_batches, save_parameters, save_tensors
+from .params import load_tensors, save_batches, save_tensors
 from .reference import pin_threads, train, train_exported
 from ..tensorfile import TensorFileError
 

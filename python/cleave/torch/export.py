@@ -168,7 +168,7 @@ def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
     rewrites = patterns.rewrite(program) if recognize_patterns else {}
     simplify(program)
     _drop_unused_parameters(program)
-    used = {arg.arg_attrs["cleave.param"] for arg in program.args if "cleave.param" in arg.arg_attrs}
+    used = {a.arg_attrs["cleave.param"] for a in program.args if "cleave.param" in a.arg_attrs}
     parameters = OrderedDict(
         (arg.arg_attrs["cleave.param"],
          lowering.used_params[arg.arg_attrs["cleave.param"]].detach().clone())

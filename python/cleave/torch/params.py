@@ -36,7 +36,8 @@ def to_file_tensor(tensor: torch.Tensor, dtype: Optional[torch.dtype] = None) ->
 
 def from_file_tensor(tensor: Tensor) -> torch.Tensor:
     dtype = _FROM_FILE[tensor.dtype]
-    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[torch.tensor([], dtype=dtype).element_size()]
+    size = torch.tensor([], dtype=dtype).element_size()
+    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
     raw = torch.frombuffer(bytearray(tensor.data), dtype=width) if tensor.data else \
         torch.empty(0, dtype=width)
     return raw.view(dtype).reshape(tensor.shape).clone()

@@ -21,7 +21,7 @@ import argparse
 import ctypes
 import os
 import sys
-from typing import Dict, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 

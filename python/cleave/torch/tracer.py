@@ -23,7 +23,6 @@ goes on with the concrete value so that one error can list every problem.
 """
 
 import contextlib
-import inspect
 import linecache
 import os
 import sys
