@@ -64,7 +64,10 @@ CASES = {
                                   + (x * m.p)[0].sum() + (x * m.p)[:, None].sum()
                                   + (x * m.p)[-1, -2:, 1].sum()
                                   + (x * m.p).narrow(2, 1, 2).sum()
-                                  + (x * m.p).select(1, 2).sum()), p=(4,)),
+                                  + (x * m.p).select(1, 2).sum()
+                                  + ((x * m.p)[:, [-1], :] * m.p).sum()
+                                  + ((x * m.p)[..., [3, 0, 0]] * torch.arange(3.0)).sum()),
+                  p=(4,)),
                  (2, 3, 4), ["cleave.slice", "strides = [1, 1, 2]"], []),
     "split_chunk": (Fn(lambda m, x: sum((t * (i + 1)).sum() for i, t in enumerate(
         list((x * m.p).split(3, dim=-1)) + list((x * m.p).chunk(3, dim=1))

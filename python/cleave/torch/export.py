@@ -160,7 +160,7 @@ def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
         raise ExportError(subject, problems)
     if "dropout_seed" in input_names:
         raise ValueError("'dropout_seed' is reserved for the dropout seed input")
-    lowering = Lowering(graph, module, dropout)
+    lowering = Lowering(graph, module, dropout, user_location())
     program = lowering.run()
     problems = problems + lowering.problems
     if problems:

@@ -182,8 +182,10 @@ def _squeeze_for_broadcast(shape, target):
 class Lowering:
     """Walks the graph in order and builds the program."""
 
-    def __init__(self, graph, root: torch.nn.Module, dropout_enabled: bool):
+    def __init__(self, graph, root: torch.nn.Module, dropout_enabled: bool,
+                 default_location: Optional[Location] = None):
         self.graph = graph
+        self.default_location = default_location
         self.root = root
         self.dropout_enabled = dropout_enabled
         self.program = Program("forward")
@@ -245,7 +247,8 @@ class Lowering:
         return self.program
 
     def fail(self, node: Node, message: str) -> _Poison:
-        self.problems.append(Problem(node.meta.get("cleave_loc"), message))
+        location = node.meta.get("cleave_loc") or self.default_location
+        self.problems.append(Problem(location, message))
         return POISON
 
     def _lower(self, node: Node):

@@ -117,6 +117,7 @@ def _getitem(cx, base, index):
     value = _tensor(base, "indexing")
     index = index if isinstance(index, tuple) else (index,)
     offsets, sizes, strides = [], [], []
+    gather = None  # (input dim, indices) of one list index such as x[:, [-1], :]
     dim = 0
     ellipsis_dims = value.type.rank - sum(
         1 for i in index if i is not None and i is not Ellipsis)
@@ -129,9 +130,16 @@ def _getitem(cx, base, index):
                 dim += 1
             continue
         size = value.shape[dim]
+        if isinstance(item, torch.Tensor) and item.dim() == 1 and not item.is_floating_point() \
+                and item.dtype != torch.bool:
+            item = item.tolist()
+        if isinstance(item, (list, tuple)) and gather is None and item and all(
+                isinstance(i, int) and not isinstance(i, bool) for i in item):
+            gather = (dim, [i % size for i in item])
+            item = slice(None)
         if isinstance(item, bool) or not isinstance(item, (int, slice)):
-            raise Unsupported("indexing with a tensor, list or bool (advanced indexing); "
-                              "only ints, slices, None and ... are supported")
+            raise Unsupported("indexing with a traced tensor, a bool mask or several "
+                              "index lists (advanced indexing)")
         if isinstance(item, int):
             offsets.append(item % size), sizes.append(1), strides.append(1)
         else:
@@ -142,6 +150,16 @@ def _getitem(cx, base, index):
     for d in range(dim, value.type.rank):
         offsets.append(0), sizes.append(value.shape[d]), strides.append(1)
     sliced = cx.b.slice(value, offsets, sizes, strides)
+    if gather is not None:  # one slice per listed index, joined in order
+        axis, indices = gather
+        pieces = []
+        for i in indices:
+            piece_offsets = [0] * len(sizes)
+            piece_offsets[axis] = i
+            piece_sizes = list(sliced.shape)
+            piece_sizes[axis] = 1
+            pieces.append(cx.b.slice(sliced, piece_offsets, piece_sizes, [1] * len(sizes)))
+        sliced = cx.b.concat(pieces, axis)
     return cx.b.reshape(sliced, cx.out_type().shape)
 
 
