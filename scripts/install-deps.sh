@@ -11,6 +11,8 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   # tests (lit runs on Debian's Python)
   libgtest-dev python3
+  # the PyTorch front-end and its tests (torch 1.13 for /usr/bin/python3)
+  python3-torch
 )
 
 missing=()

@@ -1,0 +1,11 @@
+"""The PyTorch front-end: ``export(module, example_inputs, loss=...)``.
+
+See docs/pytorch-frontend.md for the API, the command line
+(``python3 -m cleave.torch``), the op coverage and the file formats.
+"""
+
+from .export import ExportError, ExportedProgram, InputSpec, export
+from .params import load_tensors, save_batches, save_parameters
+
+__all__ = ["export", "ExportError", "ExportedProgram", "InputSpec", "save_batches",
+           "save_parameters", "load_tensors"]

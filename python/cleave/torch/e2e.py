@@ -1,0 +1,168 @@
+"""python3 -m cleave.torch.e2e: the end-to-end comparison in one command.
+
+    python3 -m cleave.torch.e2e python/tests/models/gpt.py:make_gpt --loss-output 1 \\
+        --input idx=4x16:int64:64 --input targets=4x16:int64:64 --steps 5 \\
+        --cleave-run build/bin/cleave-run [--ranks 4]
+
+1. exports the model (its weights after ``--seed``) to ``model.mlir`` and
+   ``params.safetensors``;
+2. writes random per-step batches (``--input``/``--loss-input``
+   ``NAME=SHAPE:DTYPE[:HIGH]``, integers uniform in ``[0, HIGH)``);
+3. trains the PyTorch module from those weights on those batches with
+   ``torch.optim.AdamW`` (``ref_losses``/``ref_final``);
+4. trains the Cleave side: ``--cleave-run PATH`` runs cleave-run with the
+   flags in ``cleave_run_command`` below; ``--interpreter`` uses the
+   exported program's reference interpreter instead (what the tests use
+   until cleave-run exists);
+5. compares the per-step losses and the final parameters (``--rtol``,
+   relative to each tensor's largest magnitude) and exits 1 on a mismatch.
+
+Files go to ``--workdir`` (a temporary directory by default).
+"""
+
+import argparse
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from . import cli
+from .compare import compare
+from .export import ExportError, export
+from .params import load_tensors, save_batches, save_tensors
+from .reference import pin_threads, train, train_exported
+from ..tensorfile import TensorFileError
+
+
+def cleave_run_command(cleave_run, files, args):
+    """The cleave-run invocation the comparison assumes (see
+    docs/pytorch-frontend.md): parameters by cleave.param name, step s feeds
+    row s of each batch tensor, PyTorch's AdamW, losses as tensor 'loss'."""
+    command = [cleave_run, files["mlir"], "--params", files["params"],
+               "--batches", files["batches"], "--steps", str(args.steps),
+               "--optimizer", args.optimizer, "--lr", repr(args.lr),
+               "--betas", args.betas, "--eps", repr(args.eps),
+               "--weight-decay", repr(args.weight_decay),
+               "--save-losses", files["run_losses"], "--save-params", files["run_final"]]
+    if args.ranks:
+        command += ["--ranks", str(args.ranks)]
+    return command + list(args.run_arg)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python3 -m cleave.torch.e2e",
+                                     description=__doc__.split("\n\n")[0])
+    cli.add_model_arguments(parser)
+    parser.add_argument("--input", action="append", required=True,
+                        metavar="NAME=SHAPE:DTYPE[:HIGH]",
+                        help="a forward() input; integers need HIGH (as do "
+                             "--loss-input NAME=SHAPE:DTYPE:HIGH)")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--batch-seed", type=int, default=1)
+    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--betas", default="0.9,0.999")
+    parser.add_argument("--eps", type=float, default=1e-8)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    side = parser.add_mutually_exclusive_group(required=True)
+    side.add_argument("--cleave-run", metavar="PATH")
+    side.add_argument("--interpreter", action="store_true")
+    parser.add_argument("--ranks", type=int, default=0)
+    parser.add_argument("--run-arg", action="append", default=[],
+                        help="an extra argument for cleave-run (repeatable)")
+    parser.add_argument("--workdir")
+    return parser
+
+
+def _prepare(args, files):
+    """Export, batches and the PyTorch reference; returns the export."""
+    model = cli.build_model(args)
+    loss = cli.resolve_loss(args)
+    specs = [cli.parse_input(s) for s in args.input + args.loss_input]
+    loss_names = [cli.parse_input(s)[0] for s in args.loss_input]
+    generator = torch.Generator().manual_seed(args.batch_seed)
+    batches = {}
+    for name, shape, dtype, high in specs:
+        if not dtype.is_floating_point and high is None:
+            raise cli.UsageError(f"input '{name}': integers need NAME=SHAPE:DTYPE:HIGH")
+        batches[name] = cli.example_tensor((args.steps,) + shape, dtype, high, generator)
+    examples = {n: t[0] for n, t in batches.items() if n not in loss_names}
+    loss_examples = {n: batches[n][0] for n in loss_names}
+    reference_model = copy.deepcopy(model)
+    exported = export(model, examples, loss, loss_examples)
+    exported.save(files["mlir"], files["params"])
+    save_batches(files["batches"], batches, exported.inputs)
+    betas = tuple(float(b) for b in args.betas.split(","))
+    losses, final = train(reference_model, load_tensors(files["params"]),
+                          load_tensors(files["batches"]), args.steps, loss, loss_names,
+                          args.optimizer, args.lr, betas, args.eps, args.weight_decay)
+    save_tensors(files["ref_losses"], {"loss": losses}, "losses")
+    save_tensors(files["ref_final"], final, "parameters")
+    return exported
+
+
+def _run_cleave(args, files, exported):
+    if args.interpreter:
+        betas = tuple(float(b) for b in args.betas.split(","))
+        losses, final = train_exported(exported, load_tensors(files["params"]),
+                                       load_tensors(files["batches"]), args.steps,
+                                       args.optimizer, args.lr, betas, args.eps,
+                                       args.weight_decay)
+        save_tensors(files["run_losses"], {"loss": losses}, "losses")
+        save_tensors(files["run_final"], final, "parameters")
+        return 0
+    command = cleave_run_command(args.cleave_run, files, args)
+    print("+ " + " ".join(command), file=sys.stderr)
+    return subprocess.run(command, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}).returncode
+
+
+def _compare(files, rtol):
+    ok = True
+    for what in ("losses", "final"):
+        errors, report = compare(load_tensors(files[f"ref_{what}"]),
+                                 load_tensors(files[f"run_{what}"]), rtol)
+        worst = f"{report[0][1]} {report[0][0]:.3g}" if report else "-"
+        print(f"{what}: {len(report) - len(errors)}/{len(report)} tensors within rtol "
+              f"{rtol:g} (worst: {worst})", file=sys.stderr)
+        for error in errors:
+            print(f"error: {what}: {error}", file=sys.stderr)
+        ok = ok and not errors
+    return ok
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    pin_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = args.workdir or tmp
+        os.makedirs(workdir, exist_ok=True)
+        files = {k: os.path.join(workdir, f) for k, f in (
+            ("mlir", "model.mlir"), ("params", "params.safetensors"),
+            ("batches", "batches.safetensors"), ("ref_losses", "ref_losses.safetensors"),
+            ("ref_final", "ref_final.safetensors"), ("run_losses", "run_losses.safetensors"),
+            ("run_final", "run_final.safetensors"))}
+        try:
+            exported = _prepare(args, files)
+        except (cli.UsageError, ValueError, TypeError, TensorFileError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except ExportError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        status = _run_cleave(args, files, exported)
+        if status != 0:
+            print(f"error: the Cleave side exited with status {status}", file=sys.stderr)
+            return 1
+        try:
+            return 0 if _compare(files, args.rtol) else 1
+        except TensorFileError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""``cleave.torch.export``: a torch.nn.Module and its loss as a cleave program."""
+
+import inspect
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from .. import tensorfile
+from . import ops_math, ops_nn, ops_shape  # noqa: F401  (register the handlers)
+from . import patterns
+from .interpreter import evaluate
+from .ir import Program, simplify
+from .lowering import Lowering
+from .params import save_parameters
+from .printer import print_program
+from .tracer import ConcreteTracer, Problem, traceback_location, user_location
+
+#: How the loss is obtained from what ``forward`` returns.
+LossArg = Union[None, int, str, Callable[..., Any]]
+
+
+class ExportError(Exception):
+    """The module cannot be exported; ``problems`` lists each reason with its
+    source location. Nothing has been written."""
+
+    def __init__(self, subject: str, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        count = len(self.problems)
+        lines = [f"cannot export {subject} to Cleave: {count} problem{'s' * (count != 1)}"]
+        lines += [f"  {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A data input of the program: its ``cleave.input`` name, per-step shape
+    and element type (``f32``, ``i32``, ...)."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class ExportedProgram:
+    """The result of ``export``: MLIR text, the parameters' current values (in
+    argument order) and a description of the data inputs."""
+
+    mlir: str
+    program: Program
+    parameters: "OrderedDict[str, torch.Tensor]"
+    inputs: List[InputSpec]
+    rewrites: Dict[str, int]
+    unused_parameters: List[str] = field(default_factory=list)
+    uses_dropout_seed: bool = False
+
+    def save(self, mlir_path: str, params_path: Optional[str] = None) -> None:
+        """Writes the .mlir file and, if asked, the parameter file; each is
+        written to a temporary file and renamed into place."""
+        if params_path:
+            save_parameters(params_path, self.parameters)
+        try:
+            tensorfile.write_bytes_atomically(mlir_path, self.mlir.encode("utf-8"))
+        except BaseException:
+            if params_path and os.path.exists(params_path):
+                os.unlink(params_path)
+            raise
+
+    def evaluate(self, inputs: Mapping[str, torch.Tensor],
+                 parameters: Optional[Mapping[str, torch.Tensor]] = None) -> torch.Tensor:
+        """The loss the exported program computes (reference interpreter)."""
+        return evaluate(self.program, dict(inputs), dict(parameters or self.parameters))
+
+
+def _bind_inputs(module: torch.nn.Module, example_inputs) -> "OrderedDict[str, Any]":
+    signature = inspect.signature(module.forward)
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"{type(module).__name__}.forward takes *args/**kwargs; "
+                            f"name its inputs")
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if isinstance(example_inputs, Mapping):
+        bound = signature.bind(**example_inputs)
+    else:
+        bound = signature.bind(*example_inputs)
+    return OrderedDict(bound.arguments)
+
+
+def apply_loss(output, loss: LossArg, loss_args: Sequence[Any]):
+    """The loss from ``forward``'s output (shared with the reference trainer)."""
+    if loss is None:
+        return output
+    if callable(loss):
+        return loss(output, *loss_args)
+    if isinstance(loss, (int, str)):
+        return output[loss]
+    raise TypeError(f"loss must be None, an index or key, or a callable, got {loss!r}")
+
+
+def _trace(module, model_args, loss, loss_inputs):
+    inputs = OrderedDict((k, v) for k, v in model_args.items() if isinstance(v, torch.Tensor))
+    for name, value in loss_inputs.items():
+        if name in inputs:
+            raise ValueError(f"loss input '{name}' has the name of a model input")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"loss input '{name}' must be a tensor")
+        inputs[name] = value
+
+    def body(root, placeholders):
+        kwargs = {name: placeholders.get(name, value) for name, value in model_args.items()}
+        output = type(root).forward(root, **kwargs)
+        return apply_loss(output, loss, [placeholders[n] for n in loss_inputs])
+
+    tracer = ConcreteTracer(inputs, body)
+    try:
+        graph = tracer.trace(module)
+    except Exception as err:  # the user's code failed under tracing
+        where = traceback_location(err.__traceback__) or user_location()
+        tracer.problems.append(Problem(where, f"tracing failed: {type(err).__name__}: {err}"))
+        return None, tracer.problems, list(inputs)
+    return graph, tracer.problems, list(inputs)
+
+
+def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
+           loss_inputs: Optional[Mapping[str, torch.Tensor]] = None, *,
+           dropout: bool = True, recognize_patterns: bool = True,
+           locations: bool = True) -> ExportedProgram:
+    """Traces ``module`` on ``example_inputs`` and returns its loss as a cleave
+    ``func.func @forward``.
+
+    ``example_inputs`` is a tuple (positional ``forward`` arguments) or a dict
+    (by name); tensors become ``cleave.input`` arguments named after
+    ``forward``'s parameters, other values are fixed at export. The loss is:
+
+    - ``loss=None``: ``forward`` returns the scalar loss;
+    - ``loss=1`` or ``loss="loss"``: ``forward`` returns a tuple/dict and the
+      loss is that element (e.g. ``(logits, loss)``);
+    - ``loss=fn`` with ``loss_inputs={"targets": t}``: the loss is
+      ``fn(forward(...), targets)``, e.g. ``loss=F.cross_entropy``; the loss
+      inputs become ``cleave.input`` arguments too.
+
+    The module's mode is respected: dropout with ``p > 0`` in training mode
+    becomes ``cleave.dropout`` (seeded by an extra ``dropout_seed`` input)
+    unless ``dropout=False``; in eval mode it is the identity. Raises
+    ``ExportError`` listing every unsupported op and data-dependent branch.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError("export() takes a torch.nn.Module")
+    subject = type(module).__name__
+    loss_inputs = OrderedDict(loss_inputs or {})
+    if loss_inputs and not callable(loss):
+        raise TypeError("loss_inputs needs a callable loss=")
+    model_args = _bind_inputs(module, example_inputs)
+    graph, problems, input_names = _trace(module, model_args, loss, loss_inputs)
+    if graph is None:
+        raise ExportError(subject, problems)
+    if "dropout_seed" in input_names:
+        raise ValueError("'dropout_seed' is reserved for the dropout seed input")
+    lowering = Lowering(graph, module, dropout, user_location())
+    program = lowering.run()
+    problems = problems + lowering.problems
+    if problems:
+        raise ExportError(subject, sorted(problems, key=_problem_order))
+    rewrites = patterns.rewrite(program) if recognize_patterns else {}
+    simplify(program)
+    _drop_unused_parameters(program)
+    used = {a.arg_attrs["cleave.param"] for a in program.args if "cleave.param" in a.arg_attrs}
+    parameters = OrderedDict(
+        (arg.arg_attrs["cleave.param"],
+         lowering.used_params[arg.arg_attrs["cleave.param"]].detach().clone())
+        for arg in program.args if "cleave.param" in arg.arg_attrs)
+    inputs = [InputSpec(v.arg_attrs["cleave.input"], v.shape, v.dtype) for v in lowering.inputs]
+    unused = [name for name, _ in module.named_parameters() if name not in used]
+    return ExportedProgram(print_program(program, locations), program, parameters, inputs,
+                           rewrites, unused, lowering.seed is not None)
+
+
+def _problem_order(problem: Problem):
+    loc = problem.location
+    return (loc is None, loc.path if loc else "", loc.line if loc else 0)
+
+
+def _drop_unused_parameters(program: Program) -> None:
+    """Parameters the loss does not depend on get no gradient in PyTorch (and
+    so no optimizer update): they are not arguments of the program."""
+    uses = program.uses()
+    program.args = [arg for arg in program.args
+                    if "cleave.param" not in arg.arg_attrs or id(arg) in uses
+                    or arg is program.result]

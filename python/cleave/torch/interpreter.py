@@ -1,0 +1,165 @@
+"""Evaluates an exported ``Program`` with PyTorch, op by op.
+
+Each cleave op is computed from its definition in the dialect reference
+(docs/reference/CleaveDialect.md), independently of how the front-end
+produced it; autograd flows through, so the interpreter also gives the
+gradients the exported forward implies. ``ExportedProgram.evaluate`` and the
+CLI's ``--check`` use it to confirm that an export computes what PyTorch
+computes, before any compiler pass runs.
+"""
+
+import math
+from typing import Dict
+
+import torch
+import torch.nn.functional as F
+
+from .ir import ELEMENT_TO_TORCH, Op, Program
+
+
+class InterpreterError(Exception):
+    """An op the interpreter cannot evaluate (e.g. dropout's random stream)."""
+
+
+def _broadcast(x, op, out):
+    shape = [1] * out.type.rank
+    for i, d in enumerate(op.attrs["dims"]):
+        shape[d] = x.shape[i]
+    return x.reshape(shape).expand(out.shape)
+
+
+def _slice(x, op):
+    index = tuple(slice(o, o + (n - 1) * s + 1, s) if n else slice(0, 0) for o, n, s in zip(
+        op.attrs["offsets"], op.attrs["sizes"], op.attrs["strides"]))
+    return x[index]
+
+
+def _matmul(lhs, rhs, op):
+    if op.attrs.get("transpose_lhs"):
+        lhs = lhs.transpose(-1, -2)
+    if op.attrs.get("transpose_rhs"):
+        rhs = rhs.transpose(-1, -2)
+    return torch.matmul(lhs, rhs)
+
+
+def _attention(q, k, v, op):
+    # q [B, S, Hq, D], k/v [B, Skv, Hkv, D]; query head h uses kv head h // (Hq / Hkv).
+    group = q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    scale = op.attrs.get("scale")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = torch.einsum("bshd,bthd->bhst", q, k) * scale
+    if op.attrs.get("causal"):
+        s, t = scores.shape[-2:]
+        hidden = torch.ones(s, t, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return torch.einsum("bhst,bthd->bshd", scores.softmax(-1), v)
+
+
+def _rotary(x, op):
+    # x [B, S, N, D]; position s rotates pair i by s * theta^(-2i/D).
+    if op.attrs.get("interleaved"):
+        raise InterpreterError("interleaved rotary is not used by the front-end")
+    d = x.shape[-1]
+    theta = op.attrs.get("theta", 10000.0)
+    inv = theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.outer(torch.arange(x.shape[1], dtype=torch.float64), inv)
+    if op.attrs.get("inverse"):
+        angles = -angles
+    cos = angles.cos().to(x.dtype)[None, :, None, :]
+    sin = angles.sin().to(x.dtype)[None, :, None, :]
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+
+def _norm(x, gamma, beta, op, rms):
+    eps = op.attrs.get("epsilon", 1e-5)
+    if rms:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+    return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+
+
+def _cross_entropy(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long())
+
+
+_UNARY = {"neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
+          "rsqrt": torch.rsqrt, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+          "relu": torch.relu, "silu": F.silu}
+_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+           "max": torch.maximum, "min": torch.minimum, "pow": torch.pow}
+_REDUCE = {"reduce_sum": lambda x, d: x.sum(d), "reduce_mean": lambda x, d: x.mean(d),
+           "reduce_max": lambda x, d: x.amax(d)}
+
+
+def evaluate_op(op: Op, args):
+    n, a = op.name, op.attrs
+    out = op.results[0]
+    if n == "constant":
+        return a["value"].clone()
+    if n in _UNARY:
+        return _UNARY[n](args[0])
+    if n == "gelu":
+        return F.gelu(args[0], approximate=a.get("approximate", "tanh"))
+    if n in _BINARY:
+        return _BINARY[n](*args)
+    if n in _REDUCE:
+        return _REDUCE[n](args[0], a["dims"])
+    if n == "cast":
+        return args[0].to(ELEMENT_TO_TORCH[out.dtype])
+    if n == "reshape":
+        return args[0].reshape(out.shape)
+    if n == "transpose":
+        return args[0].permute(a["permutation"])
+    if n == "broadcast":
+        return _broadcast(args[0], op, out)
+    if n == "slice":
+        return _slice(args[0], op)
+    if n == "concat":
+        return torch.cat(args, dim=a["dim"])
+    if n == "softmax":
+        return torch.softmax(args[0], a["dim"])
+    if n == "matmul":
+        return _matmul(args[0], args[1], op)
+    if n == "layer_norm":
+        return _norm(args[0], args[1], args[2], op, rms=False)
+    if n == "rms_norm":
+        return _norm(args[0], args[1], None, op, rms=True)
+    if n == "embedding":
+        return F.embedding(args[1].long(), args[0])
+    if n == "cross_entropy":
+        return _cross_entropy(args[0], args[1])
+    if n == "attention":
+        return _attention(*args, op)
+    if n == "rotary":
+        return _rotary(args[0], op)
+    raise InterpreterError(f"cannot evaluate cleave.{n}")
+
+
+def evaluate(program: Program, inputs: Dict[str, torch.Tensor],
+             params: Dict[str, torch.Tensor]) -> torch.Tensor:
+    """Runs the program; ``inputs`` by ``cleave.input`` name, ``params`` by
+    ``cleave.param`` name. Integer inputs may be int64: they are converted."""
+    env: Dict[int, torch.Tensor] = {}
+    for arg in program.args:
+        attrs = arg.arg_attrs
+        if "cleave.param" in attrs:
+            tensor = params[attrs["cleave.param"]]
+        else:
+            tensor = inputs[attrs["cleave.input"]]
+            if not arg.type.is_float:
+                tensor = tensor.to(ELEMENT_TO_TORCH[arg.dtype])
+        if tuple(tensor.shape) != arg.shape:
+            raise InterpreterError(f"argument %{arg.name}: shape {list(tensor.shape)}, "
+                                   f"expected {list(arg.shape)}")
+        env[id(arg)] = tensor
+    for op in program.ops:
+        args = [env[id(v)] for v in op.operands]
+        result = evaluate_op(op, args)
+        if tuple(result.shape) != op.results[0].shape:
+            raise InterpreterError(f"cleave.{op.name} produced {list(result.shape)}, "
+                                   f"its type says {op.results[0].type}")
+        env[id(op.results[0])] = result
+    return env[id(program.result)]
+

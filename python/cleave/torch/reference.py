@@ -1,0 +1,158 @@
+"""The PyTorch side of the end-to-end comparison: train a module for N steps.
+
+    python3 -m cleave.torch.reference tests/models/gpt.py:make_gpt \\
+        --loss-output 1 --params params.safetensors --batches batches.safetensors \\
+        --steps 5 --lr 1e-3 --weight-decay 0.01 \\
+        --out-losses ref_losses.safetensors --out-params ref_final.safetensors
+
+The model is built as for export, then its parameters are replaced by the
+ones in ``--params`` (the file the export wrote), so both sides start from
+the same weights. Step ``s`` feeds row ``s`` of every tensor of the batches
+file to ``forward()`` (and to the loss function), runs backward and one
+``torch.optim.AdamW`` (or SGD) step over exactly the parameters in the
+parameter file. Outputs: a tensor file with ``loss`` ([steps], F32, the loss
+computed at each step before its update) and one with the final parameters.
+
+Threads are pinned (OpenBLAS and torch's intra-op pool, ``--threads``, default
+1) so that the oracle is reproducible from run to run.
+"""
+
+import argparse
+import ctypes
+import os
+import sys
+from typing import Mapping, Sequence
+
+import torch
+
+from . import cli
+from . import params as params_io
+from ..tensorfile import TensorFileError
+from .export import apply_loss
+
+
+def pin_threads(count: int) -> None:
+    """Pins OpenBLAS (already loaded by torch) and torch's thread pools."""
+    os.environ["OPENBLAS_NUM_THREADS"] = str(count)
+    os.environ["OMP_NUM_THREADS"] = str(count)
+    with open("/proc/self/maps") as maps:
+        libraries = {line.split()[-1] for line in maps if "openblas" in line and ".so" in line}
+    for path in sorted(libraries):
+        try:
+            ctypes.CDLL(path).openblas_set_num_threads(count)
+        except (OSError, AttributeError):
+            continue
+    torch.set_num_threads(count)
+
+
+def make_optimizer(parameters, name: str, lr: float, betas, eps: float,
+                   weight_decay: float) -> torch.optim.Optimizer:
+    if name == "adamw":
+        return torch.optim.AdamW(parameters, lr=lr, betas=betas, eps=eps,
+                                 weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(parameters, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r} (adamw or sgd)")
+
+
+def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
+          batches: Mapping[str, torch.Tensor], steps: int, loss=None,
+          loss_inputs: Sequence[str] = (), optimizer: str = "adamw", lr: float = 1e-3,
+          betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01):
+    """Trains ``model`` in place; returns (per-step losses, final parameters)."""
+    named = dict(model.named_parameters())
+    for name, tensor in initial.items():
+        if name not in named:
+            raise ValueError(f"parameter file: '{name}' is no parameter of the model")
+        with torch.no_grad():
+            named[name].copy_(tensor)
+    trained = [named[name] for name in initial]
+    opt = make_optimizer(trained, optimizer, lr, tuple(betas), eps, weight_decay)
+    inputs = [n for n in batches if n not in loss_inputs]
+    for name in list(inputs) + list(loss_inputs):
+        if name not in batches:
+            raise ValueError(f"batches file: no input '{name}'")
+        if batches[name].shape[0] < steps:
+            raise ValueError(f"batches file: '{name}' has {batches[name].shape[0]} steps, "
+                             f"{steps} requested")
+    losses = []
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        kwargs = {n: _input(batches[n][step]) for n in inputs}
+        extra = [_input(batches[n][step]) for n in loss_inputs]
+        value = apply_loss(model(**kwargs), loss, extra)
+        value.backward()
+        opt.step()
+        losses.append(value.detach().float())
+    final = {name: named[name].detach().clone() for name in initial}
+    return torch.stack(losses), final
+
+
+def train_exported(exported, initial: Mapping[str, torch.Tensor],
+                   batches: Mapping[str, torch.Tensor], steps: int, optimizer: str = "adamw",
+                   lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                   weight_decay: float = 0.01):
+    """The same training with the exported program's loss and gradients (the
+    reference interpreter): a stand-in for cleave-run that checks the export
+    and the files end to end. Returns (per-step losses, final parameters)."""
+    params = {n: initial[n].clone().requires_grad_(True) for n in exported.parameters}
+    opt = make_optimizer(list(params.values()), optimizer, lr, tuple(betas), eps,
+                         weight_decay)
+    losses = []
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        value = exported.evaluate({n: t[step] for n, t in batches.items()}, params)
+        value.backward()
+        opt.step()
+        losses.append(value.detach().float())
+    return torch.stack(losses), {n: p.detach() for n, p in params.items()}
+
+
+def _input(tensor: torch.Tensor) -> torch.Tensor:
+    # Batch files hold ids as int32; PyTorch indexing and losses want int64.
+    return tensor.long() if tensor.dtype == torch.int32 else tensor
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m cleave.torch.reference",
+        description="Train a PyTorch module for N steps from a Cleave parameter file "
+                    "and per-step batches; write the losses and the final parameters.")
+    cli.add_model_arguments(parser)
+    parser.add_argument("--params", required=True, help="initial parameters (tensor file)")
+    parser.add_argument("--batches", required=True, help="per-step inputs (tensor file)")
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--betas", default="0.9,0.999", help="AdamW betas (default 0.9,0.999)")
+    parser.add_argument("--eps", type=float, default=1e-8)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out-losses", required=True, help="tensor file: loss [steps]")
+    parser.add_argument("--out-params", required=True, help="tensor file: final parameters")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    pin_threads(args.threads)
+    try:
+        model = cli.build_model(args)
+        loss = cli.resolve_loss(args)
+        loss_inputs = [cli.parse_input(s, need_shape=False)[0] for s in args.loss_input]
+        betas = tuple(float(b) for b in args.betas.split(","))
+        initial = params_io.load_tensors(args.params)
+        batches = params_io.load_tensors(args.batches)
+        losses, final = train(model, initial, batches, args.steps, loss, loss_inputs,
+                              args.optimizer, args.lr, betas, args.eps, args.weight_decay)
+    except (cli.UsageError, ValueError, OSError, TensorFileError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    params_io.save_tensors(args.out_losses, {"loss": losses}, "losses")
+    params_io.save_tensors(args.out_params, final, "parameters")
+    print("losses: " + " ".join(f"{v:.7g}" for v in losses.tolist()), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
