@@ -81,8 +81,9 @@ cl::opt<std::string> savePath("save-params", cl::cat(ioCat),
                               cl::desc("Write the final parameters here"));
 cl::opt<bool> saveState("save-state", cl::cat(ioCat),
                         cl::desc("Also write the optimizer state"));
-cl::opt<std::string> lossLog("loss-log", cl::cat(ioCat),
-                             cl::desc("Write the per-step losses as JSON"));
+cl::opt<std::string> lossesPath(
+    "save-losses", cl::cat(ioCat),
+    cl::desc("Write the per-step losses as tensor 'loss' [steps] (f64)"));
 cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
@@ -312,12 +313,13 @@ int main(int argc, char **argv) {
       return fail(toString(std::move(err)));
     outs() << "saved parameters to " << savePath << "\n";
   }
-  if (!lossLog.empty()) {
-    std::error_code ec;
-    raw_fd_ostream os(lossLog, ec);
-    if (ec)
-      return fail("cannot write " + lossLog + ": " + ec.message());
-    os << json::Value(json::Object{{"losses", json::Array(losses)}}) << "\n";
+  if (!lossesPath.empty()) {
+    cleave_tensor_writer *w = cleave_tensor_writer_create(lossesPath.c_str());
+    int64_t n = losses.size();
+    if (!w || cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n,
+                                       losses.data()) != 0 ||
+        cleave_tensor_writer_finish(w) != 0)
+      return fail(cleave_rt_error_message());
   }
   cleave_token_file_close(tokens);
   cleave_rt_finalize();

@@ -1,0 +1,75 @@
+"""The model zoo's GPT and Llama, compiled and trained by cleave-run, against
+the same models in PyTorch: same weights, same batches, 5 AdamW steps; the
+per-step losses and the final parameters must agree (1e-4 relative)."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+import torch
+
+from cleave.torch.compare import compare
+from cleave.torch.params import load_tensors, save_batches, save_parameters
+from cleave.torch.reference import pin_threads, train
+from tests.models.zoo import ZooGPT, ZooLlama
+
+STEPS, BATCH, SEQ, VOCAB = 5, 4, 32, 65
+LR = 1e-3
+
+
+def cleave_run() -> str:
+    path = os.environ.get("CLEAVE_RUN")
+    if not path or not os.access(path, os.X_OK):
+        raise AssertionError(f"CLEAVE_RUN={path!r} is not an executable cleave-run; run "
+                             f"the tests through ctest")
+    return path
+
+
+class ZooAgainstPyTorch(unittest.TestCase):
+    def run_case(self, preset, model):
+        pin_threads(1)
+        torch.manual_seed(0)
+        with torch.no_grad():  # non-trivial values in every tensor
+            for p in model.parameters():
+                p.normal_(0.0, 0.2 if p.dim() > 1 else 0.1)
+        initial = {n: p.detach().clone() for n, p in model.named_parameters()}
+        gen = torch.Generator().manual_seed(1)
+        batches = {n: torch.randint(0, VOCAB, (STEPS, BATCH, SEQ), generator=gen)
+                   for n in ("tokens", "targets")}
+        with tempfile.TemporaryDirectory() as tmp:
+            files = {n: os.path.join(tmp, n + ".safetensors")
+                     for n in ("params", "batches", "losses", "final")}
+            save_parameters(files["params"], initial)
+            save_batches(files["batches"], batches)
+            run = subprocess.run(
+                [cleave_run(), "--model", preset, "--params", files["params"],
+                 "--inputs", files["batches"], "--steps", str(STEPS), "--lr", str(LR),
+                 "--save-losses", files["losses"], "--save-params", files["final"]],
+                capture_output=True, text=True,
+                env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+            self.assertEqual(run.returncode, 0, run.stderr)
+            losses = load_tensors(files["losses"])["loss"]
+            final = load_tensors(files["final"])
+        ref_losses, ref_final = train(model, initial, batches, STEPS, lr=LR)
+        errors, _ = compare({"loss": ref_losses}, {"loss": losses.float()}, 1e-4)
+        self.assertEqual(errors, [], f"losses {losses.tolist()} vs {ref_losses.tolist()}")
+        # Final parameters: 1e-4 of each tensor's magnitude, plus a floor of
+        # 1% of one step for parameters whose exact gradient is zero (the
+        # attention key bias), where AdamW normalizes rounding noise.
+        errors, report = compare(ref_final, final, 1e-4, 0.01 * LR)
+        self.assertEqual(errors, [], f"worst: {report[:3]}")
+        self.assertEqual(len(report), len(ref_final))
+        # The run must have trained: every tensor moved from its start.
+        moved = compare(initial, final, 1e-6)[0]
+        self.assertEqual(len(moved), len(initial), "some parameters did not change")
+
+    def test_gpt(self):
+        self.run_case("tiny-gpt", ZooGPT())
+
+    def test_llama(self):
+        self.run_case("tiny-llama", ZooLlama())
+
+
+if __name__ == "__main__":
+    unittest.main()
