@@ -12,8 +12,13 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 config.substitutions.append(("%cleave_src", config.cleave_src_root))
+config.substitutions.append(("%cleave_lib", os.path.join(config.cleave_obj_root, "lib")))
+config.substitutions.append(("%host_cc", config.host_cc))
+config.substitutions.append(("%python", "/usr/bin/python3"))
+# Benchmarks and tests pin BLAS threads: two cores, several tests at once.
+config.environment["OPENBLAS_NUM_THREADS"] = "1"
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["cleave-opt", "cleave-models", "FileCheck", "not", "split-file", "count"],
+    ["cleave-opt", "cleave-models", "cleave-run", "FileCheck", "not", "split-file", "count"],
     [config.cleave_tools_dir, config.llvm_tools_dir])

@@ -43,6 +43,27 @@ struct CleaveEmitEntryPointsPass final
     for (LLVM::LLVMFuncOp func : funcs)
       if (failed(emitEntry(module, func)))
         return signalPassFailure();
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
+      stripCleaveAttrs(func);
+  }
+
+  /// The cleave.* argument and result attributes described the buffers for
+  /// the manifest; LLVM IR has no place for them (translation would warn
+  /// once per argument).
+  static void stripCleaveAttrs(LLVM::LLVMFuncOp func) {
+    auto strip = [](DictionaryAttr dict) -> DictionaryAttr {
+      if (!dict)
+        return dict;
+      SmallVector<NamedAttribute> kept;
+      for (NamedAttribute attr : dict)
+        if (!attr.getName().getValue().starts_with("cleave."))
+          kept.push_back(attr);
+      return DictionaryAttr::get(dict.getContext(), kept);
+    };
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      func.setArgAttrs(i, strip(func.getArgAttrDict(i)));
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      func.setResultAttrs(i, strip(func.getResultAttrDict(i)));
   }
 
   LogicalResult emitEntry(ModuleOp module, LLVM::LLVMFuncOp func) {

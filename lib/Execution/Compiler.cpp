@@ -10,6 +10,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -19,6 +20,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+#include <chrono>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -104,19 +106,34 @@ JitProgram::compile(ModuleOp module, const CompileOptions &options) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   std::unique_ptr<JitProgram> program(new JitProgram());
+  auto t0 = std::chrono::steady_clock::now();
   llvm::Expected<ProgramManifest> manifest = prepare(module, options);
   if (!manifest)
     return manifest.takeError();
   program->manifest = std::move(*manifest);
 
-  auto transformer = makeOptimizingTransformer(options.optLevel, 0, nullptr);
+  // Optimize for the host CPU (without a target machine LLVM's cost models
+  // are generic and compilation is both slower and worse).
+  auto hostBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!hostBuilder)
+    return hostBuilder.takeError();
+  auto hostMachine = hostBuilder->createTargetMachine();
+  if (!hostMachine)
+    return hostMachine.takeError();
+  auto transformer =
+      makeOptimizingTransformer(options.optLevel, 0, hostMachine->get());
   ExecutionEngineOptions engineOptions;
+  engineOptions.enableGDBNotificationListener = false;
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel =
       static_cast<llvm::CodeGenOptLevel>(std::min(options.optLevel, 3u));
+  auto t1 = std::chrono::steady_clock::now();
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine)
     return engine.takeError();
+  auto t2 = std::chrono::steady_clock::now();
+  program->stats.loweringSeconds = std::chrono::duration<double>(t1 - t0).count();
+  program->stats.codegenSeconds = std::chrono::duration<double>(t2 - t1).count();
   program->engine = std::move(*engine);
   program->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap map;

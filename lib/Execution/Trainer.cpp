@@ -269,6 +269,8 @@ llvm::Expected<double> Trainer::runStep(int64_t step, BatchSource &source) {
     else if (llvm::Error err = source.fill(b, step, buffer(i)))
       return std::move(err);
   }
+  if (!entry)
+    return makeError("the training step is not compiled yet");
   entry(buffers.data());
   if (cleave_rt_failed())
     return makeError(llvm::Twine("step ") + llvm::Twine(step + 1) +

@@ -160,6 +160,10 @@ def write_bytes_atomically(path: str, *chunks) -> None:
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp creates the file 0600; give it the usual umask-based mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -90,6 +90,7 @@ cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
                              cl::desc("Run an AOT-compiled shared library"));
 
 int fail(const Twine &message) {
+  outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
   return 1;
 }
@@ -249,33 +250,24 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // Compile (or load) the step.
+  // Everything that can be checked before compiling is: the buffers the
+  // step needs, the parameter file, the first batch.
   ProgramManifest manifest;
   EntryFn entry = nullptr;
-  std::unique_ptr<JitProgram> jit;
-  double compileStart = cleave_rt_now();
   if (!aotPath.empty()) {
     auto loaded = loadShared(aotPath);
     if (!loaded)
       return fail(toString(loaded.takeError()));
     std::tie(manifest, entry) = *loaded;
   } else {
-    auto compiled = JitProgram::compile(*module);
-    if (!compiled)
-      return fail(toString(compiled.takeError()));
-    jit = std::move(*compiled);
-    manifest = jit->getManifest();
-    auto e = jit->lookup("train_step");
-    if (!e)
-      return fail(toString(e.takeError()));
-    entry = *e;
+    FailureOr<ProgramManifest> extracted = extractManifest(*module);
+    if (failed(extracted))
+      return fail("the program's signature cannot be driven by cleave-run");
+    manifest = std::move(*extracted);
   }
   const FunctionSpec *spec = manifest.lookup("train_step");
   if (!spec)
     return fail("the program has no @train_step");
-  outs() << "compiled in " << format("%.2f", cleave_rt_now() - compileStart)
-         << " s\n";
-
   TrainerOptions trainerOptions;
   trainerOptions.learningRate = lr;
   trainerOptions.seed = seed;
@@ -286,6 +278,31 @@ int main(int argc, char **argv) {
                                     : (*trainer)->loadParameters(paramsPath);
   if (loaded)
     return fail(toString(std::move(loaded)));
+  for (const BufferSpec &b : spec->buffers) {
+    if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
+        b.name == "step" || b.name == "seed")
+      continue;
+    std::vector<char> scratch(std::max<int64_t>(b.numBytes(), 8));
+    if (Error err = source->fill(b, 0, scratch.data()))
+      return fail(toString(std::move(err)));
+  }
+
+  std::unique_ptr<JitProgram> jit;
+  if (!entry) {
+    double compileStart = cleave_rt_now();
+    auto compiled = JitProgram::compile(*module);
+    if (!compiled)
+      return fail(toString(compiled.takeError()));
+    jit = std::move(*compiled);
+    auto e = jit->lookup("train_step");
+    if (!e)
+      return fail(toString(e.takeError()));
+    (*trainer)->setEntry(*e);
+    outs() << "compiled in " << format("%.2f", cleave_rt_now() - compileStart)
+           << " s (lowering " << format("%.2f", jit->getStats().loweringSeconds)
+           << " s, LLVM " << format("%.2f", jit->getStats().codegenSeconds)
+           << " s)\n";
+  }
 
   // Train.
   bool tty = sys::Process::StandardOutIsDisplayed();

@@ -119,6 +119,10 @@ def CleaveEmitEntryPointsPass
     void *buffers[] = {param0, ..., input0, ..., output0, ...};
     cleave_entry_train_step(buffers);
     ```
+
+    It also drops the `cleave.*` argument and result attributes of LLVM
+    functions: they described the buffers for the manifest (read before
+    lowering) and have no meaning in LLVM IR.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

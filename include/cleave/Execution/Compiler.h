@@ -41,6 +41,12 @@ public:
   ~JitProgram();
 
   const ProgramManifest &getManifest() const { return manifest; }
+  /// Where compilation time went.
+  struct Stats {
+    double loweringSeconds = 0; ///< MLIR passes down to the LLVM dialect.
+    double codegenSeconds = 0;  ///< LLVM optimization and machine code.
+  };
+  const Stats &getStats() const { return stats; }
   /// The entry point of function `name`, or an error if there is none.
   llvm::Expected<EntryFn> lookup(llvm::StringRef name) const;
 
@@ -48,6 +54,7 @@ private:
   JitProgram() = default;
   std::unique_ptr<ExecutionEngine> engine;
   ProgramManifest manifest;
+  Stats stats;
 };
 
 /// Lowers `module` in place and writes a position-independent object file

@@ -47,9 +47,11 @@ struct TrainerOptions {
 
 class Trainer {
 public:
-  /// Allocates the buffers of `spec`.
+  /// Allocates the buffers of `spec`. `entry` may be set later (so that
+  /// parameters and data can be checked before compiling).
   static llvm::Expected<std::unique_ptr<Trainer>>
   create(const FunctionSpec &spec, EntryFn entry, TrainerOptions options);
+  void setEntry(EntryFn fn) { entry = fn; }
   ~Trainer();
 
   /// Draws every parameter from its init (seed, name); zeros the state.
