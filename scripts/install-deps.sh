@@ -11,6 +11,8 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   # tests (lit runs on Debian's Python)
   libgtest-dev python3
+  # runtime (lib/Runtime): Gloo collectives, OpenBLAS GEMM, crc32, JSON headers
+  libgloo-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev
 )
 
 missing=()
