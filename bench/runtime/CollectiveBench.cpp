@@ -46,8 +46,9 @@ void rawAllreduce(const Ctx &ctx, float *p, size_t n, uint32_t tag) {
   gloo::AllreduceOptions o(ctx);
   o.setOutput(p, n);
   o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-  o.setReduceFunction(static_cast<void (*)(void *, const void *, const void *,
-                                           size_t)>(&gloo::sum<float>));
+  o.setReduceFunction(
+      static_cast<void (*)(void *, const void *, const void *, size_t)>(
+          &gloo::sum<float>));
   o.setTag(tag);
   gloo::allreduce(o);
 }
@@ -154,24 +155,32 @@ int runRank() {
       auto keep = [&](int i, double t) { best[i] = std::min(best[i], t); };
       std::vector<std::function<void()>> runtimeSide = {
           [&] {
-            keep(0, timeIt([&] { cleave_rt_all_reduce(
-                                     CLEAVE_WORLD_GROUP, CLEAVE_F32,
-                                     CLEAVE_SUM, a.data(), a.data(),
-                                     int64_t(count)); },
-                           syncRt, iters));
+            keep(0, timeIt(
+                        [&] {
+                          cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32,
+                                               CLEAVE_SUM, a.data(), a.data(),
+                                               int64_t(count));
+                        },
+                        syncRt, iters));
           },
           [&] {
-            keep(2, timeIt([&] { cleave_rt_all_gather(
-                                     CLEAVE_WORLD_GROUP, CLEAVE_F32, a.data(),
-                                     out.data(), int64_t(per)); },
-                           syncRt, iters));
+            keep(2, timeIt(
+                        [&] {
+                          cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32,
+                                               a.data(), out.data(),
+                                               int64_t(per));
+                        },
+                        syncRt, iters));
           },
           [&] {
             for (int g = 0; g < 3; ++g)
-              keep(4 + g, timeIt([&] { cleave_rt_reduce_scatter(
-                                           g, CLEAVE_F32, CLEAVE_SUM, a.data(),
-                                           out.data(), int64_t(per)); },
-                                 syncRt, iters));
+              keep(4 + g, timeIt(
+                              [&] {
+                                cleave_rt_reduce_scatter(
+                                    g, CLEAVE_F32, CLEAVE_SUM, a.data(),
+                                    out.data(), int64_t(per));
+                              },
+                              syncRt, iters));
           }};
       std::vector<std::function<void()>> rawSide = {
           [&] {
@@ -179,16 +188,19 @@ int runRank() {
                            syncRaw, iters));
           },
           [&] {
-            keep(3, timeIt([&] { rawAllgather(ctx, b.data(), out.data(), per,
-                                              2); },
-                           syncRaw, iters));
+            keep(
+                3,
+                timeIt([&] { rawAllgather(ctx, b.data(), out.data(), per, 2); },
+                       syncRaw, iters));
           },
           [&] {
-            keep(7, timeIt([&] {
-                   rawAllreduce(ctx, b.data(), per * n, 3);
-                   std::memcpy(out.data(), b.data() + rank * per, per * 4);
-                 },
-                           syncRaw, iters));
+            keep(7, timeIt(
+                        [&] {
+                          rawAllreduce(ctx, b.data(), per * n, 3);
+                          std::memcpy(out.data(), b.data() + rank * per,
+                                      per * 4);
+                        },
+                        syncRaw, iters));
             keep(8, timeIt([&] { hd[bytes]->run(); }, syncRaw, iters));
           }};
       for (size_t op = 0; op < 3; ++op) {
@@ -212,7 +224,8 @@ int runRank() {
       continue;
     double arBus = 2.0 * (n - 1) / n, gBus = double(n - 1) / n;
     size_t rsBytes = per * n * 4;
-    printRow(n, {"all_reduce", bytes, best[0], best[1], arBus}, "gloo allreduce");
+    printRow(n, {"all_reduce", bytes, best[0], best[1], arBus},
+             "gloo allreduce");
     printRow(n, {"all_gather", per * n * 4, best[2], best[3], gBus},
              "gloo allgather");
     printRow(n, {"reduce_scatter ring", rsBytes, best[4], best[7], gBus},
@@ -231,9 +244,33 @@ int runRank() {
 
 } // namespace
 
+/// The shared layer's cost per call, without communication: all_reduce of
+/// one element on a world of one (a copy) through the full entry point
+/// (checks, sequence number, flight recorder, progress atomics).
+void measureOverhead() {
+  cleave_rt_options_t opts;
+  cleave_rt_default_options(&opts);
+  opts.rank = 0;
+  opts.world_size = 1;
+  if (cleave_rt_init(&opts) != 0)
+    return;
+  float x = 1.0f, y = 0.0f;
+  const int calls = 1000000;
+  double t0 = cleave_rt_now();
+  for (int i = 0; i < calls; ++i)
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, &x, &y,
+                         1);
+  double perCall = (cleave_rt_now() - t0) / calls;
+  std::printf("runtime bookkeeping per call (world of 1, 1 element): %.0f ns"
+              "\n",
+              perCall * 1e9);
+  cleave_rt_finalize();
+}
+
 int main(int argc, char **argv) {
   if (std::getenv("CLEAVE_BENCH_RANK"))
     return runRank();
+  measureOverhead();
   std::vector<int> counts;
   for (int i = 1; i < argc; ++i)
     counts.push_back(std::atoi(argv[i]));
@@ -244,7 +281,8 @@ int main(int argc, char **argv) {
   char *args[] = {argv[0], nullptr};
   int rc = 0;
   for (int n : counts) {
-    std::printf("== %d ranks on 127.0.0.1 (f32, sum; median call, best of 6 rounds) ==\n",
+    std::printf("== %d ranks on 127.0.0.1 (f32, sum; median call, best of 6 "
+                "rounds) ==\n",
                 n);
     std::fflush(stdout);
     rc |= cleave_launch_local(n, args, 0, 600000);

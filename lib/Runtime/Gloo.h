@@ -63,8 +63,8 @@ void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
                        std::chrono::milliseconds timeout, size_t segmentBytes,
                        char *scratch /* 4 * count elements */);
 void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
-                         const void *in, void *out, size_t count,
-                         int32_t dtype, int32_t op, uint32_t tag,
+                         const void *in, void *out, size_t count, int32_t dtype,
+                         int32_t op, uint32_t tag,
                          std::chrono::milliseconds timeout,
                          char *scratch /* group size * count elements */);
 

@@ -23,10 +23,11 @@ namespace cleave::rt {
 
 [[noreturn]] void rethrowGloo(const std::exception &e) {
   std::string message = e.what();
-  auto has = [&](const char *s) { return message.find(s) != std::string::npos; };
+  auto has = [&](const char *s) {
+    return message.find(s) != std::string::npos;
+  };
   CommError::Kind kind = CommError::Other;
-  if (has("Timed out") || has("timed out") || has("Timeout") ||
-      has("timeout"))
+  if (has("Timed out") || has("timed out") || has("Timeout") || has("timeout"))
     kind = CommError::Timeout;
   else if (has("closed") || has("reset") || has("Connection") ||
            has("Broken pipe") || has("peer"))
@@ -288,8 +289,7 @@ public:
 
   const char *name() const override { return "gloo"; }
 
-  std::unique_ptr<Communicator> connect(const GroupInfo &group,
-                                        KvStore &store,
+  std::unique_ptr<Communicator> connect(const GroupInfo &group, KvStore &store,
                                         const std::string &prefix) override {
     std::shared_ptr<gloo::transport::Device> &dev = device();
     gloo::rendezvous::PrefixStore prefixed(prefix, store);
@@ -302,8 +302,8 @@ public:
     } catch (const RuntimeError &) {
       throw;
     } catch (const std::exception &e) {
-      throw RuntimeError(concat("connecting the group through Gloo failed: ",
-                                e.what()));
+      throw RuntimeError(
+          concat("connecting the group through Gloo failed: ", e.what()));
     }
     ReduceScatterAlgo algo = parseReduceScatterAlgo(
         getEnv("CLEAVE_REDUCE_SCATTER").value_or("ring"));

@@ -89,8 +89,8 @@ void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
       glooCall([&] { postRecvs(s + 1); });
     const char *own = input + size_t((r - s - 2 + 2 * n) % n) * bytes;
     char *received = recvArea + (s % 2) * bytes;
-    char *acc = s == steps - 1 ? static_cast<char *>(out)
-                               : accArea + (s % 2) * bytes;
+    char *acc =
+        s == steps - 1 ? static_cast<char *>(out) : accArea + (s % 2) * bytes;
     for (size_t j = 0; j < seg.count; ++j) {
       waitRecvs(*ubR[s % 2], 1, timeout);
       reduce(acc + offset(j), own + offset(j), received + offset(j),
@@ -115,8 +115,8 @@ void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
 }
 
 void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
-                         const void *in, void *out, size_t count,
-                         int32_t dtype, int32_t op, uint32_t tag,
+                         const void *in, void *out, size_t count, int32_t dtype,
+                         int32_t op, uint32_t tag,
                          std::chrono::milliseconds timeout, char *scratch) {
   const int n = ctx->size, r = ctx->rank;
   const size_t bytes = count * size_t(dtypeSize(dtype));
