@@ -13,6 +13,8 @@ packages=(
   libgtest-dev python3
   # the PyTorch front-end and its tests (torch 1.13 for /usr/bin/python3)
   python3-torch
+  # runtime (lib/Runtime): Gloo collectives, OpenBLAS GEMM, crc32, JSON headers
+  libgloo-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev
 )
 
 missing=()

@@ -48,14 +48,14 @@ struct Transfer {
 class Communicator {
 public:
   virtual ~Communicator() = default;
-  virtual void allReduce(const void *in, void *out, size_t count,
-                         int32_t dtype, int32_t op, uint32_t tag) = 0;
-  virtual void allGather(const void *in, void *out, size_t count,
-                         int32_t dtype, uint32_t tag) = 0;
+  virtual void allReduce(const void *in, void *out, size_t count, int32_t dtype,
+                         int32_t op, uint32_t tag) = 0;
+  virtual void allGather(const void *in, void *out, size_t count, int32_t dtype,
+                         uint32_t tag) = 0;
   virtual void reduceScatter(const void *in, void *out, size_t count,
                              int32_t dtype, int32_t op, uint32_t tag) = 0;
-  virtual void allToAll(const void *in, void *out, size_t count,
-                        int32_t dtype, uint32_t tag) = 0;
+  virtual void allToAll(const void *in, void *out, size_t count, int32_t dtype,
+                        uint32_t tag) = 0;
   virtual void broadcast(void *data, size_t count, int32_t dtype, int root,
                          uint32_t tag) = 0;
   /// Posts every receive and send, then waits for all of them.

@@ -30,10 +30,10 @@ enum OpCode : int32_t {
 };
 
 const char *opName(int32_t op) {
-  static const char *names[] = {"?",          "all_reduce", "all_gather",
-                                "reduce_scatter", "all_to_all",
-                                "collective_permute", "send", "recv",
-                                "barrier",    "broadcast"};
+  static const char *names[] = {
+      "?",          "all_reduce",         "all_gather", "reduce_scatter",
+      "all_to_all", "collective_permute", "send",       "recv",
+      "barrier",    "broadcast"};
   return op >= OpAllReduce && op <= OpBroadcast ? names[op] : names[0];
 }
 
@@ -55,8 +55,8 @@ struct Fingerprint {
   int32_t op = 0;
   int32_t dtype = -1;
   int32_t reduce = -1;
-  int32_t peer = -1;  ///< Group rank of the peer (send, recv).
-  int32_t self = -1;  ///< Group rank of the caller.
+  int32_t peer = -1; ///< Group rank of the peer (send, recv).
+  int32_t self = -1; ///< Group rank of the caller.
   int32_t pad = 0;
   bool sameCall(const Fingerprint &o) const {
     return seq == o.seq && group == o.group && count == o.count &&
@@ -118,10 +118,10 @@ void checkFingerprint(Group &group, const Fingerprint &mine) {
                  theirs.seq == mine.seq && theirs.count == mine.count &&
                  theirs.dtype == mine.dtype && theirs.peer == mine.self;
     if (!match)
-      throw RuntimeError(concat(
-          "point-to-point mismatch: rank ", info.members[mine.self],
-          " issued ", describe(mine), " but rank ", info.members[mine.peer],
-          " issued ", describe(theirs)));
+      throw RuntimeError(
+          concat("point-to-point mismatch: rank ", info.members[mine.self],
+                 " issued ", describe(mine), " but rank ",
+                 info.members[mine.peer], " issued ", describe(theirs)));
     return;
   }
   std::vector<Fingerprint> all(info.size());
@@ -142,16 +142,19 @@ void failCommunication(RuntimeState &state, Group &group,
       e.kind == CommError::Timeout
           ? concat(where, " timed out after ", group.info.timeoutMs, " ms")
           : concat(where, " failed");
-  state.failureNote = head;
+  {
+    std::lock_guard<std::mutex> lock(state.groupsMutex);
+    state.failureNote = head;
+  }
   abortAllGroups(state, head);
   std::string diagnosis;
   if (state.heartbeat) {
     state.heartbeat->publishNow();
     diagnosis = state.heartbeat->diagnose(group.info, seq);
   }
-  std::string full = recordError(
-      concat(head, diagnosis.empty() ? "" : ": " + diagnosis, " [",
-             state.backend->name(), ": ", e.what(), "]"));
+  std::string full =
+      recordError(concat(head, diagnosis.empty() ? "" : ": " + diagnosis, " [",
+                         state.backend->name(), ": ", e.what(), "]"));
   std::cerr << "cleave: " << full << "\n";
   dumpFlightRecorder(state);
   if (state.heartbeat)
@@ -188,10 +191,12 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
                        "cleave_rt_define_group; -1 is the world)"));
     return;
   }
-  std::string where = concat(name, " on ", group->info.describe());
+  // Formatted only when something goes wrong (keeps calls cheap).
+  auto where = [&] { return concat(name, " on ", group->info.describe()); };
   if (!group->broken.empty()) {
-    recordError(concat(where, ": the group is unusable after an earlier "
-                              "error (",
+    recordError(concat(where(),
+                       ": the group is unusable after an earlier "
+                       "error (",
                        group->broken, ")"));
     return;
   }
@@ -199,7 +204,7 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   try {
     prepare(*group, call);
   } catch (const std::exception &e) {
-    recordError(concat(where, ": ", e.what()));
+    recordError(concat(where(), ": ", e.what()));
     return;
   }
   // Collectives are numbered per group (every member makes them); send and
@@ -230,12 +235,11 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   } catch (const CommError &e) {
     state->recorder.finish(slot, false);
     group->active = false;
-    failCommunication(*state, *group, where, p2p ? group->seq.load() : seq,
-                      e);
+    failCommunication(*state, *group, where(), p2p ? group->seq.load() : seq, e);
   } catch (const std::exception &e) {
     state->recorder.finish(slot, false);
     group->active = false;
-    failLocal(*state, *group, where, e.what());
+    failLocal(*state, *group, where(), e.what());
   }
 }
 
@@ -259,8 +263,7 @@ auto reducingCheck(int32_t dtype, int32_t op, int64_t count, const void *in,
   };
 }
 
-auto plainCheck(int32_t dtype, int64_t count, const void *in,
-                const void *out) {
+auto plainCheck(int32_t dtype, int64_t count, const void *in, const void *out) {
   return [=](Group &, Fingerprint &) {
     checkDType(dtype);
     checkBuffers(count, in, out);
@@ -284,8 +287,7 @@ void checkPairs(const Group &group, int64_t npairs, const int64_t *pairs,
   hash = 0xcbf29ce484222325ull;
   for (int64_t i = 0; i < npairs; ++i) {
     int64_t s = pairs[2 * i], t = pairs[2 * i + 1];
-    require(s >= 0 && s < group.info.size() && t >= 0 &&
-                t < group.info.size(),
+    require(s >= 0 && s < group.info.size() && t >= 0 && t < group.info.size(),
             concat("pair ", i, " (", s, ", ", t,
                    ") names a rank outside the group of ", group.info.size()));
     require(sources.insert(s).second,
@@ -370,9 +372,9 @@ void cleave_rt_all_to_all(int64_t group, int32_t dtype, const void *in,
           });
 }
 
-void cleave_rt_collective_permute(int64_t group, int32_t dtype,
-                                  const void *in, void *out, int64_t count,
-                                  int64_t npairs, const int64_t *pairs) {
+void cleave_rt_collective_permute(int64_t group, int32_t dtype, const void *in,
+                                  void *out, int64_t count, int64_t npairs,
+                                  const int64_t *pairs) {
   Group *target = nullptr;
   runCall(
       makeCall(OpPermute, group, dtype, -1, count),
@@ -383,8 +385,8 @@ void cleave_rt_collective_permute(int64_t group, int32_t dtype,
         target = &g;
       },
       [&](Communicator &comm, uint64_t seq) {
-        permute(*runtimeState()->backend, comm, *target, dtype, in, out,
-                count, npairs, pairs, seq);
+        permute(*runtimeState()->backend, comm, *target, dtype, in, out, count,
+                npairs, pairs, seq);
       });
 }
 
@@ -436,8 +438,8 @@ void cleave_rt_barrier(int64_t group) {
       });
 }
 
-void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype,
-                         void *data, int64_t count) {
+void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype, void *data,
+                         int64_t count) {
   runCall(
       makeCall(OpBroadcast, group, dtype, -1, count),
       [&](Group &g, Fingerprint &f) {

@@ -89,7 +89,7 @@ uint16_t floatToHalf(float f) {
   uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
   uint32_t absBits = bits & 0x7fffffffu;
   if (absBits > 0x7f800000u)
-    return sign | 0x7e00u; // NaN
+    return sign | 0x7e00u;    // NaN
   if (absBits >= 0x477ff000u) // >= 65520 rounds to infinity.
     return sign | 0x7c00u;
   if (absBits < 0x38800000u) { // Below 2^-14: subnormal or zero.
@@ -192,8 +192,7 @@ void toFloat(int32_t dtype, const void *src, float *dst, size_t n) {
       dst[i] = halfToFloat(h[i]);
     return;
   default:
-    throw RuntimeError(concat("cannot convert ", dtypeName(dtype),
-                              " to f32"));
+    throw RuntimeError(concat("cannot convert ", dtypeName(dtype), " to f32"));
   }
 }
 

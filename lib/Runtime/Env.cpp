@@ -19,8 +19,8 @@ std::atomic<int> theRank{-1};
 int envRankValue(const char *name) {
   int64_t value = envInt(name, -1);
   if (value < -1 || value > INT32_MAX)
-    throw RuntimeError(concat("environment variable ", name, "=", value,
-                              " is out of range"));
+    throw RuntimeError(
+        concat("environment variable ", name, "=", value, " is out of range"));
   return static_cast<int>(value);
 }
 
@@ -89,8 +89,8 @@ static void resolveRanks(const cleave_rt_options_t &opts,
                       : (env.localRank >= 0 ? env.localRank : 0);
   std::string from = env.source.empty() ? "" : " (from " + env.source + ")";
   if (out.worldSize < 1)
-    throw RuntimeError(concat("world size ", out.worldSize, from,
-                              " must be at least 1"));
+    throw RuntimeError(
+        concat("world size ", out.worldSize, from, " must be at least 1"));
   if (out.rank >= out.worldSize)
     throw RuntimeError(concat("rank ", out.rank, from,
                               " is not below the world size ", out.worldSize));
@@ -109,13 +109,12 @@ ResolvedOptions resolveOptions(const cleave_rt_options_t *given) {
   out.backend = opts.backend ? opts.backend : "cpu";
   resolveRanks(opts, out);
   if (opts.timeout_ms < 0)
-    throw RuntimeError(concat("timeout_ms ", opts.timeout_ms,
-                              " is negative"));
+    throw RuntimeError(concat("timeout_ms ", opts.timeout_ms, " is negative"));
   out.timeoutMs = opts.timeout_ms > 0 ? opts.timeout_ms
                                       : envInt("CLEAVE_TIMEOUT_MS", 300000);
   if (out.timeoutMs <= 0)
-    throw RuntimeError(concat("CLEAVE_TIMEOUT_MS=", out.timeoutMs,
-                              " must be positive"));
+    throw RuntimeError(
+        concat("CLEAVE_TIMEOUT_MS=", out.timeoutMs, " must be positive"));
   if (out.worldSize == 1)
     return out;
   if (opts.rendezvous && *opts.rendezvous) {

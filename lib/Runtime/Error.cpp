@@ -1,4 +1,5 @@
-//===- Error.cpp - Sticky errors -------------------------------------------===//
+//===- Error.cpp - Sticky errors
+//-------------------------------------------===//
 
 #include "Error.h"
 #include "Env.h"
@@ -41,6 +42,11 @@ void clearError() {
   std::lock_guard<std::mutex> lock(errorMutex);
   firstError.clear();
   failed.store(false);
+}
+
+std::string errorText() {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  return firstError;
 }
 
 const char *errorMessage() {

@@ -56,8 +56,10 @@ bool hasFailed();
 /// Forgets the recorded failure.
 void clearError();
 
-/// The recorded failure ("" if none).
+/// The recorded failure ("" if none); valid until the next clearError().
 const char *errorMessage();
+/// A copy of the recorded failure (safe from any thread).
+std::string errorText();
 
 /// Runs `fn`; on an exception records "<what>: <exception message>" and
 /// returns `onError`, else returns what `fn` returns.

@@ -36,8 +36,7 @@ void makeDirectories(const std::string &dir) {
   }
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw RuntimeError(concat("rendezvous path ", dir,
-                              " is not a directory"));
+    throw RuntimeError(concat("rendezvous path ", dir, " is not a directory"));
 }
 
 std::optional<std::string> readWholeFile(const std::string &path) {
@@ -53,8 +52,7 @@ std::optional<std::string> readWholeFile(const std::string &path) {
   return data;
 }
 
-class FileKvStore final : public KvStore,
-                          private gloo::rendezvous::FileStore {
+class FileKvStore final : public KvStore, private gloo::rendezvous::FileStore {
 public:
   FileKvStore(const std::string &dir, int64_t timeoutMs)
       : KvStore(timeoutMs), gloo::rendezvous::FileStore(dir), dir_(dir) {}
@@ -78,8 +76,8 @@ public:
     wait({key}, std::chrono::milliseconds(timeoutMs));
     std::optional<std::string> data = readWholeFile(objectPath(key));
     if (!data)
-      throw RuntimeError(concat("rendezvous store ", url(), ": key '", key,
-                                "' vanished"));
+      throw RuntimeError(
+          concat("rendezvous store ", url(), ": key '", key, "' vanished"));
     return std::vector<char>(data->begin(), data->end());
   }
 
@@ -110,13 +108,13 @@ public:
     std::string tmp = path + ".tmp" + std::to_string(::getpid());
     FILE *f = std::fopen(tmp.c_str(), "wb");
     if (!f)
-      throw RuntimeError(concat("cannot write ", tmp, ": ",
-                                std::strerror(errno)));
+      throw RuntimeError(
+          concat("cannot write ", tmp, ": ", std::strerror(errno)));
     bool ok = std::fwrite(value.data(), 1, value.size(), f) == value.size();
     ok = (std::fclose(f) == 0) && ok;
     if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw RuntimeError(concat("cannot write ", path, ": ",
-                                std::strerror(errno)));
+      throw RuntimeError(
+          concat("cannot write ", path, ": ", std::strerror(errno)));
   }
 
   std::optional<std::string> tryGet(const std::string &key) override {

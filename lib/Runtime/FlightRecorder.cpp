@@ -81,16 +81,17 @@ void FlightRecorder::dumpText(std::ostream &os, int rank) const {
 std::string FlightRecorder::dumpJson(int rank) const {
   nlohmann::json entriesJson = nlohmann::json::array();
   for (const FlightEntry &e : entries()) {
-    entriesJson.push_back({{"seq", e.seq},
-                           {"group", e.group},
-                           {"op", e.op},
-                           {"count", e.count},
-                           {"dtype", e.dtype >= 0 ? dtypeName(e.dtype) : ""},
-                           {"reduce", e.reduce >= 0 ? reduceName(e.reduce) : ""},
-                           {"peer", e.peer},
-                           {"start", e.start},
-                           {"end", e.end},
-                           {"state", stateName(e.state)}});
+    entriesJson.push_back(
+        {{"seq", e.seq},
+         {"group", e.group},
+         {"op", e.op},
+         {"count", e.count},
+         {"dtype", e.dtype >= 0 ? dtypeName(e.dtype) : ""},
+         {"reduce", e.reduce >= 0 ? reduceName(e.reduce) : ""},
+         {"peer", e.peer},
+         {"start", e.start},
+         {"end", e.end},
+         {"state", stateName(e.state)}});
   }
   nlohmann::json doc = {{"rank", rank}, {"entries", entriesJson}};
   return doc.dump(1);

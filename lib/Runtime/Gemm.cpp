@@ -91,9 +91,9 @@ void gemmOne(const GemmArgs &g, const void *a, const void *b, void *c) {
 } // namespace
 
 void checkGemm(const GemmArgs &g) {
-  require(isFloatType(g.dtype),
-          concat("gemm supports f32, f64, bf16 and f16, not ",
-                 dtypeName(g.dtype)));
+  require(
+      isFloatType(g.dtype),
+      concat("gemm supports f32, f64, bf16 and f16, not ", dtypeName(g.dtype)));
   require(g.batch >= 0 && g.m >= 0 && g.n >= 0 && g.k >= 0,
           concat("negative size: batch ", g.batch, ", m ", g.m, ", n ", g.n,
                  ", k ", g.k));
@@ -114,9 +114,8 @@ void cpuGemm(const GemmArgs &given) {
   if (g.batch == 0 || g.m == 0 || g.n == 0)
     return;
   // A contiguous stack of A and C with a shared B is one tall GEMM.
-  if (g.batch > 1 && g.strideB == 0 && !g.transA &&
-      g.strideA == g.m * g.lda && g.strideC == g.m * g.ldc &&
-      g.batch * g.m <= INT_MAX) {
+  if (g.batch > 1 && g.strideB == 0 && !g.transA && g.strideA == g.m * g.lda &&
+      g.strideC == g.m * g.ldc && g.batch * g.m <= INT_MAX) {
     g.m *= g.batch;
     g.batch = 1;
   }
@@ -143,9 +142,10 @@ extern "C" void cleave_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b,
     require((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1),
             concat("trans_a ", trans_a, " and trans_b ", trans_b,
                    " must be 0 or 1"));
-    GemmArgs args{dtype, trans_a != 0, trans_b != 0, batch, m, n, k, alpha,
-                  a,     lda,          stride_a,     b,     ldb, stride_b,
-                  beta,  c,            ldc,          stride_c};
+    GemmArgs args{
+        dtype, trans_a != 0, trans_b != 0, batch, m,   n,        k,    alpha,
+        a,     lda,          stride_a,     b,     ldb, stride_b, beta, c,
+        ldc,   stride_c};
     if (Backend *backend = currentBackend())
       backend->gemm(args);
     else

@@ -60,11 +60,13 @@ void waitSends(gloo::transport::UnboundBuffer &buffer, int n,
 void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
                        const void *in, void *out, size_t count, int32_t dtype,
                        int32_t op, uint32_t tag,
-                       std::chrono::milliseconds timeout, size_t segmentBytes);
+                       std::chrono::milliseconds timeout, size_t segmentBytes,
+                       char *scratch /* 4 * count elements */);
 void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
-                         const void *in, void *out, size_t count,
-                         int32_t dtype, int32_t op, uint32_t tag,
-                         std::chrono::milliseconds timeout);
+                         const void *in, void *out, size_t count, int32_t dtype,
+                         int32_t op, uint32_t tag,
+                         std::chrono::milliseconds timeout,
+                         char *scratch /* group size * count elements */);
 
 } // namespace cleave::rt
 

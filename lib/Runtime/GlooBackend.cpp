@@ -23,10 +23,11 @@ namespace cleave::rt {
 
 [[noreturn]] void rethrowGloo(const std::exception &e) {
   std::string message = e.what();
-  auto has = [&](const char *s) { return message.find(s) != std::string::npos; };
+  auto has = [&](const char *s) {
+    return message.find(s) != std::string::npos;
+  };
   CommError::Kind kind = CommError::Other;
-  if (has("Timed out") || has("timed out") || has("Timeout") ||
-      has("timeout"))
+  if (has("Timed out") || has("timed out") || has("Timeout") || has("timeout"))
     kind = CommError::Timeout;
   else if (has("closed") || has("reset") || has("Connection") ||
            has("Broken pipe") || has("peer"))
@@ -120,12 +121,8 @@ public:
       return;
     size_t bytes = count * size_t(dtypeSize(dtype));
     char *mine = static_cast<char *>(out) + bytes * size_t(ctx_->rank);
-    std::vector<char> copy;
-    if (in != mine && overlaps(in, bytes, out, bytes * ctx_->size)) {
-      copy.assign(static_cast<const char *>(in),
-                  static_cast<const char *>(in) + bytes);
-      in = copy.data();
-    }
+    if (in != mine && overlaps(in, bytes, out, bytes * ctx_->size))
+      in = copyOf(in, bytes);
     withElementType(dtype, [&](auto *typed) {
       using T = std::remove_pointer_t<decltype(typed)>;
       gloo::AllgatherOptions o(ctx_);
@@ -143,26 +140,24 @@ public:
     if (count == 0)
       return;
     size_t bytes = count * size_t(dtypeSize(dtype));
-    std::vector<char> copy;
-    if (overlaps(in, bytes * ctx_->size, out, bytes)) {
-      copy.assign(static_cast<const char *>(in),
-                  static_cast<const char *>(in) + bytes * ctx_->size);
-      in = copy.data();
-    }
+    size_t total = bytes * size_t(ctx_->size);
+    if (overlaps(in, total, out, bytes))
+      in = copyOf(in, total);
     switch (algo_) {
     case ReduceScatterAlgo::Ring:
       ringReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_,
-                        segmentBytes_);
+                        segmentBytes_, scratch(0, 4 * bytes));
       break;
     case ReduceScatterAlgo::Direct:
-      directReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_);
+      directReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_,
+                          scratch(0, total));
       break;
     case ReduceScatterAlgo::AllReduce: {
-      std::vector<char> all(static_cast<const char *>(in),
-                            static_cast<const char *>(in) + bytes * ctx_->size);
-      allReduce(all.data(), all.data(), count * ctx_->size, dtype,
+      char *all = scratch(0, total);
+      std::memcpy(all, in, total);
+      allReduce(all, all, count * ctx_->size, dtype,
                 op == CLEAVE_AVG ? CLEAVE_SUM : op, tag);
-      std::memcpy(out, all.data() + bytes * ctx_->rank, bytes);
+      std::memcpy(out, all + bytes * ctx_->rank, bytes);
       break;
     }
     }
@@ -175,12 +170,8 @@ public:
     if (count == 0)
       return;
     size_t total = count * size_t(dtypeSize(dtype)) * size_t(ctx_->size);
-    std::vector<char> copy;
-    if (overlaps(in, total, out, total)) {
-      copy.assign(static_cast<const char *>(in),
-                  static_cast<const char *>(in) + total);
-      in = copy.data();
-    }
+    if (overlaps(in, total, out, total))
+      in = copyOf(in, total);
     withElementType(dtype, [&](auto *typed) {
       using T = std::remove_pointer_t<decltype(typed)>;
       gloo::AlltoallOptions o(ctx_);
@@ -266,10 +257,29 @@ public:
   }
 
 private:
+  /// Grow-only scratch memory (slot 0: algorithm buffers, slot 1: copies of
+  /// inputs that overlap outputs), reused across calls so that big
+  /// collectives do not page-fault fresh memory every time.
+  char *scratch(int slot, size_t bytes) {
+    if (scratchBytes_[slot] < bytes) {
+      scratch_[slot].reset(new char[bytes]);
+      scratchBytes_[slot] = bytes;
+    }
+    return scratch_[slot].get();
+  }
+  /// A copy of `bytes` of `in` in scratch slot 1.
+  const void *copyOf(const void *in, size_t bytes) {
+    char *copy = scratch(1, bytes);
+    std::memcpy(copy, in, bytes);
+    return copy;
+  }
+
   std::shared_ptr<gloo::Context> ctx_;
   std::chrono::milliseconds timeout_;
   ReduceScatterAlgo algo_;
   size_t segmentBytes_;
+  std::unique_ptr<char[]> scratch_[2];
+  size_t scratchBytes_[2] = {0, 0};
 };
 
 class CpuBackend final : public Backend {
@@ -279,8 +289,7 @@ public:
 
   const char *name() const override { return "gloo"; }
 
-  std::unique_ptr<Communicator> connect(const GroupInfo &group,
-                                        KvStore &store,
+  std::unique_ptr<Communicator> connect(const GroupInfo &group, KvStore &store,
                                         const std::string &prefix) override {
     std::shared_ptr<gloo::transport::Device> &dev = device();
     gloo::rendezvous::PrefixStore prefixed(prefix, store);
@@ -293,8 +302,8 @@ public:
     } catch (const RuntimeError &) {
       throw;
     } catch (const std::exception &e) {
-      throw RuntimeError(concat("connecting the group through Gloo failed: ",
-                                e.what()));
+      throw RuntimeError(
+          concat("connecting the group through Gloo failed: ", e.what()));
     }
     ReduceScatterAlgo algo = parseReduceScatterAlgo(
         getEnv("CLEAVE_REDUCE_SCATTER").value_or("ring"));

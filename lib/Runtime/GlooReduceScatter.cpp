@@ -51,15 +51,15 @@ struct Segments {
 void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
                        const void *in, void *out, size_t count, int32_t dtype,
                        int32_t op, uint32_t tag,
-                       std::chrono::milliseconds timeout,
-                       size_t segmentBytes) {
+                       std::chrono::milliseconds timeout, size_t segmentBytes,
+                       char *scratch) {
   const int n = ctx->size, r = ctx->rank, steps = n - 1;
   const size_t esz = size_t(dtypeSize(dtype)), bytes = count * esz;
   const ReduceFn reduce = reduceFunction(dtype, op);
   const Segments seg(count, esz, segmentBytes, steps);
   const int right = (r + 1) % n, left = (r - 1 + n) % n;
   const char *input = static_cast<const char *>(in);
-  std::vector<char> recvArea(2 * bytes), accArea(2 * bytes);
+  char *recvArea = scratch, *accArea = scratch + 2 * bytes;
   Buffer ubIn, ubR[2], ubA[2];
   size_t pendingA[2] = {0, 0};
   auto offset = [&](size_t j) { return j * seg.elems * esz; };
@@ -76,8 +76,8 @@ void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
   glooCall([&] {
     ubIn = ctx->createUnboundBuffer(const_cast<char *>(input), bytes * n);
     for (int i = 0; i < 2; ++i) {
-      ubR[i] = ctx->createUnboundBuffer(recvArea.data() + i * bytes, bytes);
-      ubA[i] = ctx->createUnboundBuffer(accArea.data() + i * bytes, bytes);
+      ubR[i] = ctx->createUnboundBuffer(recvArea + i * bytes, bytes);
+      ubA[i] = ctx->createUnboundBuffer(accArea + i * bytes, bytes);
     }
     postRecvs(0);
     size_t first = size_t((r - 1 + n) % n) * bytes;
@@ -88,9 +88,9 @@ void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
     if (s + 1 < steps)
       glooCall([&] { postRecvs(s + 1); });
     const char *own = input + size_t((r - s - 2 + 2 * n) % n) * bytes;
-    char *received = recvArea.data() + (s % 2) * bytes;
-    char *acc = s == steps - 1 ? static_cast<char *>(out)
-                               : accArea.data() + (s % 2) * bytes;
+    char *received = recvArea + (s % 2) * bytes;
+    char *acc =
+        s == steps - 1 ? static_cast<char *>(out) : accArea + (s % 2) * bytes;
     for (size_t j = 0; j < seg.count; ++j) {
       waitRecvs(*ubR[s % 2], 1, timeout);
       reduce(acc + offset(j), own + offset(j), received + offset(j),
@@ -115,14 +115,14 @@ void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
 }
 
 void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
-                         const void *in, void *out, size_t count,
-                         int32_t dtype, int32_t op, uint32_t tag,
-                         std::chrono::milliseconds timeout) {
+                         const void *in, void *out, size_t count, int32_t dtype,
+                         int32_t op, uint32_t tag,
+                         std::chrono::milliseconds timeout, char *scratch) {
   const int n = ctx->size, r = ctx->rank;
   const size_t bytes = count * size_t(dtypeSize(dtype));
   const ReduceFn reduce = reduceFunction(dtype, op);
   const char *input = static_cast<const char *>(in);
-  std::vector<char> received(bytes * size_t(n));
+  char *received = scratch;
   std::vector<Buffer> recvs(n);
   Buffer ubIn;
   const uint64_t slot = rsSlot(tag, 0);
@@ -130,7 +130,7 @@ void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
     for (int p = 0; p < n; ++p) {
       if (p == r)
         continue;
-      recvs[p] = ctx->createUnboundBuffer(received.data() + p * bytes, bytes);
+      recvs[p] = ctx->createUnboundBuffer(received + p * bytes, bytes);
       recvs[p]->recv(p, slot);
     }
     ubIn = ctx->createUnboundBuffer(const_cast<char *>(input), bytes * n);
@@ -146,7 +146,7 @@ void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
   // Reduce in rank order so that every rank's result is bit-identical to a
   // sequential sum over ranks 0..n-1.
   auto block = [&](int p) {
-    return p == r ? input + size_t(r) * bytes : received.data() + p * bytes;
+    return p == r ? input + size_t(r) * bytes : received + p * bytes;
   };
   std::memcpy(out, block(0), bytes);
   for (int p = 1; p < n; ++p)

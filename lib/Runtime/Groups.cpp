@@ -111,8 +111,7 @@ std::string dumpFlightRecorder(RuntimeState &state) {
   std::ofstream out(path);
   out << state.recorder.dumpJson(state.options.rank) << "\n";
   if (!out)
-    std::cerr << "cleave: cannot write the flight recorder to " << path
-              << "\n";
+    std::cerr << "cleave: cannot write the flight recorder to " << path << "\n";
   return path;
 }
 
@@ -133,11 +132,10 @@ std::unique_ptr<Communicator> connectGroup(RuntimeState &state,
         ranks += (ranks.empty() ? "" : ", ") +
                  std::to_string(info.members[size_t(*index)]);
     }
-    throw RuntimeError(concat("timed out after ", info.timeoutMs,
-                              " ms waiting for rank(s) ",
-                              ranks.empty() ? "?" : ranks,
-                              " to join through the rendezvous store ",
-                              state.store->url()));
+    throw RuntimeError(
+        concat("timed out after ", info.timeoutMs, " ms waiting for rank(s) ",
+               ranks.empty() ? "?" : ranks,
+               " to join through the rendezvous store ", state.store->url()));
   }
 }
 
@@ -155,12 +153,12 @@ RuntimeState &requireState() {
 
 int defineGroup(int64_t groupId, int64_t naxes, const int64_t *axes) {
   RuntimeState &state = requireState();
-  require(groupId >= 0, concat("group id ", groupId,
-                               " is negative (-1 is the world group)"));
+  require(groupId >= 0,
+          concat("group id ", groupId, " is negative (-1 is the world group)"));
   require(naxes >= 0 && (naxes == 0 || axes),
           concat("naxes ", naxes, " with axes ", axes ? "given" : "NULL"));
-  require(!hasFailed(), concat("skipped after an earlier error: ",
-                               errorMessage()));
+  require(!hasFailed(),
+          concat("skipped after an earlier error: ", errorMessage()));
   std::vector<int64_t> axisList(axes, axes + naxes);
   Mesh::Group mg = state.mesh.groupAlong(axisList, state.options.rank);
   auto group = std::make_unique<Group>();
@@ -170,8 +168,8 @@ int defineGroup(int64_t groupId, int64_t naxes, const int64_t *axes) {
   group->info.groupRank = mg.groupRank;
   group->info.timeoutMs = state.options.timeoutMs;
   int generation = state.generations[groupId]++;
-  std::string prefix = concat(state.keyPrefix, "group", groupId, ".",
-                              generation, ".", mg.color);
+  std::string prefix =
+      concat(state.keyPrefix, "group", groupId, ".", generation, ".", mg.color);
   try {
     group->comm = connectGroup(state, group->info, prefix);
   } catch (const std::exception &e) {

@@ -18,8 +18,9 @@ std::string RankStatus::encode() const {
   nlohmann::json groupsJson = nlohmann::json::object();
   for (const auto &[id, p] : groups)
     groupsJson[std::to_string(id)] = {p.seq, p.op, p.active};
-  nlohmann::json doc = {{"t", timeMs},   {"pid", pid},     {"host", host},
-                        {"state", state}, {"error", error}, {"groups", groupsJson}};
+  nlohmann::json doc = {{"t", timeMs},    {"pid", pid},
+                        {"host", host},   {"state", state},
+                        {"error", error}, {"groups", groupsJson}};
   return doc.dump();
 }
 
@@ -122,16 +123,16 @@ std::string describeMember(int rank, const std::optional<RankStatus> &status,
                            uint64_t seq, int &severity) {
   severity = 3;
   if (!status)
-    return concat("rank ", rank, " has published no heartbeat (it never "
-                                 "initialized)");
+    return concat("rank ", rank,
+                  " has published no heartbeat (it never "
+                  "initialized)");
   int64_t age = wallMillis() - status->timeMs;
   if (status->state == "finalized")
     return concat("rank ", rank, " has already called cleave_rt_finalize");
   if (age > staleMs) {
-    std::string text = concat("rank ", rank,
-                              " stopped responding (last heartbeat ",
-                              seconds(age), " ago; pid ", status->pid, " on ",
-                              status->host);
+    std::string text =
+        concat("rank ", rank, " stopped responding (last heartbeat ",
+               seconds(age), " ago; pid ", status->pid, " on ", status->host);
     if (status->host == hostName() && processExited(status->pid))
       text += ", which has exited";
     return text + ")";
@@ -151,8 +152,8 @@ std::string describeMember(int rank, const std::optional<RankStatus> &status,
     severity = 1;
     text += concat(" but has not reached call #", seq, " on this group");
     text += p.seq == 0 ? std::string(": it has made no call there")
-                       : concat(": its last call there is #", p.seq, " (",
-                                p.op, p.active ? ", running)" : ", done)");
+                       : concat(": its last call there is #", p.seq, " (", p.op,
+                                p.active ? ", running)" : ", done)");
   } else if (p.seq > seq) {
     text += concat(" and is past it, at call #", p.seq, " (", p.op, ")");
   } else {
@@ -193,8 +194,9 @@ std::string Heartbeat::diagnose(const GroupInfo &group, uint64_t seq) {
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(intervalMs_ / 2));
   }
-  std::stable_sort(notes.begin(), notes.end(),
-                   [](const auto &a, const auto &b) { return a.first > b.first; });
+  std::stable_sort(
+      notes.begin(), notes.end(),
+      [](const auto &a, const auto &b) { return a.first > b.first; });
   // Report the strongest explanation only: a dead rank makes the others'
   // failures and delays mere consequences.
   int worst = notes.empty() ? 0 : notes.front().first;
@@ -204,7 +206,11 @@ std::string Heartbeat::diagnose(const GroupInfo &group, uint64_t seq) {
   for (const auto &[severity, text] : notes) {
     if (severity != worst || shown == 8)
       continue;
-    out += (out.empty() ? "" : (anyProblem ? "; " : shown ? "; " : ": ")) + text;
+    out += (out.empty() ? ""
+                        : (anyProblem ? "; "
+                           : shown    ? "; "
+                                      : ": ")) +
+           text;
     ++shown;
   }
   return out;

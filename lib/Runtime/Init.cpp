@@ -50,10 +50,9 @@ std::string chooseSocketHost(RuntimeState &state) {
     std::string ranks;
     for (const std::string &key : e.missing)
       ranks += (ranks.empty() ? "" : ", ") + key.substr(key.rfind('/') + 1);
-    throw RuntimeError(concat("timed out after ", state.options.timeoutMs,
-                              " ms waiting for rank(s) ", ranks,
-                              " to join through the rendezvous store ",
-                              store.url()));
+    throw RuntimeError(concat(
+        "timed out after ", state.options.timeoutMs, " ms waiting for rank(s) ",
+        ranks, " to join through the rendezvous store ", store.url()));
   }
   for (const std::string &key : keys) {
     std::vector<char> host = store.get(key);
@@ -67,13 +66,13 @@ RankStatus snapshot(RuntimeState &state) {
   RankStatus status;
   status.pid = int(::getpid());
   status.host = hostName();
+  std::lock_guard<std::mutex> lock(state.groupsMutex);
   if (state.finalizing) {
     status.state = "finalized";
   } else if (!state.failureNote.empty() || hasFailed()) {
     status.state = "failed";
-    status.error = hasFailed() ? errorMessage() : state.failureNote;
+    status.error = hasFailed() ? errorText() : state.failureNote;
   }
-  std::lock_guard<std::mutex> lock(state.groupsMutex);
   for (auto &[id, group] : state.groups)
     status.groups[id] = {group->seq.load(), group->lastOp.load(),
                          group->active.load()};
@@ -184,9 +183,7 @@ void cleave_rt_finalize(void) {
   setInitializedRank(-1);
 }
 
-int32_t cleave_rt_rank(void) {
-  return theState ? theState->options.rank : 0;
-}
+int32_t cleave_rt_rank(void) { return theState ? theState->options.rank : 0; }
 int32_t cleave_rt_world_size(void) {
   return theState ? theState->options.worldSize : 1;
 }

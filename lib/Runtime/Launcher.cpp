@@ -44,8 +44,9 @@ int freePort() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
-            ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0;
+  bool ok =
+      ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0;
   ::close(fd);
   require(ok, concat("cannot find a free port: ", std::strerror(errno)));
   return ntohs(addr.sin_port);
@@ -66,7 +67,7 @@ void removeFlatDirectory(const std::string &dir) {
 /// One rank's process and its output pipes.
 struct Child {
   pid_t pid = -1;
-  int out = -1, err = -1;      ///< Read ends (prefixing only).
+  int out = -1, err = -1;       ///< Read ends (prefixing only).
   std::string outLine, errLine; ///< Partial lines.
   bool running = false;
   int status = 0;
@@ -117,8 +118,8 @@ bool forward(int fd, int to, int rank, std::string &partial, bool flushAll) {
 
 /// The environment of rank `rank`: ours with the launcher variables set.
 std::vector<std::string> rankEnvironment(
-    int rank, int nprocs, const std::vector<std::pair<std::string, std::string>>
-                              &common) {
+    int rank, int nprocs,
+    const std::vector<std::pair<std::string, std::string>> &common) {
   std::vector<std::pair<std::string, std::string>> vars = common;
   vars.emplace_back("RANK", std::to_string(rank));
   vars.emplace_back("LOCAL_RANK", std::to_string(rank));
@@ -192,13 +193,12 @@ void Launch::start() {
     std::string base = getEnv("TMPDIR").value_or("/tmp");
     std::string templ = base + "/cleave-rdzv-XXXXXX";
     require(::mkdtemp(templ.data()), concat("cannot create a rendezvous "
-                                            "directory in ", base, ": ",
-                                            std::strerror(errno)));
+                                            "directory in ",
+                                            base, ": ", std::strerror(errno)));
     rendezvousDir_ = templ;
     common.emplace_back("CLEAVE_RENDEZVOUS", "file:" + templ);
   } else {
-    common.emplace_back("CLEAVE_RENDEZVOUS",
-                        concat("tcp://127.0.0.1:", port));
+    common.emplace_back("CLEAVE_RENDEZVOUS", concat("tcp://127.0.0.1:", port));
   }
   children_.resize(size_t(o_.nprocs));
   pid_t parent = ::getpid();
@@ -270,13 +270,13 @@ void Launch::reap() {
       continue;
     c.running = false;
     if (o_.exit_status)
-      o_.exit_status[r] = WIFSIGNALED(c.status) ? -WTERMSIG(c.status)
-                                                : WEXITSTATUS(c.status);
+      o_.exit_status[r] =
+          WIFSIGNALED(c.status) ? -WTERMSIG(c.status) : WEXITSTATUS(c.status);
     bool failed = !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0;
     if (!failed || termSent_)
       continue;
-    writeAllFd(2, concat("cleave_launch_local: rank ", r, " (pid ", c.pid,
-                         ") ", describeStatus(c.status), "\n"));
+    writeAllFd(2, concat("cleave_launch_local: rank ", r, " (pid ", c.pid, ") ",
+                         describeStatus(c.status), "\n"));
     if (firstFailure_ < 0) {
       firstFailure_ = monotonicSeconds();
       firstStatus_ = WIFSIGNALED(c.status) ? 128 + WTERMSIG(c.status)
@@ -308,8 +308,7 @@ void Launch::enforceTimeout() {
   if (!ranks.empty())
     writeAllFd(2, concat("cleave_launch_local: terminating rank(s) ", ranks,
                          interrupted ? " (interrupted)"
-                                     : concat(", still running ",
-                                              o_.timeout_ms,
+                                     : concat(", still running ", o_.timeout_ms,
                                               " ms after the first failure"),
                          "\n"));
   termSent_ = true;
@@ -366,7 +365,8 @@ int cleave_launch(const cleave_launch_options_t *opts) {
     cleave_launch_options_t o = *opts;
     if (o.timeout_ms <= 0)
       o.timeout_ms = envInt("CLEAVE_TIMEOUT_MS", 300000) + 10000;
-    struct sigaction action {}, oldInt {}, oldTerm {};
+    struct sigaction action {
+    }, oldInt{}, oldTerm{};
     action.sa_handler = onSignal;
     sigemptyset(&action.sa_mask);
     interrupted = 0;

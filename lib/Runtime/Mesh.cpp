@@ -18,15 +18,15 @@ Mesh::Mesh(std::vector<int64_t> shapeIn, std::vector<std::string> namesIn,
   std::set<std::string> seen;
   int64_t product = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    require(shape[i] >= 1, concat("mesh axis ", i, " ('", names[i],
-                                  "') has size ", shape[i]));
+    require(shape[i] >= 1,
+            concat("mesh axis ", i, " ('", names[i], "') has size ", shape[i]));
     require(!names[i].empty(), concat("mesh axis ", i, " has an empty name"));
     require(seen.insert(names[i]).second,
             concat("mesh axis name '", names[i], "' is repeated"));
     product *= shape[i];
-    require(product <= worldSize,
-            concat("the mesh has more devices than the world size ",
-                   worldSize));
+    require(
+        product <= worldSize,
+        concat("the mesh has more devices than the world size ", worldSize));
   }
   require(product == worldSize,
           concat("the mesh has ", product, " devices but the world size is ",
@@ -50,8 +50,7 @@ int Mesh::worldRank(const std::vector<int64_t> &coords) const {
   return int(rank);
 }
 
-Mesh::Group Mesh::groupAlong(const std::vector<int64_t> &axes,
-                             int rank) const {
+Mesh::Group Mesh::groupAlong(const std::vector<int64_t> &axes, int rank) const {
   require(defined(), "no mesh is defined (call cleave_rt_define_mesh first)");
   std::vector<bool> used(shape.size(), false);
   Group group;
@@ -61,8 +60,8 @@ Mesh::Group Mesh::groupAlong(const std::vector<int64_t> &axes,
     require(axis >= 0 && axis < int64_t(shape.size()),
             concat("axis ", axis, " is not an axis of the ", shape.size(),
                    "-d mesh"));
-    require(!used[axis], concat("axis ", axis, " ('", names[axis],
-                                "') is given twice"));
+    require(!used[axis],
+            concat("axis ", axis, " ('", names[axis], "') is given twice"));
     used[axis] = true;
     group.axesText += (i ? "," : "") + names[axis];
   }

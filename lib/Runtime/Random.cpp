@@ -31,7 +31,7 @@ void blockValues(int32_t kind, double scale, PhiloxKey key, uint64_t stream,
   // Box-Muller on (words[0], words[1]) and (words[2], words[3]).
   for (int pair = 0; pair < 2; ++pair) {
     double u1 = (double(words[2 * pair] >> 8) + 1.0) / 16777216.0; // (0, 1]
-    double u2 = double(uniform01(words[2 * pair + 1]));           // [0, 1)
+    double u2 = double(uniform01(words[2 * pair + 1]));            // [0, 1)
     double radius = std::sqrt(-2.0 * std::log(u1));
     out[2 * pair] = scale * radius * std::cos(kTwoPi * u2);
     out[2 * pair + 1] = scale * radius * std::sin(kTwoPi * u2);
@@ -39,8 +39,8 @@ void blockValues(int32_t kind, double scale, PhiloxKey key, uint64_t stream,
 }
 
 /// Stores `value` as element `i` of `out`; uniform values stay below scale.
-void storeValue(int32_t dtype, void *out, int64_t i, double value,
-                bool uniform, double scale) {
+void storeValue(int32_t dtype, void *out, int64_t i, double value, bool uniform,
+                double scale) {
   switch (dtype) {
   case CLEAVE_F64:
     static_cast<double *>(out)[i] = value;

@@ -29,9 +29,9 @@ namespace cleave::rt {
 struct Group {
   GroupInfo info;
   std::unique_ptr<Communicator> comm;
-  std::atomic<uint64_t> seq{0};          ///< Calls started on this group.
-  std::atomic<const char *> lastOp{""}; ///< Name of the last call.
-  std::atomic<bool> active{false};       ///< A call is running.
+  std::atomic<uint64_t> seq{0};             ///< Calls started on this group.
+  std::atomic<const char *> lastOp{""};     ///< Name of the last call.
+  std::atomic<bool> active{false};          ///< A call is running.
   std::map<int, uint64_t> sendSeq, recvSeq; ///< Point-to-point counters.
   std::string broken; ///< Why the group is unusable ("" if usable).
 };
@@ -50,8 +50,8 @@ struct RuntimeState {
   FlightRecorder recorder{64};
   bool debugCollectives = false;
   std::string flightRecorderDir;
-  std::string failureNote; ///< Published as "failed" while diagnosing.
-  bool finalizing = false;
+  std::string failureNote; ///< "failed" while diagnosing (groupsMutex).
+  std::atomic<bool> finalizing{false};
 };
 
 /// The state, or nullptr when the runtime is not initialized.

@@ -271,8 +271,8 @@ int connectOnce(const std::string &host, int port, std::string &error) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo *list = nullptr;
-  int rv = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                         &list);
+  int rv =
+      ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
   if (rv != 0) {
     error = concat("cannot resolve '", host, "': ", gai_strerror(rv));
     return -1;
@@ -324,8 +324,8 @@ public:
     wait({key}, std::chrono::milliseconds(timeoutMs));
     std::optional<std::string> value = tryGet(key);
     if (!value)
-      throw RuntimeError(concat("rendezvous store ", url(), ": key '", key,
-                                "' vanished"));
+      throw RuntimeError(
+          concat("rendezvous store ", url(), ": key '", key, "' vanished"));
     return std::vector<char>(value->begin(), value->end());
   }
 
@@ -391,8 +391,8 @@ std::string TcpKvStore::request(const std::string &body,
                               " is unreachable after an earlier error"));
   std::string message = frame(body);
   for (size_t sent = 0; sent < message.size();) {
-    ssize_t n = ::send(fd_, message.data() + sent, message.size() - sent,
-                       MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(fd_, message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
@@ -415,15 +415,14 @@ std::string TcpKvStore::request(const std::string &body,
   return reply;
 }
 
-void TcpKvStore::readExactly(char *data, size_t n,
-                             Clock::time_point deadline) {
+void TcpKvStore::readExactly(char *data, size_t n, Clock::time_point deadline) {
   for (size_t got = 0; got < n;) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                   deadline - Clock::now())
                   .count();
     pollfd pfd{fd_, POLLIN, 0};
-    int rv = ms > 0 ? ::poll(&pfd, 1, int(std::min<int64_t>(ms, INT32_MAX)))
-                    : 0;
+    int rv =
+        ms > 0 ? ::poll(&pfd, 1, int(std::min<int64_t>(ms, INT32_MAX))) : 0;
     if (rv < 0 && errno == EINTR)
       continue;
     ssize_t m = rv > 0 ? ::recv(fd_, data + got, n - got, 0) : -1;
@@ -436,8 +435,8 @@ void TcpKvStore::readExactly(char *data, size_t n,
     ::close(fd_);
     fd_ = -1;
     if (rv == 0)
-      throw RuntimeError(concat("the rendezvous store ", url(),
-                                " did not answer in time"));
+      throw RuntimeError(
+          concat("the rendezvous store ", url(), " did not answer in time"));
     throw RuntimeError(concat("lost the rendezvous store ", url(),
                               " (rank 0 serves it and has probably exited)"));
   }
@@ -458,8 +457,8 @@ TcpStoreServer::TcpStoreServer(int port) {
       ::listen(listenFd_, 1024)) {
     std::string why = std::strerror(errno);
     ::close(listenFd_);
-    throw RuntimeError(concat("cannot serve the rendezvous store on port ",
-                              port, ": ", why));
+    throw RuntimeError(
+        concat("cannot serve the rendezvous store on port ", port, ": ", why));
   }
   socklen_t len = sizeof(addr);
   ::getsockname(listenFd_, reinterpret_cast<sockaddr *>(&addr), &len);

@@ -37,11 +37,11 @@ struct DTypeInfo {
   int32_t code;
 };
 const DTypeInfo kDTypes[] = {
-    {"F32", 4, CLEAVE_F32},  {"F64", 8, CLEAVE_F64}, {"BF16", 2, CLEAVE_BF16},
-    {"F16", 2, CLEAVE_F16},  {"I32", 4, CLEAVE_I32}, {"I64", 8, CLEAVE_I64},
-    {"BOOL", 1, -1},         {"U8", 1, -1},          {"I8", 1, -1},
-    {"F8_E5M2", 1, -1},      {"F8_E4M3", 1, -1},     {"I16", 2, -1},
-    {"U16", 2, -1},          {"U32", 4, -1},         {"U64", 8, -1},
+    {"F32", 4, CLEAVE_F32}, {"F64", 8, CLEAVE_F64}, {"BF16", 2, CLEAVE_BF16},
+    {"F16", 2, CLEAVE_F16}, {"I32", 4, CLEAVE_I32}, {"I64", 8, CLEAVE_I64},
+    {"BOOL", 1, -1},        {"U8", 1, -1},          {"I8", 1, -1},
+    {"F8_E5M2", 1, -1},     {"F8_E4M3", 1, -1},     {"I16", 2, -1},
+    {"U16", 2, -1},         {"U32", 4, -1},         {"U64", 8, -1},
 };
 
 const DTypeInfo *lookupDType(const std::string &name) {
@@ -95,10 +95,9 @@ void preadAll(int fd, const std::string &path, void *dst, uint64_t bytes,
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
-      throw RuntimeError(concat(path, ": cannot read ", bytes,
-                                " bytes at offset ", offset, ": ",
-                                n == 0 ? "the file is truncated"
-                                       : std::strerror(errno)));
+      throw RuntimeError(concat(
+          path, ": cannot read ", bytes, " bytes at offset ", offset, ": ",
+          n == 0 ? "the file is truncated" : std::strerror(errno)));
     p += n;
     bytes -= uint64_t(n);
     offset += uint64_t(n);
@@ -185,10 +184,9 @@ cleave_tensor_file::Entry parseEntry(const std::string &path,
           concat(where, ": shape ", shapeText(e.shape), " of ", e.dtypeName,
                  " needs ", need, " bytes but data_offsets span ",
                  e.end - e.begin));
-  require(e.end <= dataBytes,
-          concat(where, ": its data ends at byte ", e.end,
-                 " but the file holds only ", dataBytes,
-                 " bytes of data (truncated?)"));
+  require(e.end <= dataBytes, concat(where, ": its data ends at byte ", e.end,
+                                     " but the file holds only ", dataBytes,
+                                     " bytes of data (truncated?)"));
   return e;
 }
 
@@ -198,8 +196,8 @@ cleave_tensor_file *openTensorFile(const char *pathText) {
   file->path = pathText;
   const std::string &path = file->path;
   file->fd = ::open(pathText, O_RDONLY | O_CLOEXEC);
-  require(file->fd >= 0, concat("cannot open ", path, ": ",
-                                std::strerror(errno)));
+  require(file->fd >= 0,
+          concat("cannot open ", path, ": ", std::strerror(errno)));
   struct stat st;
   require(::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode),
           concat(path, " is not a regular file"));
@@ -226,14 +224,15 @@ cleave_tensor_file *openTensorFile(const char *pathText) {
     if (key == "__metadata__") {
       require(value.is_object(), path + ": __metadata__ is not an object");
       for (auto &[mk, mv] : value.items()) {
-        require(mv.is_string(), concat(path, ": metadata '", mk,
-                                       "' is not a string"));
+        require(mv.is_string(),
+                concat(path, ": metadata '", mk, "' is not a string"));
         file->metadata[mk] = mv.get<std::string>();
       }
       continue;
     }
     file->index[key] = file->entries.size();
-    file->entries.push_back(parseEntry(path, key, value, size - file->dataStart));
+    file->entries.push_back(
+        parseEntry(path, key, value, size - file->dataStart));
   }
   std::vector<const cleave_tensor_file::Entry *> sorted;
   for (const auto &e : file->entries)
@@ -252,9 +251,9 @@ void readTensor(cleave_tensor_file *file, const char *name, void *dst,
   require(file && name, "the file or the name is NULL");
   const cleave_tensor_file::Entry &e = file->find(name);
   uint64_t size = e.end - e.begin;
-  require(e.dtype >= 0, concat(file->path, ": tensor '", e.name,
-                               "' has dtype ", e.dtypeName,
-                               ", which the runtime does not support"));
+  require(e.dtype >= 0,
+          concat(file->path, ": tensor '", e.name, "' has dtype ", e.dtypeName,
+                 ", which the runtime does not support"));
   require(bytes >= 0 && uint64_t(bytes) == size,
           concat(file->path, ": tensor '", e.name, "' has ", size, " bytes (",
                  dtypeName(e.dtype), " ", shapeText(e.shape),
@@ -266,8 +265,10 @@ void readTensor(cleave_tensor_file *file, const char *name, void *dst,
     std::string actual = crcText(crcOf(dst, size));
     require(actual == it->second,
             concat(file->path, ": checksum mismatch for tensor '", e.name,
-                   "': the header says crc32 ", it->second, " but the data "
-                   "has ", actual, " (the file is corrupt)"));
+                   "': the header says crc32 ", it->second,
+                   " but the data "
+                   "has ",
+                   actual, " (the file is corrupt)"));
   }
 }
 
@@ -368,10 +369,10 @@ void finishWriter(cleave_tensor_writer &w) {
     writeAll(fd, tmp, header.data(), header.size());
     for (const auto &item : w.items)
       writeAll(fd, tmp, item.data, item.bytes);
-    require(::fsync(fd) == 0, concat("fsync ", tmp, ": ",
-                                     std::strerror(errno)));
-    require(::close(fd) == 0, concat("close ", tmp, ": ",
-                                     std::strerror(errno)));
+    require(::fsync(fd) == 0,
+            concat("fsync ", tmp, ": ", std::strerror(errno)));
+    require(::close(fd) == 0,
+            concat("close ", tmp, ": ", std::strerror(errno)));
     fd = -1;
     require(::rename(tmp.c_str(), w.path.c_str()) == 0,
             concat("cannot rename ", tmp, " to ", w.path, ": ",
@@ -383,7 +384,8 @@ void finishWriter(cleave_tensor_writer &w) {
     throw;
   }
   size_t slash = w.path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : w.path.substr(0, slash + 1);
+  std::string dir =
+      slash == std::string::npos ? "." : w.path.substr(0, slash + 1);
   int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirFd >= 0) {
     ::fsync(dirFd); // Makes the rename durable.
@@ -487,8 +489,6 @@ int cleave_tensor_writer_finish(cleave_tensor_writer *writer) {
   return rc;
 }
 
-void cleave_tensor_writer_abort(cleave_tensor_writer *writer) {
-  delete writer;
-}
+void cleave_tensor_writer_abort(cleave_tensor_writer *writer) { delete writer; }
 
 } // extern "C"

@@ -18,10 +18,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <memory>
 #include <vector>
 
 using namespace cleave::rt;
@@ -89,8 +89,8 @@ cleave_token_file *openTokens(const char *path, int32_t tokenBytes) {
   void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int mapErrno = errno;
   ::close(fd);
-  require(map != MAP_FAILED, concat("cannot map ", path, ": ",
-                                    std::strerror(mapErrno)));
+  require(map != MAP_FAILED,
+          concat("cannot map ", path, ": ", std::strerror(mapErrno)));
   ::madvise(map, size, MADV_RANDOM);
   file->map = map;
   file->mapBytes = size;
@@ -115,14 +115,14 @@ cleave_token_file *tokensFromMemory(const void *tokens, int64_t count,
 }
 
 void sampleBatch(const cleave_token_file *file, uint64_t seed, int64_t step,
-                 int64_t firstRow, int64_t rows, int64_t seqLen,
-                 int64_t vocab, int32_t *inputs, int32_t *targets) {
+                 int64_t firstRow, int64_t rows, int64_t seqLen, int64_t vocab,
+                 int32_t *inputs, int32_t *targets) {
   require(file, "the token file is NULL");
   require(step >= 0 && firstRow >= 0 && rows >= 0,
           concat(file->name, ": step ", step, ", first_row ", firstRow,
                  " and rows ", rows, " must be non-negative"));
-  require(seqLen >= 1, concat(file->name, ": seq_len ", seqLen,
-                              " must be positive"));
+  require(seqLen >= 1,
+          concat(file->name, ": seq_len ", seqLen, " must be positive"));
   require(vocab >= 1 && vocab <= (int64_t(1) << 31),
           concat(file->name, ": vocab ", vocab, " must be in [1, 2^31]"));
   require(rows == 0 || (inputs && targets), "inputs or targets is NULL");
@@ -134,16 +134,16 @@ void sampleBatch(const cleave_token_file *file, uint64_t seed, int64_t step,
   uint64_t span = uint64_t(file->count - seqLen);
   for (int64_t i = 0; i < rows; ++i) {
     uint64_t row = uint64_t(firstRow + i);
-    PhiloxCounter w = philox4x32_10(
-        {uint32_t(row), uint32_t(row >> 32), uint32_t(uint64_t(step)),
-         uint32_t(uint64_t(step) >> 32)},
-        key);
+    PhiloxCounter w = philox4x32_10({uint32_t(row), uint32_t(row >> 32),
+                                     uint32_t(uint64_t(step)),
+                                     uint32_t(uint64_t(step) >> 32)},
+                                    key);
     int64_t start = int64_t(((uint64_t(w[1]) << 32) | w[0]) % span);
     for (int64_t t = 0; t <= seqLen; ++t) {
       uint32_t token = file->token(start + t);
       if (int64_t(token) >= vocab)
-        throw RuntimeError(concat(file->name, ": token at position ",
-                                  start + t, " is ", token,
+        throw RuntimeError(concat(file->name, ": token at position ", start + t,
+                                  " is ", token,
                                   ", not below the vocabulary size ", vocab,
                                   " (row ", row, " of step ", step, ")"));
       if (t < seqLen)

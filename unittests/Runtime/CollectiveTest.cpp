@@ -32,10 +32,26 @@ namespace {
 double get(int32_t dtype, const std::vector<char> &buf, int64_t i) {
   const char *p = buf.data() + i * dtypeSize(dtype);
   switch (dtype) {
-  case CLEAVE_F32: { float v; std::memcpy(&v, p, 4); return v; }
-  case CLEAVE_F64: { double v; std::memcpy(&v, p, 8); return v; }
-  case CLEAVE_I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-  case CLEAVE_I64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
+  case CLEAVE_F32: {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case CLEAVE_F64: {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  case CLEAVE_I32: {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case CLEAVE_I64: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return double(v);
+  }
   default: {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -48,10 +64,24 @@ double get(int32_t dtype, const std::vector<char> &buf, int64_t i) {
 void set(int32_t dtype, std::vector<char> &buf, int64_t i, double v) {
   char *p = buf.data() + i * dtypeSize(dtype);
   switch (dtype) {
-  case CLEAVE_F32: { float x = float(v); std::memcpy(p, &x, 4); return; }
-  case CLEAVE_F64: std::memcpy(p, &v, 8); return;
-  case CLEAVE_I32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); return; }
-  case CLEAVE_I64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); return; }
+  case CLEAVE_F32: {
+    float x = float(v);
+    std::memcpy(p, &x, 4);
+    return;
+  }
+  case CLEAVE_F64:
+    std::memcpy(p, &v, 8);
+    return;
+  case CLEAVE_I32: {
+    int32_t x = int32_t(v);
+    std::memcpy(p, &x, 4);
+    return;
+  }
+  case CLEAVE_I64: {
+    int64_t x = int64_t(v);
+    std::memcpy(p, &x, 8);
+    return;
+  }
   default: {
     uint16_t h = dtype == CLEAVE_BF16 ? cleave::rt::floatToBf16(float(v))
                                       : cleave::rt::floatToHalf(float(v));
@@ -65,7 +95,9 @@ std::vector<char> buffer(int32_t dtype, int64_t count) {
 }
 
 /// Small integers: exact in every dtype, sums too.
-double value(int rank, int64_t i) { return double((rank * 7 + i * 3) % 11 + 1); }
+double value(int rank, int64_t i) {
+  return double((rank * 7 + i * 3) % 11 + 1);
+}
 
 int initRuntime() {
   if (cleave_rt_init(nullptr) != 0) {
@@ -75,7 +107,7 @@ int initRuntime() {
   return 0;
 }
 
-#define RT_OK()                                                               \
+#define RT_OK()                                                                \
   RT_CHECK(!cleave_rt_failed(), "runtime error: %s", cleave_rt_error_message())
 
 /// all_reduce with every dtype and reduction on `group` (members given).
@@ -139,7 +171,8 @@ int checkDataMovement(int64_t group, const std::vector<int> &members) {
         RT_CHECK(get(dtype, out, j * count + i) == value(members[j], i),
                  "all_gather block %d element %ld", j, long(i));
     // reduce_scatter: block b of rank m holds value(m, b * count + i).
-    std::vector<char> rsIn = buffer(dtype, n * count), rsOut = buffer(dtype, count);
+    std::vector<char> rsIn = buffer(dtype, n * count),
+                      rsOut = buffer(dtype, count);
     for (int64_t i = 0; i < n * count; ++i)
       set(dtype, rsIn, i, value(members[me], i));
     for (int32_t op : {CLEAVE_SUM, CLEAVE_MAX}) {
@@ -158,7 +191,8 @@ int checkDataMovement(int64_t group, const std::vector<int> &members) {
       }
     }
     // all_to_all: block j of rank m holds 100 m + j.
-    std::vector<char> aIn = buffer(dtype, n * count), aOut = buffer(dtype, n * count);
+    std::vector<char> aIn = buffer(dtype, n * count),
+                      aOut = buffer(dtype, n * count);
     for (int j = 0; j < n; ++j)
       for (int64_t i = 0; i < count; ++i)
         set(dtype, aIn, j * count + i, 10 * me + j + (i % 3));
@@ -272,17 +306,18 @@ TEST_P(WorldCollectives, EveryCollectiveIsCorrect) {
     ASSERT_EQ(r.exitCode, 0) << describe(results);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Runtime, WorldCollectives,
-    ::testing::Values(WorldCase{2, false, "ring"}, WorldCase{4, false, "ring"},
-                      WorldCase{2, true, "direct"},
-                      WorldCase{4, true, "direct"},
-                      WorldCase{4, false, "allreduce"},
-                      WorldCase{3, true, "ring"}),
-    [](const auto &info) {
-      return std::to_string(info.param.ranks) + "ranks_" +
-             (info.param.tcp ? "tcp_" : "file_") + info.param.reduceScatter;
-    });
+INSTANTIATE_TEST_SUITE_P(Runtime, WorldCollectives,
+                         ::testing::Values(WorldCase{2, false, "ring"},
+                                           WorldCase{4, false, "ring"},
+                                           WorldCase{2, true, "direct"},
+                                           WorldCase{4, true, "direct"},
+                                           WorldCase{4, false, "allreduce"},
+                                           WorldCase{3, true, "ring"}),
+                         [](const auto &info) {
+                           return std::to_string(info.param.ranks) + "ranks_" +
+                                  (info.param.tcp ? "tcp_" : "file_") +
+                                  info.param.reduceScatter;
+                         });
 
 /// Groups of a 2x2 mesh (dp, tp): along tp, along dp, both, both reversed.
 TEST(MeshGroups, SubgroupsOfA2x2Mesh) {
@@ -392,8 +427,8 @@ TEST(CollectiveFailures, KilledRankIsNamed) {
     for (int it = 0; it < 1000; ++it) {
       if (rank == 2 && it == 3)
         ::raise(SIGKILL);
-      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM,
-                           x.data(), x.data(), int64_t(x.size()));
+      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, x.data(),
+                           x.data(), int64_t(x.size()));
       if (cleave_rt_failed())
         break;
       std::fill(x.begin(), x.end(), 1.0f);
@@ -431,8 +466,8 @@ TEST(CollectiveFailures, FingerprintMismatchNamesBothRanks) {
                          x.data(), 10); // Matched: passes.
     RT_OK();
     if (rank == 0)
-      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_MAX,
-                           x.data(), x.data(), 10);
+      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_MAX, x.data(),
+                           x.data(), 10);
     else
       cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32, x.data(), y.data(),
                            10);
@@ -448,7 +483,8 @@ TEST(CollectiveFailures, FingerprintMismatchNamesBothRanks) {
     EXPECT_TRUE(contains(out, "collective mismatch")) << out;
     EXPECT_TRUE(contains(out, "all_reduce(count 10, f32, max)")) << out;
     EXPECT_TRUE(contains(out, "all_gather(count 10, f32)")) << out;
-    EXPECT_TRUE(contains(out, "rank 0 issued") || contains(out, "rank 1 issued"))
+    EXPECT_TRUE(contains(out, "rank 0 issued") ||
+                contains(out, "rank 1 issued"))
         << out;
     EXPECT_TRUE(contains(out, "but rank " + std::to_string(1 - r))) << out;
   }

@@ -55,10 +55,11 @@ void writeSample(const std::string &path) {
   cleave_tensor_writer *writer = cleave_tensor_writer_create(path.c_str());
   ASSERT_TRUE(writer);
   ASSERT_EQ(cleave_tensor_writer_add(writer, "w", CLEAVE_F32, 2, wShape, w), 0);
-  ASSERT_EQ(cleave_tensor_writer_add(writer, "b", CLEAVE_BF16, 1, bShape, b), 0);
-  ASSERT_EQ(cleave_tensor_writer_add(writer, "step", CLEAVE_I64, 0, nullptr,
-                                     &step),
+  ASSERT_EQ(cleave_tensor_writer_add(writer, "b", CLEAVE_BF16, 1, bShape, b),
             0);
+  ASSERT_EQ(
+      cleave_tensor_writer_add(writer, "step", CLEAVE_I64, 0, nullptr, &step),
+      0);
   ASSERT_EQ(cleave_tensor_writer_set_metadata(writer, "model", "gpt2"), 0);
   ASSERT_EQ(cleave_tensor_writer_finish(writer), 0) << lastError();
 }
@@ -122,7 +123,9 @@ TEST(TensorFileTest, CorruptionIsDetected) {
     int32_t dtype;
     int64_t rank, shape[8];
     cleave_tensor_file_info(f, name, &dtype, &rank, shape);
-    int64_t bytes = std::string(name) == "w" ? 24 : std::string(name) == "b" ? 6 : 8;
+    int64_t bytes = std::string(name) == "w"   ? 24
+                    : std::string(name) == "b" ? 6
+                                               : 8;
     if (cleave_tensor_file_read(f, name, dst.data(), bytes) != 0) {
       std::string e = lastError();
       EXPECT_TRUE(has(e, "checksum mismatch for tensor")) << e;
@@ -216,7 +219,9 @@ else:
     print("python read ok")
 )PY");
   std::string pyFile = dir.file("py.safetensors");
-  ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " write " + pyFile).c_str()), 0);
+  ASSERT_EQ(
+      std::system(("/usr/bin/python3 " + script + " write " + pyFile).c_str()),
+      0);
   cleave_tensor_file *f = cleave_tensor_file_open(pyFile.c_str());
   ASSERT_TRUE(f) << lastError();
   double a[4];
@@ -232,7 +237,8 @@ else:
   cleave_tensor_file_close(f);
   std::string ours = dir.file("ours.safetensors");
   writeSample(ours);
-  EXPECT_EQ(std::system(("/usr/bin/python3 " + script + " read " + ours).c_str()), 0);
+  EXPECT_EQ(
+      std::system(("/usr/bin/python3 " + script + " read " + ours).c_str()), 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -275,10 +281,12 @@ TEST(TokenFileTest, BatchesAreTheSameWhateverTheSplit) {
   // Another step gives other rows; a memory copy gives the same rows.
   std::vector<int32_t> in3(rows * seq), tg3(rows * seq);
   cleave_rt_clear_error();
-  cleave_token_file_batch(f, 1234, 8, 0, rows, seq, 1000, in3.data(), tg3.data());
+  cleave_token_file_batch(f, 1234, 8, 0, rows, seq, 1000, in3.data(),
+                          tg3.data());
   EXPECT_NE(in, in3);
   cleave_token_file *m = cleave_token_file_from_memory(tokens.data(), 5000, 2);
-  cleave_token_file_batch(m, 1234, 7, 0, rows, seq, 1000, in3.data(), tg3.data());
+  cleave_token_file_batch(m, 1234, 7, 0, rows, seq, 1000, in3.data(),
+                          tg3.data());
   EXPECT_EQ(in, in3);
   cleave_token_file_close(m);
   cleave_token_file_close(f);
@@ -301,12 +309,14 @@ TEST(TokenFileTest, BadInputGivesClearErrors) {
   uint32_t tokens[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 70000};
   cleave_token_file *f = cleave_token_file_from_memory(tokens, 10, 4);
   std::vector<int32_t> in(100), tg(100);
-  EXPECT_NE(cleave_token_file_batch(f, 0, 0, 0, 1, 10, 100, in.data(), tg.data()), 0);
+  EXPECT_NE(
+      cleave_token_file_batch(f, 0, 0, 0, 1, 10, 100, in.data(), tg.data()), 0);
   EXPECT_TRUE(has(lastError(), "has 10 tokens, too few for seq_len 10"));
   // A window that includes position 9 finds the bad token.
   bool found = false;
   for (int step = 0; step < 50 && !found; ++step) {
-    if (cleave_token_file_batch(f, 0, step, 0, 4, 5, 100, in.data(), tg.data()) != 0) {
+    if (cleave_token_file_batch(f, 0, step, 0, 4, 5, 100, in.data(),
+                                tg.data()) != 0) {
       std::string e = lastError();
       EXPECT_TRUE(has(e, "token at position 9 is 70000, not below the "
                          "vocabulary size 100"))
@@ -315,9 +325,12 @@ TEST(TokenFileTest, BadInputGivesClearErrors) {
     }
   }
   EXPECT_TRUE(found);
-  EXPECT_NE(cleave_token_file_batch(f, 0, 0, 0, 1, 0, 100, in.data(), tg.data()), 0);
+  EXPECT_NE(
+      cleave_token_file_batch(f, 0, 0, 0, 1, 0, 100, in.data(), tg.data()), 0);
   EXPECT_TRUE(has(lastError(), "seq_len 0 must be positive"));
-  EXPECT_NE(cleave_token_file_batch(nullptr, 0, 0, 0, 1, 4, 100, in.data(), tg.data()), 0);
+  EXPECT_NE(cleave_token_file_batch(nullptr, 0, 0, 0, 1, 4, 100, in.data(),
+                                    tg.data()),
+            0);
   lastError();
   cleave_token_file_close(f);
 }

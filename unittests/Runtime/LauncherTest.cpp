@@ -64,9 +64,9 @@ TEST(LauncherTest, SetsTheEnvironmentAndPrefixesOutput) {
 
 TEST(LauncherTest, ReportsFailuresAndEndsTheOthers) {
   // Rank 1 exits with 3; the others would sleep for a minute.
-  RankResult r = launch({"/bin/sh", "-c",
-                         "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 60"},
-                        3, 500);
+  RankResult r = launch(
+      {"/bin/sh", "-c", "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 60"}, 3,
+      500);
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_TRUE(has(r.output, "cleave_launch_local: rank 1 (pid")) << r.output;
   EXPECT_TRUE(has(r.output, "exited with status 3")) << r.output;
@@ -76,9 +76,9 @@ TEST(LauncherTest, ReportsFailuresAndEndsTheOthers) {
 }
 
 TEST(LauncherTest, ReportsASignal) {
-  RankResult r = launch({"/bin/sh", "-c",
-                         "if [ $RANK = 0 ]; then kill -9 $$; fi; exit 0"},
-                        2, 2000);
+  RankResult r =
+      launch({"/bin/sh", "-c", "if [ $RANK = 0 ]; then kill -9 $$; fi; exit 0"},
+             2, 2000);
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_TRUE(has(r.output, "rank 0 (pid")) << r.output;
   EXPECT_TRUE(has(r.output, "was killed by signal 9 (Killed)")) << r.output;
@@ -95,11 +95,12 @@ TEST(LauncherTest, MissingProgram) {
 /// file rendezvous, bootstrapped from the launcher's environment.
 TEST(LauncherTest, RunsRuntimeWorkers) {
   for (const char *mode : {"file", "tcp"}) {
-    RankResult r = launch({CLEAVE_RUNTIME_WORKER, "allreduce"}, 4, 20000,
-                          nullptr, mode);
+    RankResult r =
+        launch({CLEAVE_RUNTIME_WORKER, "allreduce"}, 4, 20000, nullptr, mode);
     ASSERT_EQ(r.exitCode, 0) << r.output;
     EXPECT_TRUE(has(r.output, "RC=0 STATUS=0,0,0,0,")) << mode << r.output;
-    EXPECT_TRUE(has(r.output, "[rank 3] worker 3/4: all_reduce ok")) << r.output;
+    EXPECT_TRUE(has(r.output, "[rank 3] worker 3/4: all_reduce ok"))
+        << r.output;
   }
 }
 

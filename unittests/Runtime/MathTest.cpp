@@ -31,7 +31,7 @@ TEST(DTypeTest, SizesAndConversions) {
     ASSERT_EQ(floatToHalf(halfToFloat(uint16_t(h))), h) << std::hex << h;
   }
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00); // Overflow to infinity.
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);           // Overflow to infinity.
   EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00); // Tie to even.
   EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24));
 }
@@ -68,9 +68,8 @@ TEST(PhiloxTest, HashNameIsFnv1a) {
 TEST(FillTest, IndependentOfTheSplit) {
   for (int32_t kind : {CLEAVE_INIT_NORMAL, CLEAVE_INIT_UNIFORM}) {
     std::vector<float> whole(1001), parts(1001);
-    ASSERT_EQ(cleave_rt_fill(CLEAVE_F32, whole.data(), 1001, kind, 0.5, 7, 3,
-                             10),
-              0);
+    ASSERT_EQ(
+        cleave_rt_fill(CLEAVE_F32, whole.data(), 1001, kind, 0.5, 7, 3, 10), 0);
     // Odd split points, not multiples of 4.
     int64_t cuts[] = {0, 1, 6, 333, 1000, 1001};
     for (int i = 0; i + 1 < 6; ++i)
@@ -89,8 +88,8 @@ TEST(FillTest, DocumentedMapping) {
   std::vector<double> u(8), n(8);
   cleave_rt_fill(CLEAVE_F64, u.data(), 8, CLEAVE_INIT_UNIFORM, 2.0, seed,
                  stream, 0);
-  cleave_rt_fill(CLEAVE_F64, n.data(), 8, CLEAVE_INIT_NORMAL, 1.0, seed,
-                 stream, 0);
+  cleave_rt_fill(CLEAVE_F64, n.data(), 8, CLEAVE_INIT_NORMAL, 1.0, seed, stream,
+                 0);
   for (int i = 0; i < 8; ++i) {
     uint32_t w[4];
     cleave_rt_philox(seed, uint32_t(i / 4), 0, uint32_t(stream), 0, w);
@@ -100,8 +99,8 @@ TEST(FillTest, DocumentedMapping) {
     double u1 = ((w[2 * pair] >> 8) + 1.0) * 0x1p-24;
     double u2 = (w[2 * pair + 1] >> 8) * 0x1p-24;
     double r = std::sqrt(-2.0 * std::log(u1));
-    double z = i % 2 == 0 ? r * std::cos(2 * M_PI * u2)
-                          : r * std::sin(2 * M_PI * u2);
+    double z =
+        i % 2 == 0 ? r * std::cos(2 * M_PI * u2) : r * std::sin(2 * M_PI * u2);
     EXPECT_NEAR(n[i], z, 1e-12);
   }
 }
@@ -119,7 +118,8 @@ TEST(FillTest, StatisticsAndConstants) {
   var /= count;
   EXPECT_NEAR(mean, 0.0, 0.02);
   EXPECT_NEAR(std::sqrt(var), 2.0, 0.02);
-  cleave_rt_fill(CLEAVE_F32, x.data(), count, CLEAVE_INIT_UNIFORM, 0.1, 1, 2, 0);
+  cleave_rt_fill(CLEAVE_F32, x.data(), count, CLEAVE_INIT_UNIFORM, 0.1, 1, 2,
+                 0);
   for (float v : x)
     ASSERT_TRUE(v >= -0.1f && v < 0.1f) << v;
   std::vector<uint16_t> h(100);
@@ -129,11 +129,12 @@ TEST(FillTest, StatisticsAndConstants) {
   cleave_rt_fill(CLEAVE_I64, i64.data(), 5, CLEAVE_INIT_ZEROS, 0, 0, 0, 0);
   EXPECT_EQ(i64[4], 0);
   cleave_rt_clear_error();
-  EXPECT_NE(cleave_rt_fill(CLEAVE_I32, i64.data(), 5, CLEAVE_INIT_NORMAL, 1, 0,
-                           0, 0),
-            0);
-  EXPECT_NE(std::string(cleave_rt_error_message()).find("fill: random init "
-                                                        "needs a floating"),
+  EXPECT_NE(
+      cleave_rt_fill(CLEAVE_I32, i64.data(), 5, CLEAVE_INIT_NORMAL, 1, 0, 0, 0),
+      0);
+  EXPECT_NE(std::string(cleave_rt_error_message())
+                .find("fill: random init "
+                      "needs a floating"),
             std::string::npos)
       << cleave_rt_error_message();
   cleave_rt_clear_error();
@@ -155,8 +156,8 @@ double load(int32_t dtype, const std::vector<char> &buf, int64_t i) {
 
 std::vector<char> randomMatrix(int32_t dtype, int64_t elements, uint64_t seed) {
   std::vector<char> buf(size_t(elements * dtypeSize(dtype)));
-  cleave_rt_fill(dtype, buf.data(), elements, CLEAVE_INIT_UNIFORM, 1.0, seed,
-                 0, 0);
+  cleave_rt_fill(dtype, buf.data(), elements, CLEAVE_INIT_UNIFORM, 1.0, seed, 0,
+                 0);
   return buf;
 }
 
@@ -173,17 +174,18 @@ void runGemmCase(const GemmCase &g) {
   int64_t strideA = aRows * lda, strideB = g.strideB0 ? 0 : bRows * ldb,
           strideC = m * ldc;
   auto a = randomMatrix(g.dtype, strideA * batch, 1);
-  auto b = randomMatrix(g.dtype, std::max<int64_t>(strideB * batch, bRows * ldb), 2);
+  auto b =
+      randomMatrix(g.dtype, std::max<int64_t>(strideB * batch, bRows * ldb), 2);
   auto c = randomMatrix(g.dtype, strideC * batch, 3);
   auto c0 = c;
   double alpha = 0.75, beta = 0.5;
   cleave_rt_gemm(g.dtype, g.ta, g.tb, batch, m, n, k, alpha, a.data(), lda,
-                 strideA, b.data(), ldb, strideB, beta, c.data(), ldc,
-                 strideC);
+                 strideA, b.data(), ldb, strideB, beta, c.data(), ldc, strideC);
   ASSERT_FALSE(cleave_rt_failed()) << cleave_rt_error_message();
-  double tol = g.dtype == CLEAVE_F64 ? 1e-12
-               : g.dtype == CLEAVE_F32 ? 1e-5
-               : g.dtype == CLEAVE_BF16 ? 2e-2 : 4e-3;
+  double tol = g.dtype == CLEAVE_F64    ? 1e-12
+               : g.dtype == CLEAVE_F32  ? 1e-5
+               : g.dtype == CLEAVE_BF16 ? 2e-2
+                                        : 4e-3;
   for (int64_t bi = 0; bi < batch; ++bi)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
@@ -201,7 +203,8 @@ void runGemmCase(const GemmCase &g) {
       }
   // The padding column of C is untouched.
   for (int64_t bi = 0; bi < batch; ++bi)
-    EXPECT_EQ(load(g.dtype, c, bi * strideC + n), load(g.dtype, c0, bi * strideC + n));
+    EXPECT_EQ(load(g.dtype, c, bi * strideC + n),
+              load(g.dtype, c0, bi * strideC + n));
 }
 
 TEST(GemmTest, MatchesNaiveReference) {
@@ -235,21 +238,21 @@ TEST(GemmTest, SharedBAsOneTallGemm) {
 TEST(GemmTest, BadArgumentsAreNamed) {
   float x[16] = {0};
   cleave_rt_clear_error();
-  cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, 2, 2, 4, 1.0, x, 3, 0, x, 2, 0, 0.0, x,
-                 2, 0);
+  cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, 2, 2, 4, 1.0, x, 3, 0, x, 2, 0, 0.0, x, 2,
+                 0);
   EXPECT_NE(std::string(cleave_rt_error_message())
                 .find("gemm: lda 3 is less than the row length 4 of a"),
             std::string::npos)
       << cleave_rt_error_message();
   cleave_rt_clear_error();
-  cleave_rt_gemm(CLEAVE_I32, 0, 0, 1, 2, 2, 2, 1.0, x, 2, 0, x, 2, 0, 0.0, x,
-                 2, 0);
+  cleave_rt_gemm(CLEAVE_I32, 0, 0, 1, 2, 2, 2, 1.0, x, 2, 0, x, 2, 0, 0.0, x, 2,
+                 0);
   EXPECT_NE(std::string(cleave_rt_error_message()).find("not i32"),
             std::string::npos)
       << cleave_rt_error_message();
   cleave_rt_clear_error();
-  cleave_rt_gemm(CLEAVE_F32, 0, 0, 2, 2, 2, 2, 1.0, x, 2, 4, x, 2, 4, 0.0, x,
-                 2, 0);
+  cleave_rt_gemm(CLEAVE_F32, 0, 0, 2, 2, 2, 2, 1.0, x, 2, 4, x, 2, 4, 0.0, x, 2,
+                 0);
   EXPECT_NE(std::string(cleave_rt_error_message()).find("overlap"),
             std::string::npos)
       << cleave_rt_error_message();

@@ -51,9 +51,9 @@ std::vector<RankResult> runRanks(int n, const std::function<int(int)> &body,
                                  const RunOptions &options) {
   char dirTemplate[] = "/tmp/cleave-test-XXXXXX";
   std::string dir = ::mkdtemp(dirTemplate);
-  std::string rendezvous =
-      options.tcp ? "tcp://127.0.0.1:" + std::to_string(freePort())
-                  : "file:" + dir;
+  std::string rendezvous = options.tcp
+                               ? "tcp://127.0.0.1:" + std::to_string(freePort())
+                               : "file:" + dir;
   std::vector<pid_t> pids(n);
   std::vector<int> fds(n);
   std::vector<RankResult> results(n);
@@ -153,9 +153,9 @@ std::string describe(const std::vector<RankResult> &results) {
   for (size_t r = 0; r < results.size(); ++r) {
     const RankResult &x = results[r];
     text += "--- rank " + std::to_string(r) + ": exit " +
-            std::to_string(x.exitCode) + " signal " +
-            std::to_string(x.signal) + (x.hung ? " HUNG" : "") + " after " +
-            std::to_string(x.seconds) + " s\n" + x.output;
+            std::to_string(x.exitCode) + " signal " + std::to_string(x.signal) +
+            (x.hung ? " HUNG" : "") + " after " + std::to_string(x.seconds) +
+            " s\n" + x.output;
   }
   return text;
 }

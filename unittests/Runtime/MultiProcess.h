@@ -22,7 +22,7 @@ namespace cleave::test {
 struct RankResult {
   int exitCode = -1; ///< -1 when killed by a signal.
   int signal = 0;
-  bool hung = false; ///< Killed by the harness deadline.
+  bool hung = false;  ///< Killed by the harness deadline.
   double seconds = 0; ///< Wall time until the child ended.
   std::string output; ///< stdout and stderr, interleaved.
 };
@@ -42,15 +42,15 @@ std::vector<RankResult> runRanks(int n, const std::function<int(int)> &body,
 std::string describe(const std::vector<RankResult> &results);
 
 /// In a child: prints the message and returns 1 when `cond` is false.
-#define RT_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "CHECK FAILED %s:%d: %s: ", __FILE__, __LINE__,    \
-                   #cond);                                                    \
-      std::fprintf(stderr, __VA_ARGS__);                                      \
-      std::fprintf(stderr, "\n");                                             \
-      return 1;                                                               \
-    }                                                                         \
+#define RT_CHECK(cond, ...)                                                    \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      std::fprintf(stderr, "CHECK FAILED %s:%d: %s: ", __FILE__, __LINE__,     \
+                   #cond);                                                     \
+      std::fprintf(stderr, __VA_ARGS__);                                       \
+      std::fprintf(stderr, "\n");                                              \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 
 } // namespace cleave::test

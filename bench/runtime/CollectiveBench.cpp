@@ -1,0 +1,291 @@
+//===- CollectiveBench.cpp - Runtime collectives vs raw Gloo --------------===//
+//
+// cleave-bench-collectives [ranks...]   (default: 2 4)
+//
+// Launches itself as N local ranks (cleave_launch_local). Every rank inits
+// the runtime and also builds a raw Gloo context on its own TCP device; then
+// for sizes 1 KB .. 64 MB it times, alternately, the runtime call and the
+// raw Gloo call doing the same work, keeps the best of several rounds, and
+// rank 0 prints time, bus bandwidth and runtime/raw bandwidth ratio.
+// Reduce-scatter has no raw options-style Gloo call: it is compared with raw
+// all-reduce + keeping one block, and Gloo's legacy
+// ReduceScatterHalvingDoubling; the runtime's three algorithms (ring, direct,
+// allreduce) are all measured. Prints numbers; it is not a test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Runtime/Runtime.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kRounds = 6;
+
+using Ctx = std::shared_ptr<gloo::Context>;
+
+void rawAllreduce(const Ctx &ctx, float *p, size_t n, uint32_t tag) {
+  gloo::AllreduceOptions o(ctx);
+  o.setOutput(p, n);
+  o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  o.setReduceFunction(
+      static_cast<void (*)(void *, const void *, const void *, size_t)>(
+          &gloo::sum<float>));
+  o.setTag(tag);
+  gloo::allreduce(o);
+}
+
+void rawAllgather(const Ctx &ctx, float *in, float *out, size_t n,
+                  uint32_t tag) {
+  gloo::AllgatherOptions o(ctx);
+  o.setInput(in, n);
+  o.setOutput(out, n * size_t(ctx->size));
+  o.setTag(tag);
+  gloo::allgather(o);
+}
+
+void rawBarrier(const Ctx &ctx) {
+  gloo::BarrierOptions o(ctx);
+  o.setTag(999);
+  gloo::barrier(o);
+}
+
+/// Median time per call of `iters` calls (each call timed alone, so a rare
+/// scheduling stall on this shared 2-core machine does not skew the result).
+double timeIt(const std::function<void()> &fn,
+              const std::function<void()> &sync, int iters) {
+  sync();
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    double t0 = cleave_rt_now();
+    fn();
+    times.push_back(cleave_rt_now() - t0);
+  }
+  sync();
+  std::nth_element(times.begin(), times.begin() + iters / 2, times.end());
+  return times[size_t(iters / 2)];
+}
+
+struct Row {
+  std::string op;
+  size_t bytes;
+  double runtime, raw;
+  double busFactor;
+};
+
+void printRow(int n, const Row &r, const char *rawName) {
+  double rtBw = r.bytes * r.busFactor / r.runtime / 1e9;
+  double rawBw = r.bytes * r.busFactor / r.raw / 1e9;
+  std::printf("%-24s ranks %d %9zu B  runtime %9.1f us %7.3f GB/s   %-22s "
+              "%9.1f us %7.3f GB/s   ratio %.2f\n",
+              r.op.c_str(), n, r.bytes, r.runtime * 1e6, rtBw, rawName,
+              r.raw * 1e6, rawBw, r.raw / r.runtime);
+}
+
+int runRank() {
+  if (cleave_rt_init(nullptr) != 0) {
+    std::fprintf(stderr, "%s\n", cleave_rt_error_message());
+    return 1;
+  }
+  int rank = cleave_rt_rank(), n = cleave_rt_world_size();
+  // Groups over the whole world, one per reduce-scatter algorithm.
+  int64_t shape[] = {n};
+  cleave_rt_define_mesh(1, shape, nullptr);
+  int64_t axis[] = {0};
+  const char *algos[] = {"ring", "direct", "allreduce"};
+  for (int g = 0; g < 3; ++g) {
+    ::setenv("CLEAVE_REDUCE_SCATTER", algos[g], 1);
+    cleave_rt_define_group(g, 1, axis);
+  }
+  // Raw Gloo on its own device, through the same rendezvous directory.
+  const char *url = std::getenv("CLEAVE_RENDEZVOUS");
+  if (!url || std::strncmp(url, "file:", 5) != 0) {
+    std::fprintf(stderr, "run under the launcher with file rendezvous\n");
+    return 1;
+  }
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto dev = gloo::transport::tcp::CreateDevice(attr);
+  gloo::rendezvous::FileStore store(url + 5);
+  gloo::rendezvous::PrefixStore prefixed("rawgloo", store);
+  auto raw = std::make_shared<gloo::rendezvous::Context>(rank, n);
+  raw->setTimeout(std::chrono::milliseconds(120000));
+  raw->connectFullMesh(prefixed, dev);
+  Ctx ctx = raw;
+  auto syncRaw = [&] { rawBarrier(ctx); };
+  auto syncRt = [&] { cleave_rt_barrier(CLEAVE_WORLD_GROUP); };
+  std::vector<Row> rows;
+  std::map<size_t, std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>>>
+      hd;
+  size_t maxBytes = 64u << 20;
+  if (const char *limit = std::getenv("CLEAVE_BENCH_MAX_BYTES"))
+    maxBytes = size_t(std::atoll(limit));
+  for (size_t bytes = 1024; bytes <= maxBytes; bytes *= 4) {
+    size_t count = bytes / sizeof(float);
+    size_t per = count / size_t(n);
+    std::vector<float> a(count, 1.0f), b(count, 1.0f), out(count);
+    int iters = int(std::clamp<size_t>((32u << 20) / bytes, 3, 300));
+    double best[9];
+    std::fill(best, best + 9, 1e30);
+    std::vector<int> rs(static_cast<size_t>(n), static_cast<int>(per));
+    std::vector<float *> hdPtrs{b.data()};
+    if (!hd.count(bytes))
+      hd[bytes] = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+          ctx, hdPtrs, int(per * n), rs);
+    // Alternate which side goes first so that neither profits from order.
+    for (int round = 0; round < kRounds; ++round) {
+      auto keep = [&](int i, double t) { best[i] = std::min(best[i], t); };
+      std::vector<std::function<void()>> runtimeSide = {
+          [&] {
+            keep(0, timeIt(
+                        [&] {
+                          cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32,
+                                               CLEAVE_SUM, a.data(), a.data(),
+                                               int64_t(count));
+                        },
+                        syncRt, iters));
+          },
+          [&] {
+            keep(2, timeIt(
+                        [&] {
+                          cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32,
+                                               a.data(), out.data(),
+                                               int64_t(per));
+                        },
+                        syncRt, iters));
+          },
+          [&] {
+            for (int g = 0; g < 3; ++g)
+              keep(4 + g, timeIt(
+                              [&] {
+                                cleave_rt_reduce_scatter(
+                                    g, CLEAVE_F32, CLEAVE_SUM, a.data(),
+                                    out.data(), int64_t(per));
+                              },
+                              syncRt, iters));
+          }};
+      std::vector<std::function<void()>> rawSide = {
+          [&] {
+            keep(1, timeIt([&] { rawAllreduce(ctx, b.data(), count, 1); },
+                           syncRaw, iters));
+          },
+          [&] {
+            keep(
+                3,
+                timeIt([&] { rawAllgather(ctx, b.data(), out.data(), per, 2); },
+                       syncRaw, iters));
+          },
+          [&] {
+            keep(7, timeIt(
+                        [&] {
+                          rawAllreduce(ctx, b.data(), per * n, 3);
+                          std::memcpy(out.data(), b.data() + rank * per,
+                                      per * 4);
+                        },
+                        syncRaw, iters));
+            keep(8, timeIt([&] { hd[bytes]->run(); }, syncRaw, iters));
+          }};
+      for (size_t op = 0; op < 3; ++op) {
+        if (round % 2 == 0) {
+          runtimeSide[op]();
+          rawSide[op]();
+        } else {
+          rawSide[op]();
+          runtimeSide[op]();
+        }
+      }
+      std::fill(a.begin(), a.end(), 1.0f);
+      std::fill(b.begin(), b.end(), 1.0f);
+    }
+    double hdBest = best[8];
+    if (cleave_rt_failed()) {
+      std::fprintf(stderr, "%s\n", cleave_rt_error_message());
+      return 1;
+    }
+    if (rank != 0)
+      continue;
+    double arBus = 2.0 * (n - 1) / n, gBus = double(n - 1) / n;
+    size_t rsBytes = per * n * 4;
+    printRow(n, {"all_reduce", bytes, best[0], best[1], arBus},
+             "gloo allreduce");
+    printRow(n, {"all_gather", per * n * 4, best[2], best[3], gBus},
+             "gloo allgather");
+    printRow(n, {"reduce_scatter ring", rsBytes, best[4], best[7], gBus},
+             "gloo allreduce+slice");
+    printRow(n, {"reduce_scatter ring", rsBytes, best[4], hdBest, gBus},
+             "gloo RS halv.-doubl.");
+    printRow(n, {"reduce_scatter direct", rsBytes, best[5], best[7], gBus},
+             "gloo allreduce+slice");
+    printRow(n, {"reduce_scatter allreduce", rsBytes, best[6], best[7], gBus},
+             "gloo allreduce+slice");
+    std::fflush(stdout);
+  }
+  cleave_rt_finalize();
+  return 0;
+}
+
+} // namespace
+
+/// The shared layer's cost per call, without communication: all_reduce of
+/// one element on a world of one (a copy) through the full entry point
+/// (checks, sequence number, flight recorder, progress atomics).
+void measureOverhead() {
+  cleave_rt_options_t opts;
+  cleave_rt_default_options(&opts);
+  opts.rank = 0;
+  opts.world_size = 1;
+  if (cleave_rt_init(&opts) != 0)
+    return;
+  float x = 1.0f, y = 0.0f;
+  const int calls = 1000000;
+  double t0 = cleave_rt_now();
+  for (int i = 0; i < calls; ++i)
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, &x, &y,
+                         1);
+  double perCall = (cleave_rt_now() - t0) / calls;
+  std::printf("runtime bookkeeping per call (world of 1, 1 element): %.0f ns"
+              "\n",
+              perCall * 1e9);
+  cleave_rt_finalize();
+}
+
+int main(int argc, char **argv) {
+  if (std::getenv("CLEAVE_BENCH_RANK"))
+    return runRank();
+  measureOverhead();
+  std::vector<int> counts;
+  for (int i = 1; i < argc; ++i)
+    counts.push_back(std::atoi(argv[i]));
+  if (counts.empty())
+    counts = {2, 4};
+  ::setenv("CLEAVE_BENCH_RANK", "1", 1);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  char *args[] = {argv[0], nullptr};
+  int rc = 0;
+  for (int n : counts) {
+    std::printf("== %d ranks on 127.0.0.1 (f32, sum; median call, best of 6 "
+                "rounds) ==\n",
+                n);
+    std::fflush(stdout);
+    rc |= cleave_launch_local(n, args, 0, 600000);
+  }
+  return rc;
+}
