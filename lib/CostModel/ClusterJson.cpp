@@ -92,8 +92,10 @@ public:
     if (!v)
       return;
     if (!v->is_number_integer() || !passes(check, v->get<double>()))
-      return fail(key, std::string("expected an integer, ") +
-                           describe(check) + ", got " + v->dump());
+      return fail(key, std::string("expected ") +
+                           (check == Check::Positive ? "a positive integer"
+                                                     : "an integer >= 0") +
+                           ", got " + v->dump());
     out = v->get<int>();
   }
 

@@ -37,13 +37,12 @@ Result<Estimate> estimate(const ModelConfig &model, const ClusterSpec &cl,
   e.hfu = e.hardwareFlops / perGpu / e.peakFlopsPerGpu;
   e.tokensPerSecond =
       double(plan.globalBatch()) * double(model.seqLen) / e.stepTime;
-  for (int s = 0; s < plan.pp; ++s) {
-    e.memoryPerStage.push_back(
-        stageMemory(model, cl, plan, e.workload, s, c));
-    if (e.memoryPerStage.back().total() >
+  e.memoryPerStage = memoryPerStage(model, cl, plan, e.workload, c);
+  for (size_t s = 0; s < e.memoryPerStage.size(); ++s) {
+    if (e.memoryPerStage[s].total() >
         e.memoryPerStage[size_t(e.peakMemoryStage)].total())
-      e.peakMemoryStage = s;
-    e.fits = e.fits && e.memoryPerStage.back().fits();
+      e.peakMemoryStage = int(s);
+    e.fits = e.fits && e.memoryPerStage[s].fits();
   }
   if (options.keepTimeline) {
     e.program = program;

@@ -90,6 +90,16 @@ double peakOnStage(const std::vector<PassRef> &order, const ParallelPlan &p,
 
 } // namespace
 
+NominalTimes nominalTimes(const ModelConfig &m, const ParallelPlan &p,
+                          const Workload &w) {
+  NominalTimes t;
+  double perChunk = double(m.layers) / (p.pp * p.chunks());
+  t.forward = perChunk * w.layerForward.total();
+  t.backward = perChunk * (w.layerBackward.total() + w.layerRecompute.total());
+  t.weightGrad = perChunk * w.layerWeightGrad.total();
+  return t;
+}
+
 double peakLiveLayerMicroBatches(const ModelConfig &m,
                                  const ParallelPlan &p, int stage) {
   std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
@@ -127,9 +137,12 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
 
 } // namespace
 
-MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
-                            const ParallelPlan &p, const Workload &w,
-                            int stage, const CostConstants &c) {
+namespace {
+
+MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
+                         const ParallelPlan &p, const Workload &w, int stage,
+                         const CostConstants &c,
+                         const std::vector<std::vector<PassRef>> &orders) {
   MemoryBreakdown mem;
   mem.capacity = cl.gpu.hbmBytes;
   double params = stageParameters(m, p, w, stage);
@@ -143,7 +156,6 @@ MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
   mem.optimizerStates =
       params * optimizerBytes / (p.zeroStage >= 1 ? shard : 1);
 
-  std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
   double live = peakOnStage(orders[stage], p, [&](int c) {
     return double(layersInChunk(m, p, c * p.pp + stage));
   });
@@ -159,12 +171,45 @@ MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
   int communicators = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) +
                       (p.pp > 1 ? 2 : 0);
   mem.communication = communicators * c.ncclBufferBytesPerCommunicator;
-  if (p.zeroStage >= 3) // the gathered layer and the prefetched next one
-    mem.communication += 2 * w.layerParams * paramBytes;
-  else if (p.zeroStage == 2) // one bucket of unsharded gradients
-    mem.communication += std::min(params, c.dpBucketParams) * gradBytes;
+  if (p.zeroStage >= 3) {
+    // ZeRO-3 gathers module by module: the weight in use and the prefetched
+    // next one (DeepSpeed's live-parameter limit), never more than what
+    // sharding removed.
+    double h = m.hidden, f = m.ffnHidden;
+    double largest = std::max(3 * h * h, (m.arch == Architecture::Llama
+                                              ? 2 : 1) * f * h) / p.tp;
+    mem.communication += std::min(2 * std::min(largest, w.layerParams),
+                                  params * (1 - 1 / shard)) *
+                         paramBytes;
+  } else if (p.zeroStage == 2) {
+    // One bucket of unsharded gradients being reduced.
+    mem.communication += std::min(c.dpBucketParams, params * (1 - 1 / shard)) *
+                         gradBytes;
+  }
   mem.reserved = c.runtimeReservedBytes;
   return mem;
+}
+
+} // namespace
+
+MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
+                            const ParallelPlan &p, const Workload &w,
+                            int stage, const CostConstants &c) {
+  return memoryOf(m, cl, p, w, stage, c,
+                  pipelineOrders(p, nominalTimes(m, p, w)));
+}
+
+std::vector<MemoryBreakdown> memoryPerStage(const ModelConfig &m,
+                                            const ClusterSpec &cl,
+                                            const ParallelPlan &p,
+                                            const Workload &w,
+                                            const CostConstants &c) {
+  std::vector<std::vector<PassRef>> orders =
+      pipelineOrders(p, nominalTimes(m, p, w));
+  std::vector<MemoryBreakdown> out;
+  for (int s = 0; s < p.pp; ++s)
+    out.push_back(memoryOf(m, cl, p, w, s, c, orders));
+  return out;
 }
 
 } // namespace cleave::cost

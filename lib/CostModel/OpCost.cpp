@@ -20,11 +20,25 @@ namespace {
 
 /// Output tile utilization over whole waves of SMs, for the best of the
 /// CTA tile shapes cuBLAS commonly picks, with split-K when the output has
-/// fewer tiles than the GPU has SMs. Returns (utilization, k per split).
+/// fewer tiles than the GPU has SMs. A dimension below 128 also gets a
+/// narrow tile (16-row granularity), whose throughput is limited by
+/// operand reuse: tm tn / (tm + tn) multiply-adds per loaded element, full
+/// speed from 32 on (where shared-memory bandwidth stops limiting the
+/// tensor cores). Returns (utilization, k per split).
 std::pair<double, double> bestTiling(const GemmShape &s, int sms) {
-  static const int tiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
+  double tiles[6][2] = {{128, 256}, {256, 128}, {128, 128}};
+  int count = 3;
+  auto narrow = [](double d) {
+    return std::min(64.0, 16 * std::ceil(d / 16));
+  };
+  if (s.m < 128)
+    tiles[count][0] = narrow(s.m), tiles[count++][1] = 256;
+  if (s.n < 128)
+    tiles[count][0] = 256, tiles[count++][1] = narrow(s.n);
   double best = 0, bestK = s.k;
-  for (const auto &t : tiles) {
+  for (int i = 0; i < count; ++i) {
+    const double *t = tiles[i];
+    double reuse = std::min(1.0, t[0] * t[1] / (t[0] + t[1]) / 32);
     double tilesM = std::ceil(s.m / t[0]), tilesN = std::ceil(s.n / t[1]);
     double outTiles = tilesM * tilesN * s.batch;
     for (int split = 1; split <= 16; split *= 2) {
@@ -35,7 +49,7 @@ std::pair<double, double> bestTiling(const GemmShape &s, int sms) {
       double waves = std::ceil(ctas / sms);
       double util = (s.m * s.n * s.batch) /
                     (waves * sms * t[0] * t[1] / split);
-      util = std::min(util, 1.0);
+      util = std::min(util, 1.0) * reuse;
       // Prefer the larger K per split on ties: fewer partial reductions.
       if (util > best * 1.0001) {
         best = util;

@@ -140,12 +140,7 @@ Builder::Builder(const ModelConfig &m, const ClusterSpec &cl,
   paramBytes = p.dtype == DType::F32 ? 4 : 2;
   gradBytes = double(bytesOf(p.gradDType()));
   dpLinks = axisGroup(Axis::DP, p, cl).nodes > 1 ? (kNicOut | kNicIn) : 0;
-  NominalTimes t;
-  double perChunk = double(m.layers) / virtualStages;
-  t.forward = perChunk * w.layerForward.total();
-  t.backward = perChunk * (w.layerBackward.total() + w.layerRecompute.total());
-  t.weightGrad = perChunk * w.layerWeightGrad.total();
-  orders = pipelineOrders(p, t);
+  orders = pipelineOrders(p, nominalTimes(m, p, w));
   pending.resize(size_t(p.pp * replicas));
   sends.resize(size_t(2 * p.numMicroBatches * virtualStages * replicas));
   dpGroupIds.assign(size_t(p.pp * p.tp), -1);
