@@ -77,6 +77,7 @@ std::string formatReport(const Estimate &e, const ModelConfig &model,
     if (t > 0)
       os << "  " << label
          << std::string(24 - std::min<size_t>(label.size(), 23), ' ')
+         << std::string(12 - std::min<size_t>(seconds(t).size(), 12), ' ')
          << seconds(t) << fmt("  %5.1f%%", 100 * t / e.stepTime) << "\n";
   const MemoryBreakdown &m = e.peakMemory();
   os << "\nmemory per GPU (peak: pipeline stage " << e.peakMemoryStage
@@ -84,8 +85,9 @@ std::string formatReport(const Estimate &e, const ModelConfig &model,
   for (const auto &[label, b] : memoryRows(m))
     os << "  " << label
        << std::string(24 - std::min<size_t>(label.size(), 23), ' ')
-       << gigabytes(b) << "\n";
-  os << "  total                   " << gigabytes(m.total()) << " of "
+       << fmt("%9.2f GB", b / 1e9) << "\n";
+  os << "  total                   " << fmt("%9.2f GB", m.total() / 1e9)
+     << " of "
      << gigabytes(m.capacity) << ": "
      << (e.fits ? "fits" : "DOES NOT FIT") << "\n";
   return os.str();
