@@ -160,8 +160,11 @@ Links linkBandwidths(const GroupPlacement &g, const ClusterSpec &cl,
                      const CostConstants &c, const CollectiveOptions &o) {
   Links l;
   l.intra = cl.intra.bandwidth * c.intraNodeBusEfficiency * o.bandwidthShare;
+  // A rail-optimized fabric is non-blocking inside a pod; otherwise every
+  // inter-node flow crosses the oversubscribed uplinks.
   double penalty = 1;
-  if (cl.inter.podNodes > 0 && g.nodes > cl.inter.podNodes)
+  bool leavesPod = cl.inter.podNodes > 0 && g.nodes > cl.inter.podNodes;
+  if (g.nodes > 1 && (leavesPod || !cl.inter.railOptimized))
     penalty = cl.inter.oversubscription;
   l.perGpuNet = cl.nicBandwidthPerGpu() * c.interNodeBusEfficiency *
                 o.bandwidthShare / penalty;

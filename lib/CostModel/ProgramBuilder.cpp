@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 
 namespace cleave::cost {
 
@@ -61,7 +62,8 @@ struct RecvKey {
 struct PendingTask {
   Task task;
   std::vector<TaskRef> deps;
-  std::vector<RecvKey> recvs;
+  /// At most one pipeline receive per task.
+  std::optional<RecvKey> recv;
 };
 
 class Builder {
@@ -84,7 +86,7 @@ private:
   };
 
   int32_t push(Task t, std::vector<TaskRef> deps,
-               std::vector<RecvKey> recvs = {});
+               std::optional<RecvKey> recv = std::nullopt);
   TaskRef ref(int32_t task) const { return {cur.id, task}; }
   int layersOf(int chunk) const {
     return int(layersInChunk(m, p, chunk * p.pp + cur.stage));
@@ -102,7 +104,7 @@ private:
   void emitLayered(const PassRef &r, int vs, int n, const RecvKey *recv);
   std::vector<TaskRef> zero3Gather(const PassRef &r, int l);
   void emitLayerTask(const Task &t, const std::vector<TaskRef> &deps,
-                     const std::vector<RecvKey> &recvs);
+                     std::optional<RecvKey> recv);
   void reduceBucket(double params, bool force, int32_t after);
   void emitSend(const PassRef &r, int vs);
   void finishRank();
@@ -148,9 +150,9 @@ Builder::Builder(const ModelConfig &m, const ClusterSpec &cl,
 }
 
 int32_t Builder::push(Task t, std::vector<TaskRef> deps,
-                      std::vector<RecvKey> recvs) {
+                      std::optional<RecvKey> recv) {
   std::vector<PendingTask> &list = pending[cur.id];
-  list.push_back({t, std::move(deps), std::move(recvs)});
+  list.push_back({t, std::move(deps), recv});
   return int32_t(list.size() - 1);
 }
 
@@ -316,10 +318,8 @@ void Builder::emitPass(size_t index) {
     Task t = computeTask(r.kind, n, vs == 0, vs + 1 == virtualStages);
     t.microBatch = r.microBatch;
     t.chunk = r.chunk;
-    std::vector<RecvKey> recvs;
-    if (recv)
-      recvs.push_back(*recv);
-    cur.lastCompute = push(t, {}, recvs);
+    cur.lastCompute = push(t, {}, recv ? std::optional<RecvKey>(*recv)
+                                       : std::nullopt);
   }
   if (r.kind != PassKind::WeightGrad)
     emitSend(r, vs);
@@ -346,24 +346,24 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
     t.microBatch = r.microBatch;
     t.chunk = r.chunk;
     t.layer = l;
-    std::vector<RecvKey> recvs;
+    std::optional<RecvKey> firstRecv;
     if (recv && step == 0)
-      recvs.push_back(*recv);
+      firstRecv = *recv;
     if (splitRecompute) {
       Task rc = t;
       rc.duration = rc.recompute = w.layerRecompute.total();
       rc.tp = rc.cp = 0;
       t.duration -= rc.duration;
       t.recompute = 0;
-      emitLayerTask(rc, zero3Gather(r, l), recvs);
-      recvs.clear();
+      emitLayerTask(rc, zero3Gather(r, l), firstRecv);
+      firstRecv.reset();
     }
     std::vector<TaskRef> deps;
     if (zero3 && r.kind != PassKind::WeightGrad)
       deps = zero3Gather(r, l);
     if (forward && gatherOverlap && !cur.gatherOfLayer.empty())
       deps.push_back(ref(cur.gatherOfLayer[r.chunk][l]));
-    emitLayerTask(t, deps, recvs);
+    emitLayerTask(t, deps, firstRecv);
     if (zero3 && gradPass) {
       double bytes = w.layerParams * gradBytes;
       Task rs = commTask(kDpReduceStream,
@@ -398,8 +398,8 @@ std::vector<TaskRef> Builder::zero3Gather(const PassRef &r, int l) {
 }
 
 void Builder::emitLayerTask(const Task &t, const std::vector<TaskRef> &deps,
-                            const std::vector<RecvKey> &recvs) {
-  cur.lastCompute = push(t, deps, recvs);
+                            std::optional<RecvKey> recv) {
+  cur.lastCompute = push(t, deps, recv);
   cur.window.push_back(cur.lastCompute);
   if (cur.window.size() > 2)
     cur.window.pop_front();
@@ -506,10 +506,10 @@ Program Builder::resolve() {
     rp.tasks.reserve(pending[r].size());
     for (PendingTask &pt : pending[r]) {
       std::vector<TaskRef> deps = std::move(pt.deps);
-      for (const RecvKey &k : pt.recvs) {
-        size_t key = ((size_t(k.backward) * p.numMicroBatches +
-                       k.microBatch) * virtualStages +
-                      k.senderVirtualStage) * replicas + replica;
+      if (const std::optional<RecvKey> &k = pt.recv) {
+        size_t key = ((size_t(k->backward) * p.numMicroBatches +
+                       k->microBatch) * virtualStages +
+                      k->senderVirtualStage) * replicas + replica;
         deps.push_back(sends[key]);
       }
       prog.add(int32_t(r), pt.task, deps);

@@ -159,3 +159,25 @@ TEST(CollectiveTest, NamesOfTheDialectOps) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(CollectiveTest, OnlyRailOptimizedFabricsAreNonBlockingInsideAPod) {
+  CostConstants k;
+  ClusterSpec c = test::preset("dgx-a100-80gb", 4);
+  c.inter.oversubscription = 2;
+  GroupPlacement g = placeGroup(4, 8, 8);
+  double rails = collectiveCost(CollectiveKind::AllGather, 1e9, g, c, k).time;
+  c.inter.railOptimized = false;
+  double flat = collectiveCost(CollectiveKind::AllGather, 1e9, g, c, k).time;
+  EXPECT_GT(flat, 1.8 * rails);
+  // Inside one node nothing crosses the fabric.
+  EXPECT_DOUBLE_EQ(
+      collectiveCost(CollectiveKind::AllGather, 1e9, placeGroup(8, 1, 8), c, k)
+          .time,
+      collectiveCost(CollectiveKind::AllGather, 1e9, placeGroup(8, 1, 8),
+                     test::preset("dgx-a100-80gb", 4), k)
+          .time);
+}
+
+} // namespace

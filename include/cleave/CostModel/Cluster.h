@@ -64,7 +64,9 @@ struct Fabric {
   double nicBandwidth = 0;
   /// Seconds per ring step across the network (NCCL "Simple").
   double latency = 0;
-  /// NIC i of every node on leaf switch ("rail") i.
+  /// NIC i of every node on leaf switch ("rail") i, non-blocking up to
+  /// `podNodes`. If false, all traffic between nodes crosses uplinks that
+  /// are `oversubscription` times oversubscribed.
   bool railOptimized = true;
   /// In-network reduction (SHARP / NCCL CollNet) available to all-reduce.
   bool sharp = false;
