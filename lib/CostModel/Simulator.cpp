@@ -31,9 +31,35 @@ struct Footprint {
   uint8_t links;
 };
 
+/// A few elements inline (one task and up to two ranks is the common
+/// case), more on the heap (collectives with groups).
+template <typename T>
+class SmallList {
+public:
+  void push_back(const T &v) {
+    if (n < 2)
+      inl[n] = v;
+    else
+      heap.push_back(v);
+    ++n;
+  }
+  size_t size() const { return n; }
+  const T &operator[](size_t i) const { return i < 2 ? inl[i] : heap[i - 2]; }
+  template <typename F>
+  void forEach(F f) const {
+    for (size_t i = 0; i < n; ++i)
+      f((*this)[i]);
+  }
+
+private:
+  T inl[2] = {};
+  std::vector<T> heap;
+  size_t n = 0;
+};
+
 struct Activity {
-  std::vector<TaskRef> tasks;
-  std::vector<Footprint> footprints;
+  SmallList<TaskRef> tasks;
+  SmallList<Footprint> footprints;
   bool isComm = false;
   double remaining = 0, rate = 1, lastUpdate = 0;
   uint32_t version = 0;
@@ -74,7 +100,13 @@ private:
   void startActivity(Activity a);
   void finish(int32_t id);
   double rateOf(const Activity &a) const;
-  void rerate(const std::vector<Footprint> &touched, int32_t skip);
+  void rerate(const SmallList<Footprint> &touched, int32_t skip);
+  void markDirty(int32_t rank) {
+    if (!isDirty[size_t(rank)]) {
+      isDirty[size_t(rank)] = 1;
+      dirty.push_back(rank);
+    }
+  }
   void push(int32_t id);
   std::string stallMessage() const;
 
@@ -83,7 +115,8 @@ private:
   double now = 0;
   std::vector<size_t> offset;
   std::vector<int32_t> waitingDeps;
-  std::vector<std::vector<int32_t>> successors; ///< by global id, as gids
+  /// Successors of each task (by global id), in CSR form.
+  std::vector<int32_t> succBegin, succ, rankOf;
   std::vector<TaskTiming> timing;
   std::vector<bool> done;
   std::vector<RankState> ranks;
@@ -95,6 +128,7 @@ private:
   std::vector<std::vector<std::vector<TaskRef>>> arrivals;
   std::vector<std::vector<int64_t>> postedPerMember;
   std::vector<int32_t> dirty;
+  std::vector<char> isDirty;
   size_t finished = 0, total = 0;
 };
 
@@ -105,25 +139,43 @@ void Engine::prepare() {
     offset[r + 1] = offset[r] + prog.ranks[r].tasks.size();
   total = offset[n];
   waitingDeps.assign(total, 0);
-  successors.assign(total, {});
   timing.assign(total, {});
   done.assign(total, false);
+  rankOf.resize(total);
   ranks.assign(n, {});
+  isDirty.assign(n, 0);
+  auto valid = [&](TaskRef d) {
+    return d.rank >= 0 && size_t(d.rank) < n && d.task >= 0 &&
+           size_t(d.task) < prog.ranks[d.rank].tasks.size();
+  };
+  // Count successors, then fill them (an unresolvable dependency is never
+  // satisfied and is reported as a stall).
+  succBegin.assign(total + 1, 0);
   for (size_t r = 0; r < n; ++r) {
     const std::vector<Task> &tasks = prog.ranks[r].tasks;
     for (size_t t = 0; t < tasks.size(); ++t) {
-      const Task &tk = tasks[t];
-      ranks[r].streams[tk.stream].push_back(int32_t(t));
-      size_t me = offset[r] + t;
-      for (int32_t d = 0; d < tk.depCount; ++d) {
-        TaskRef dep = prog.deps[size_t(tk.depBegin + d)];
-        if (dep.rank < 0 || size_t(dep.rank) >= n || dep.task < 0 ||
-            size_t(dep.task) >= prog.ranks[dep.rank].tasks.size())
-          continue; // an unresolvable dependency is reported as a stall
-        ++waitingDeps[me];
-        successors[gid(dep)].push_back(int32_t(me));
+      rankOf[offset[r] + t] = int32_t(r);
+      ranks[r].streams[tasks[t].stream].push_back(int32_t(t));
+      for (int32_t d = 0; d < tasks[t].depCount; ++d) {
+        TaskRef dep = prog.deps[size_t(tasks[t].depBegin + d)];
+        ++waitingDeps[offset[r] + t];
+        if (valid(dep))
+          ++succBegin[gid(dep) + 1];
       }
     }
+  }
+  for (size_t g = 0; g < total; ++g)
+    succBegin[g + 1] += succBegin[g];
+  succ.assign(size_t(succBegin[total]), 0);
+  std::vector<int32_t> fill(succBegin.begin(), succBegin.end() - 1);
+  for (size_t r = 0; r < n; ++r) {
+    const std::vector<Task> &tasks = prog.ranks[r].tasks;
+    for (size_t t = 0; t < tasks.size(); ++t)
+      for (int32_t d = 0; d < tasks[t].depCount; ++d) {
+        TaskRef dep = prog.deps[size_t(tasks[t].depBegin + d)];
+        if (valid(dep))
+          succ[size_t(fill[gid(dep)]++)] = int32_t(offset[r] + t);
+      }
   }
   arrivals.assign(prog.groups.size(), {});
   postedPerMember.assign(prog.groups.size(), {});
@@ -137,10 +189,11 @@ double Engine::rateOf(const Activity &a) const {
     return rs.commRunning > 0 ? 1.0 / (1.0 + c.overlapSlowdown) : 1.0;
   }
   double rate = 1;
-  for (const Footprint &f : a.footprints)
+  a.footprints.forEach([&](const Footprint &f) {
     for (int l = 0; l < 2; ++l)
       if (f.links & (1 << l))
         rate = std::min(rate, 1.0 / std::max(1, ranks[f.rank].linkUse[l]));
+  });
   return rate;
 }
 
@@ -149,9 +202,9 @@ void Engine::push(int32_t id) {
   heap.push({now + a.remaining / a.rate, id, a.version});
 }
 
-void Engine::rerate(const std::vector<Footprint> &touched, int32_t skip) {
-  for (const Footprint &f : touched) {
-    for (int32_t id : ranks[f.rank].running) {
+void Engine::rerate(const SmallList<Footprint> &touched, int32_t skip) {
+  for (size_t i = 0; i < touched.size(); ++i) {
+    for (int32_t id : ranks[touched[i].rank].running) {
       Activity &a = activities[id];
       if (a.done || id == skip)
         continue;
@@ -170,18 +223,18 @@ void Engine::rerate(const std::vector<Footprint> &touched, int32_t skip) {
 void Engine::startActivity(Activity a) {
   int32_t id = int32_t(activities.size());
   a.lastUpdate = now;
-  for (const TaskRef &t : a.tasks) {
+  a.tasks.forEach([&](const TaskRef &t) {
     timing[gid(t)].transferStart = now;
     ranks[t.rank].busy[task(t).stream] = true;
-  }
-  for (const Footprint &f : a.footprints) {
+  });
+  a.footprints.forEach([&](const Footprint &f) {
     RankState &rs = ranks[f.rank];
     rs.running.push_back(id);
     if (a.isComm)
       ++rs.commRunning;
     for (int l = 0; l < 2; ++l)
       rs.linkUse[l] += (f.links >> l) & 1;
-  }
+  });
   activities.push_back(std::move(a));
   Activity &act = activities[id];
   act.rate = rateOf(act);
@@ -243,16 +296,16 @@ void Engine::finish(int32_t id) {
   Activity &a = activities[id];
   a.done = true;
   a.remaining = 0;
-  for (const Footprint &f : a.footprints) {
+  a.footprints.forEach([&](const Footprint &f) {
     RankState &rs = ranks[f.rank];
     rs.running.erase(std::find(rs.running.begin(), rs.running.end(), id));
     if (a.isComm)
       --rs.commRunning;
     for (int l = 0; l < 2; ++l)
       rs.linkUse[l] -= (f.links >> l) & 1;
-    dirty.push_back(f.rank);
-  }
-  for (const TaskRef &t : a.tasks) {
+    markDirty(f.rank);
+  });
+  a.tasks.forEach([&](const TaskRef &t) {
     size_t g = gid(t);
     timing[g].end = now;
     done[g] = true;
@@ -261,15 +314,12 @@ void Engine::finish(int32_t id) {
     uint8_t stream = task(t).stream;
     rs.busy[stream] = false;
     ++rs.cursor[stream];
-    dirty.push_back(t.rank);
-    for (int32_t succ : successors[g]) {
-      --waitingDeps[size_t(succ)];
-      int32_t r = int32_t(std::upper_bound(offset.begin(), offset.end(),
-                                           size_t(succ)) -
-                          offset.begin() - 1);
-      dirty.push_back(r);
+    markDirty(t.rank);
+    for (int32_t i = succBegin[g]; i < succBegin[g + 1]; ++i) {
+      --waitingDeps[size_t(succ[size_t(i)])];
+      markDirty(rankOf[size_t(succ[size_t(i)])]);
     }
-  }
+  });
   rerate(a.footprints, id);
 }
 
@@ -387,12 +437,13 @@ Result<SimulationResult> Engine::run(bool keepTimings) {
       continue;
     now = std::max(now, e.time);
     finish(e.activity);
-    std::vector<int32_t> todo;
-    todo.swap(dirty);
-    std::sort(todo.begin(), todo.end());
-    todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
-    for (int32_t r : todo)
-      tryStart(r);
+    // Ranks in ascending order, as in a sorted pass: deterministic.
+    std::sort(dirty.begin(), dirty.end());
+    for (size_t i = 0; i < dirty.size(); ++i) {
+      isDirty[size_t(dirty[i])] = 0;
+      tryStart(dirty[i]);
+    }
+    dirty.clear();
   }
   if (finished != total)
     return Result<SimulationResult>::failure(stallMessage());
