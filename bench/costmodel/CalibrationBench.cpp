@@ -52,6 +52,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 using nlohmann::json;
@@ -96,8 +97,7 @@ const char *shortName(Source s) {
 }
 
 int intOr(const json &j, const char *key, int fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<int>()
-                                               : fallback;
+  return j.contains(key) && j[key].is_number() ? j[key].get<int>() : fallback;
 }
 
 ModelConfig modelOf(const json &row, Source src) {
@@ -226,8 +226,7 @@ void printDetail(const json &row, Source src) {
       }
       sum[int(it.phase)] += t;
       double eff = it.conventionFlops > 0
-                       ? it.conventionFlops / t /
-                             cl.gpu.peakFlops(plan.dtype)
+                       ? it.conventionFlops / t / cl.gpu.peakFlops(plan.dtype)
                        : 0;
       std::printf("  %-3s %-34s %9.3f ms  %5.1f%% of peak\n",
                   it.phase == Phase::Forward    ? "F"
@@ -248,48 +247,91 @@ void printDetail(const json &row, Source src) {
     std::printf("step %.4f s: fwd %.4f bwd %.4f wgrad %.4f recompute %.4f "
                 "optimizer %.4f bubble %.4f tp %.4f cp %.4f dp %.4f pp "
                 "%.4f\n",
-                e->stepTime, b.forward, b.backward, b.weightGrad,
-                b.recompute, b.optimizer, b.bubble, b.exposedComm[0],
-                b.exposedComm[1], b.exposedComm[2], b.exposedComm[3]);
+                e->stepTime, b.forward, b.backward, b.weightGrad, b.recompute,
+                b.optimizer, b.bubble, b.exposedComm[0], b.exposedComm[1],
+                b.exposedComm[2], b.exposedComm[3]);
     const MemoryBreakdown &m = e->peakMemory();
     std::printf("memory (stage %d): params %.1f grads %.1f optimizer %.1f "
                 "activations %.1f transient %.1f comm %.1f reserved %.1f = "
                 "%.1f GB\n",
                 e->peakMemoryStage, m.parameters / 1e9, m.gradients / 1e9,
-                m.optimizerStates / 1e9, m.activations / 1e9,
-                m.transient / 1e9, m.communication / 1e9, m.reserved / 1e9,
-                m.total() / 1e9);
+                m.optimizerStates / 1e9, m.activations / 1e9, m.transient / 1e9,
+                m.communication / 1e9, m.reserved / 1e9, m.total() / 1e9);
   }
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+/// Consumes the leading --gpu and --constants options; false on a bad one.
+bool parseOptions(int &argc, char **&argv) {
   while (argc > 2 && std::string(argv[1]) == "--gpu") {
     std::string spec = argv[2];
     size_t a = spec.find(':'), b = spec.rfind(':');
     if (a == std::string::npos || a == b) {
       std::fprintf(stderr, "--gpu expects NAME:GEMM_EFF:MEMORY_EFF\n");
-      return 1;
+      return false;
     }
-    gGpuOverrides[spec.substr(0, a)] = {std::stod(spec.substr(a + 1, b - a - 1)),
-                                        std::stod(spec.substr(b + 1))};
+    gGpuOverrides[spec.substr(0, a)] = {
+        std::stod(spec.substr(a + 1, b - a - 1)),
+        std::stod(spec.substr(b + 1))};
     argc -= 2;
     argv += 2;
   }
   if (argc > 2 && std::string(argv[1]) == "--constants") {
-    std::ifstream cin(argv[2]);
-    std::string text((std::istreambuf_iterator<char>(cin)),
+    std::ifstream in(argv[2]);
+    std::string text((std::istreambuf_iterator<char>(in)),
                      std::istreambuf_iterator<char>());
     Result<CostConstants> c = constantsFromJson(text);
     if (!c) {
       std::fprintf(stderr, "%s: %s\n", argv[2], c.error().c_str());
-      return 1;
+      return false;
     }
     gConstants = *c;
     argc -= 2;
     argv += 2;
   }
+  return true;
+}
+
+/// Estimates one row and prints its line; returns the relative error, or
+/// nullopt if the row could not be estimated.
+std::optional<double> runRow(size_t i, const json &row) {
+  Source src = sourceOf(row["source"].get<std::string>());
+  ModelConfig model = modelOf(row, src);
+  ParallelPlan plan = planOf(row, src, model);
+  Result<ClusterSpec> cluster = clusterOf(row, src);
+  EstimateOptions eo;
+  eo.constants = &gConstants;
+  Result<Estimate> e = cluster ? estimate(model, *cluster, plan, eo)
+                               : Result<Estimate>::failure(cluster.error());
+  if (!e) {
+    std::printf("%-3zu %-11s error: %s\n", i, shortName(src),
+                e.error().c_str());
+    return std::nullopt;
+  }
+  Comparison c = compare(row, src, *e);
+  double err = (c.predicted - c.measured) / c.measured;
+  char planText[64];
+  std::snprintf(planText, sizeof(planText),
+                "tp%d pp%d dp%d mb%lld m%lld v%d z%d %s%s", plan.tp, plan.pp,
+                plan.dp, (long long)plan.microBatchSize,
+                (long long)plan.numMicroBatches, plan.chunks(), plan.zeroStage,
+                toString(plan.recompute), plan.sequenceParallel ? " sp" : "");
+  const TimeBreakdown &b = e->breakdown;
+  auto pct = [&](double t) { return 100 * t / e->stepTime; };
+  std::printf("%-3zu %-11s %-5s %5d  %-44s %-8s %9.3f %9.3f %+6.1f%%  "
+              "%5.1f %5.1f %5.1f %5.1f %4s\n",
+              i, shortName(src), model.name.c_str(), plan.numGpus(), planText,
+              c.what, c.measured, c.predicted, 100 * err, pct(b.bubble),
+              pct(b.exposedComm[size_t(Axis::DP)]),
+              pct(b.exposedComm[size_t(Axis::TP)]),
+              pct(b.exposedComm[size_t(Axis::PP)]), e->fits ? "fits" : "OOM");
+  return err;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (!parseOptions(argc, argv))
+    return 1;
   if (argc > 2 && std::string(argv[1]) == "--detail") {
     std::ifstream in(argc > 3 ? argv[3] : CLEAVE_CALIBRATION_JSON);
     json rows = json::parse(in, nullptr, false);
@@ -301,58 +343,23 @@ int main(int argc, char **argv) {
   }
   std::string path = argc > 1 ? argv[1] : CLEAVE_CALIBRATION_JSON;
   std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "cannot open %s\n", path.c_str());
-    return 1;
-  }
   json rows = json::parse(in, nullptr, false);
-  if (!rows.is_array()) {
+  if (!in || !rows.is_array()) {
     std::fprintf(stderr, "%s: expected a JSON array of runs\n", path.c_str());
     return 1;
   }
   std::printf("%-3s %-11s %-5s %5s  %-44s %-8s %9s %9s %7s  %5s %5s %5s %5s "
               "%4s\n",
-              "row", "source", "model", "GPUs", "plan", "quantity",
-              "measured", "predicted", "error", "bub%", "dp%", "tp%", "pp%",
-              "mem");
+              "row", "source", "model", "GPUs", "plan", "quantity", "measured",
+              "predicted", "error", "bub%", "dp%", "tp%", "pp%", "mem");
   double sumAbs = 0, maxAbs = 0;
   int n = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const json &row = rows[i];
-    Source src = sourceOf(row["source"].get<std::string>());
-    ModelConfig model = modelOf(row, src);
-    ParallelPlan plan = planOf(row, src, model);
-    Result<ClusterSpec> cluster = clusterOf(row, src);
-    EstimateOptions eo;
-    eo.constants = &gConstants;
-    Result<Estimate> e = cluster ? estimate(model, *cluster, plan, eo)
-                                 : Result<Estimate>::failure(cluster.error());
-    if (!e) {
-      std::printf("%-3zu %-11s error: %s\n", i, shortName(src),
-                  e.error().c_str());
-      continue;
+    if (std::optional<double> err = runRow(i, rows[i])) {
+      sumAbs += std::fabs(*err);
+      maxAbs = std::max(maxAbs, std::fabs(*err));
+      ++n;
     }
-    Comparison c = compare(row, src, *e);
-    double err = (c.predicted - c.measured) / c.measured;
-    sumAbs += std::fabs(err);
-    maxAbs = std::max(maxAbs, std::fabs(err));
-    ++n;
-    char planText[64];
-    std::snprintf(planText, sizeof(planText), "tp%d pp%d dp%d mb%lld m%lld v%d z%d %s%s",
-                  plan.tp, plan.pp, plan.dp, (long long)plan.microBatchSize,
-                  (long long)plan.numMicroBatches, plan.chunks(),
-                  plan.zeroStage, toString(plan.recompute),
-                  plan.sequenceParallel ? " sp" : "");
-    const TimeBreakdown &b = e->breakdown;
-    auto pct = [&](double t) { return 100 * t / e->stepTime; };
-    std::printf("%-3zu %-11s %-5s %5d  %-44s %-8s %9.3f %9.3f %+6.1f%%  "
-                "%5.1f %5.1f %5.1f %5.1f %4s\n",
-                i, shortName(src), model.name.c_str(), plan.numGpus(),
-                planText, c.what, c.measured, c.predicted, 100 * err,
-                pct(b.bubble), pct(b.exposedComm[size_t(Axis::DP)]),
-                pct(b.exposedComm[size_t(Axis::TP)]),
-                pct(b.exposedComm[size_t(Axis::PP)]),
-                e->fits ? "fits" : "OOM");
   }
   std::printf("\nrows: %d  mean absolute error: %.1f%%  max: %.1f%%\n", n,
               100 * sumAbs / std::max(n, 1), 100 * maxAbs);

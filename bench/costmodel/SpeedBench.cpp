@@ -22,8 +22,8 @@ struct Case {
   ParallelPlan plan;
 };
 
-ParallelPlan plan(int tp, int pp, int dp, int cp, int64_t m, Schedule s,
-                  int v, int zero) {
+ParallelPlan plan(int tp, int pp, int dp, int cp, int64_t m, Schedule s, int v,
+                  int zero) {
   ParallelPlan p;
   p.tp = tp;
   p.pp = pp;

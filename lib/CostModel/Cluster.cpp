@@ -133,8 +133,7 @@ GpuSpec h100(bool h200) {
 /// through NVSwitch 3 with NVLink SHARP; 8 ConnectX-7 NDR 400 Gb/s.
 /// Latencies: NCCL's per-step latency of its Simple protocol
 /// (src/graph/tuning.cc, hwLat: NVLink ring 3.4 us, network ring 9.6 us).
-ClusterSpec dgx(const std::string &name, GpuSpec gpu, bool hopper,
-                int nodes) {
+ClusterSpec dgx(const std::string &name, GpuSpec gpu, bool hopper, int nodes) {
   ClusterSpec c;
   c.name = name;
   c.gpu = std::move(gpu);

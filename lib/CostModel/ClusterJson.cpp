@@ -82,8 +82,8 @@ public:
     if (!v)
       return;
     if (!v->is_number() || !passes(check, v->get<double>()))
-      return fail(key, std::string("expected ") + describe(check) +
-                           ", got " + v->dump());
+      return fail(key, std::string("expected ") + describe(check) + ", got " +
+                           v->dump());
     out = v->get<double>() * scale;
   }
 
@@ -181,7 +181,8 @@ void readIntra(const json &j, IntraNodeLink &link, bool required,
     link.kind = IntraNodeKind::PCIe;
   else
     r.fail("kind", "expected \"nvswitch\", \"nvlink-mesh\" or \"pcie\", "
-                   "got \"" + kind + "\"");
+                   "got \"" +
+                       kind + "\"");
   r.number("gb_per_s", link.bandwidth, 1e9, Check::Positive);
   r.number("latency_us", link.latency, 1e-6, Check::Positive);
   r.boolean("nvls", link.nvls);
@@ -189,8 +190,8 @@ void readIntra(const json &j, IntraNodeLink &link, bool required,
 
 void readFabric(const json &j, Fabric &f, bool required, std::string &err) {
   ObjectReader r(j, "cluster.inter_node", required, err);
-  r.onlyKeys({"nics_per_node", "nic_gbit_per_s", "latency_us",
-              "rail_optimized", "sharp", "pod_nodes", "oversubscription"});
+  r.onlyKeys({"nics_per_node", "nic_gbit_per_s", "latency_us", "rail_optimized",
+              "sharp", "pod_nodes", "oversubscription"});
   r.integer("nics_per_node", f.nicsPerNode, Check::Positive);
   r.number("nic_gbit_per_s", f.nicBandwidth, 1e9 / 8, Check::Positive);
   r.number("latency_us", f.latency, 1e-6, Check::Positive);

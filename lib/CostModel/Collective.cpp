@@ -180,9 +180,8 @@ double ringBusBandwidth(const GroupPlacement &g, const Links &l) {
 }
 
 /// Best protocol for a ring collective.
-CollectiveCost ring(CollectiveKind kind, double bytes,
-                    const GroupPlacement &g, const ClusterSpec &cl,
-                    const Links &l) {
+CollectiveCost ring(CollectiveKind kind, double bytes, const GroupPlacement &g,
+                    const ClusterSpec &cl, const Links &l) {
   int n = g.size, nodes = g.nodes;
   bool ar = kind == CollectiveKind::AllReduce;
   int steps = ar ? 2 * (n - 1) : n - 1;
@@ -246,8 +245,8 @@ CollectiveCost twoLevel(double bytes, const GroupPlacement &g,
   }
   double shard = bytes / in.size;
   if (sharp) {
-    double sLat = kBaseLat[CollNetRow][2] * kUs +
-                  hwLatency(cl, Net, CollNetRow, 2);
+    double sLat =
+        kBaseLat[CollNetRow][2] * kUs + hwLatency(cl, Net, CollNetRow, 2);
     t += sLat + shard / l.perGpuNet;
     lat += sLat;
   } else {
@@ -276,16 +275,16 @@ CollectiveCost allToAll(double bytes, const GroupPlacement &g,
   double t = std::max(intraBytes / l.intra,
                       g.nodes > 1 ? interBytes / l.perGpuNet : 0.0);
   CollectiveCost r{lat + t, lat, 0, CollectiveAlgo::Ring, Protocol::Simple};
-  r.busBandwidth = bytes * busFactor(CollectiveKind::AllToAll, g.size) /
-                   std::max(t, 1e-30);
+  r.busBandwidth =
+      bytes * busFactor(CollectiveKind::AllToAll, g.size) / std::max(t, 1e-30);
   return r;
 }
 
 } // namespace
 
 CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
-                              const GroupPlacement &g,
-                              const ClusterSpec &cl, const CostConstants &c,
+                              const GroupPlacement &g, const ClusterSpec &cl,
+                              const CostConstants &c,
                               const CollectiveOptions &o) {
   if (g.size <= 1 || bytes <= 0)
     return {};
@@ -311,8 +310,7 @@ CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
     bool multiNode = g.nodes > 1;
     if (multiNode && want(CollectiveAlgo::Tree))
       consider(tree(bytes, g, cl, l));
-    if (multiNode && g.ranksPerNode > 1 &&
-        want(CollectiveAlgo::Hierarchical))
+    if (multiNode && g.ranksPerNode > 1 && want(CollectiveAlgo::Hierarchical))
       consider(twoLevel(bytes, g, cl, c, o, false));
     if (multiNode && cl.inter.sharp && want(CollectiveAlgo::CollNet))
       consider(twoLevel(bytes, g, cl, c, o, true));

@@ -17,9 +17,8 @@ Result<Estimate> estimate(const ModelConfig &model, const ClusterSpec &cl,
   e.numGpus = plan.numGpus();
   e.peakFlopsPerGpu = cl.gpu.peakFlops(plan.dtype);
   e.workload = buildWorkload(model, cl, plan, c);
-  auto program = std::make_shared<Program>(
-      buildProgram(model, cl, plan, e.workload, c,
-                   ProgramOptions{options.symmetric}));
+  auto program = std::make_shared<Program>(buildProgram(
+      model, cl, plan, e.workload, c, ProgramOptions{options.symmetric}));
   SimulationOptions so;
   so.keepTimings = options.keepTimeline;
   Result<SimulationResult> sim = simulate(*program, c, so);

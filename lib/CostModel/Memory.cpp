@@ -100,8 +100,8 @@ NominalTimes nominalTimes(const ModelConfig &m, const ParallelPlan &p,
   return t;
 }
 
-double peakLiveLayerMicroBatches(const ModelConfig &m,
-                                 const ParallelPlan &p, int stage) {
+double peakLiveLayerMicroBatches(const ModelConfig &m, const ParallelPlan &p,
+                                 int stage) {
   std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
   return peakOnStage(orders[stage], p, [&](int c) {
     return double(layersInChunk(m, p, c * p.pp + stage));
@@ -123,9 +123,9 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
     none.recompute = Recompute::None;
     layer += layerActivationBytes(m, none);
   }
-  double largest = std::max(d.w * d.tokens * d.ffn *
-                                (m.arch == Architecture::Llama ? 2 : 1),
-                            d.w * d.tokens * d.h);
+  double largest =
+      std::max(d.w * d.tokens * d.ffn * (m.arch == Architecture::Llama ? 2 : 1),
+               d.w * d.tokens * d.h);
   if (p.attention == AttentionImpl::Unfused)
     largest = std::max(largest, d.w * d.scores);
   layer += 2 * largest;
@@ -162,29 +162,30 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   mem.activations = live * layerActivationBytes(m, p);
   ActDims d = actDims(m, p);
   if (stage == 0 && d.mask > 0) { // embedding dropout masks
-    double mbs = peakOnStage(orders[0], p,
-                             [](int c) { return c == 0 ? 1.0 : 0.0; });
+    double mbs =
+        peakOnStage(orders[0], p, [](int c) { return c == 0 ? 1.0 : 0.0; });
     mem.activations += mbs * d.tokensSp * d.h;
   }
   mem.transient = transientBytes(m, p, stage == p.pp - 1);
 
-  int communicators = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) +
-                      (p.pp > 1 ? 2 : 0);
+  int communicators =
+      (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.pp > 1 ? 2 : 0);
   mem.communication = communicators * c.ncclBufferBytesPerCommunicator;
   if (p.zeroStage >= 3) {
     // ZeRO-3 gathers module by module: the weight in use and the prefetched
     // next one (DeepSpeed's live-parameter limit), never more than what
     // sharding removed.
     double h = m.hidden, f = m.ffnHidden;
-    double largest = std::max(3 * h * h, (m.arch == Architecture::Llama
-                                              ? 2 : 1) * f * h) / p.tp;
+    double largest =
+        std::max(3 * h * h, (m.arch == Architecture::Llama ? 2 : 1) * f * h) /
+        p.tp;
     mem.communication += std::min(2 * std::min(largest, w.layerParams),
                                   params * (1 - 1 / shard)) *
                          paramBytes;
   } else if (p.zeroStage == 2) {
     // One bucket of unsharded gradients being reduced.
-    mem.communication += std::min(c.dpBucketParams, params * (1 - 1 / shard)) *
-                         gradBytes;
+    mem.communication +=
+        std::min(c.dpBucketParams, params * (1 - 1 / shard)) * gradBytes;
   }
   mem.reserved = c.runtimeReservedBytes;
   return mem;
@@ -193,8 +194,8 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
 } // namespace
 
 MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
-                            const ParallelPlan &p, const Workload &w,
-                            int stage, const CostConstants &c) {
+                            const ParallelPlan &p, const Workload &w, int stage,
+                            const CostConstants &c) {
   return memoryOf(m, cl, p, w, stage, c,
                   pipelineOrders(p, nominalTimes(m, p, w)));
 }

@@ -28,9 +28,7 @@ namespace {
 std::pair<double, double> bestTiling(const GemmShape &s, int sms) {
   double tiles[6][2] = {{128, 256}, {256, 128}, {128, 128}};
   int count = 3;
-  auto narrow = [](double d) {
-    return std::min(64.0, 16 * std::ceil(d / 16));
-  };
+  auto narrow = [](double d) { return std::min(64.0, 16 * std::ceil(d / 16)); };
   if (s.m < 128)
     tiles[count][0] = narrow(s.m), tiles[count++][1] = 256;
   if (s.n < 128)
@@ -47,8 +45,7 @@ std::pair<double, double> bestTiling(const GemmShape &s, int sms) {
         break;
       double ctas = outTiles * split;
       double waves = std::ceil(ctas / sms);
-      double util = (s.m * s.n * s.batch) /
-                    (waves * sms * t[0] * t[1] / split);
+      double util = (s.m * s.n * s.batch) / (waves * sms * t[0] * t[1] / split);
       util = std::min(util, 1.0) * reuse;
       // Prefer the larger K per split on ties: fewer partial reductions.
       if (util > best * 1.0001) {
@@ -87,14 +84,13 @@ double gemmTime(const GemmShape &s, DType dtype, const GpuSpec &gpu,
   // fp8 GEMMs read 1-byte operands and write 16-bit results.
   double in = dtype == DType::F8E4M3 ? 1 : double(bytesOf(dtype));
   double out = dtype == DType::F8E4M3 ? 2 : double(bytesOf(dtype));
-  double bytes = (s.m * s.k + s.k * s.n) * s.batch * in + s.m * s.n *
-                                                               s.batch * out;
+  double bytes =
+      (s.m * s.k + s.k * s.n) * s.batch * in + s.m * s.n * s.batch * out;
   return std::max(math, memoryTime(bytes, gpu));
 }
 
-double flashAttentionTime(const AttentionShape &s, bool backward,
-                          DType dtype, const GpuSpec &gpu,
-                          const CostConstants &c) {
+double flashAttentionTime(const AttentionShape &s, bool backward, DType dtype,
+                          const GpuSpec &gpu, const CostConstants &c) {
   double flops = s.executedFlops(backward);
   if (flops <= 0)
     return 0;
@@ -103,8 +99,8 @@ double flashAttentionTime(const AttentionShape &s, bool backward,
   double peak = gpu.peakFlops(attnType);
   // The published efficiencies are for head dimension 128; smaller heads
   // do less work per loaded tile.
-  double headFactor = (s.headDim / (s.headDim + c.gemmKHalf)) /
-                      (128.0 / (128.0 + c.gemmKHalf));
+  double headFactor =
+      (s.headDim / (s.headDim + c.gemmKHalf)) / (128.0 / (128.0 + c.gemmKHalf));
   double ratio = backward ? c.flashBackwardRatio : c.flashForwardRatio;
   double eff = gpu.gemmEfficiency * ratio * std::min(headFactor, 1.1);
   double math = flops / (peak * eff);
@@ -114,8 +110,7 @@ double flashAttentionTime(const AttentionShape &s, bool backward,
   return std::max(math, memoryTime(bytes, gpu));
 }
 
-double kernelTime(const Kernel &k, const GpuSpec &gpu,
-                  const CostConstants &c) {
+double kernelTime(const Kernel &k, const GpuSpec &gpu, const CostConstants &c) {
   double t = 0;
   switch (k.kind) {
   case KernelKind::Gemm:

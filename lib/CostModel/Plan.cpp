@@ -114,13 +114,11 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
     return "plan.tp: " + std::to_string(p.tp) + " does not divide the " +
            std::to_string(m.heads) + " attention heads";
   if (m.kvHeads >= p.tp ? m.kvHeads % p.tp != 0 : p.tp % m.kvHeads != 0)
-    return "plan.tp: " + std::to_string(p.tp) +
-           " and the model's kv_heads (" + std::to_string(m.kvHeads) +
-           ") must divide one another";
+    return "plan.tp: " + std::to_string(p.tp) + " and the model's kv_heads (" +
+           std::to_string(m.kvHeads) + ") must divide one another";
   if (m.ffnHidden % p.tp != 0)
     return "plan.tp: " + std::to_string(p.tp) +
-           " does not divide ffn_hidden (" + std::to_string(m.ffnHidden) +
-           ")";
+           " does not divide ffn_hidden (" + std::to_string(m.ffnHidden) + ")";
   int64_t chunks = int64_t(p.pp) * p.chunks();
   if (chunks > m.layers)
     return "plan.pp: " + std::to_string(p.pp) + " stages x " +
@@ -162,8 +160,8 @@ std::string describe(const ParallelPlan &p) {
      << " m=" << p.numMicroBatches << " " << toString(p.schedule);
   if (p.schedule == Schedule::Interleaved1F1B)
     os << "(v=" << p.virtualStages << ")";
-  os << " zero=" << p.zeroStage << " recompute=" << toString(p.recompute)
-     << " " << toString(p.dtype) << " attention=" << toString(p.attention);
+  os << " zero=" << p.zeroStage << " recompute=" << toString(p.recompute) << " "
+     << toString(p.dtype) << " attention=" << toString(p.attention);
   return os.str();
 }
 

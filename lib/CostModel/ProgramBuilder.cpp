@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/CostModel/Program.h"
 #include "cleave/CostModel/Memory.h"
+#include "cleave/CostModel/Program.h"
 #include "cleave/CostModel/Schedule.h"
 
 #include <algorithm>
@@ -136,8 +136,8 @@ Builder::Builder(const ModelConfig &m, const ClusterSpec &cl,
   virtualStages = p.pp * p.chunks();
   zero3 = p.zeroStage >= 3;
   splitW = p.schedule == Schedule::ZeroBubbleH1;
-  gatherOverlap = p.overlapParamGather && (p.zeroStage == 1 ||
-                                           p.zeroStage == 2);
+  gatherOverlap =
+      p.overlapParamGather && (p.zeroStage == 1 || p.zeroStage == 2);
   reduceOverlap = p.overlapGradReduce && !zero3;
   paramBytes = p.dtype == DType::F32 ? 4 : 2;
   gradBytes = double(bytesOf(p.gradDType()));
@@ -230,8 +230,8 @@ int32_t Builder::embeddingGroup() {
   int32_t &id = embedGroupIds[size_t(cur.replica)];
   if (id < 0) {
     id = int32_t(groups.size());
-    groups.push_back({int32_t(cur.replica),
-                      int32_t((p.pp - 1) * replicas + cur.replica)});
+    groups.push_back(
+        {int32_t(cur.replica), int32_t((p.pp - 1) * replicas + cur.replica)});
   }
   return id;
 }
@@ -240,7 +240,6 @@ bool Builder::interNode(int from, int to) const {
   int64_t stride = int64_t(p.tp) * p.cp * p.dp;
   return (from * stride) / cl.gpusPerNode != (to * stride) / cl.gpusPerNode;
 }
-
 
 void Builder::buildRank() {
   const std::vector<PassRef> &order = orders[cur.stage];
@@ -318,8 +317,8 @@ void Builder::emitPass(size_t index) {
     Task t = computeTask(r.kind, n, vs == 0, vs + 1 == virtualStages);
     t.microBatch = r.microBatch;
     t.chunk = r.chunk;
-    cur.lastCompute = push(t, {}, recv ? std::optional<RecvKey>(*recv)
-                                       : std::nullopt);
+    cur.lastCompute =
+        push(t, {}, recv ? std::optional<RecvKey>(*recv) : std::nullopt);
   }
   if (r.kind != PassKind::WeightGrad)
     emitSend(r, vs);
@@ -330,18 +329,18 @@ void Builder::emitPass(size_t index) {
 void Builder::emitLayered(const PassRef &r, int vs, int n,
                           const RecvKey *recv) {
   bool forward = r.kind == PassKind::Forward;
-  bool gradPass = r.kind == (splitW ? PassKind::WeightGrad
-                                    : PassKind::Backward);
+  bool gradPass =
+      r.kind == (splitW ? PassKind::WeightGrad : PassKind::Backward);
   bool reduceHere = reduceOverlap && gradPass;
   // ZeRO-3 releases a layer's parameters after every forward, including the
   // recompute forward inside backward: a recomputed layer is gathered again
   // for its recomputation and once more for its backward.
-  bool splitRecompute = zero3 && r.kind == PassKind::Backward &&
-                        w.layerRecompute.total() > 0;
+  bool splitRecompute =
+      zero3 && r.kind == PassKind::Backward && w.layerRecompute.total() > 0;
   for (int step = 0; step < n; ++step) {
     int l = forward ? step : n - 1 - step;
-    bool embed = vs == 0 && l == 0, head = vs + 1 == virtualStages &&
-                                           l == n - 1;
+    bool embed = vs == 0 && l == 0,
+         head = vs + 1 == virtualStages && l == n - 1;
     Task t = computeTask(r.kind, 1, embed, head);
     t.microBatch = r.microBatch;
     t.chunk = r.chunk;
@@ -366,9 +365,9 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
     emitLayerTask(t, deps, firstRecv);
     if (zero3 && gradPass) {
       double bytes = w.layerParams * gradBytes;
-      Task rs = commTask(kDpReduceStream,
-                         dpTime(CollectiveKind::ReduceScatter, bytes),
-                         dpGroup());
+      Task rs =
+          commTask(kDpReduceStream,
+                   dpTime(CollectiveKind::ReduceScatter, bytes), dpGroup());
       rs.microBatch = r.microBatch;
       rs.layer = l;
       cur.lastReduce = push(rs, {ref(cur.lastCompute)});
@@ -385,8 +384,8 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
 /// compute stream (the layer running and the one prefetched).
 std::vector<TaskRef> Builder::zero3Gather(const PassRef &r, int l) {
   double bytes = w.layerParams * paramBytes;
-  Task g = commTask(kDpGatherStream,
-                    dpTime(CollectiveKind::AllGather, bytes), dpGroup());
+  Task g = commTask(kDpGatherStream, dpTime(CollectiveKind::AllGather, bytes),
+                    dpGroup());
   g.microBatch = r.microBatch;
   g.chunk = r.chunk;
   g.layer = l;
@@ -412,8 +411,8 @@ void Builder::reduceBucket(double params, bool force, int32_t after) {
     return;
   CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                          : CollectiveKind::ReduceScatter;
-  Task t = commTask(kDpGatherStream,
-                    dpTime(kind, cur.bucket * gradBytes), dpGroup());
+  Task t = commTask(kDpGatherStream, dpTime(kind, cur.bucket * gradBytes),
+                    dpGroup());
   cur.lastDp = push(t, {ref(after)});
   cur.bucket = 0;
 }
@@ -442,8 +441,11 @@ void Builder::emitSend(const PassRef &r, int vs) {
   s.microBatch = r.microBatch;
   s.chunk = r.chunk;
   int32_t idx = push(s, {ref(cur.lastCompute)});
-  size_t key = ((size_t(backward) * p.numMicroBatches + r.microBatch) *
-                    virtualStages + vs) * replicas + cur.replica;
+  size_t key =
+      ((size_t(backward) * p.numMicroBatches + r.microBatch) * virtualStages +
+       vs) *
+          replicas +
+      cur.replica;
   sends[key] = ref(idx);
 }
 
@@ -452,22 +454,20 @@ void Builder::finishRank() {
   if (!zero3 && !reduceOverlap && p.dp * p.cp > 1) {
     CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                            : CollectiveKind::ReduceScatter;
-    Task t = commTask(kDpGatherStream, dpTime(kind, params * gradBytes),
-                      dpGroup());
+    Task t =
+        commTask(kDpGatherStream, dpTime(kind, params * gradBytes), dpGroup());
     cur.lastDp = push(t, {ref(cur.lastCompute)});
   }
-  bool tiedSync = m.tiedEmbeddings && p.pp > 1 &&
-                  (cur.stage == 0 || cur.stage == p.pp - 1);
+  bool tiedSync =
+      m.tiedEmbeddings && p.pp > 1 && (cur.stage == 0 || cur.stage == p.pp - 1);
   if (tiedSync) {
-    GroupPlacement pair = placeGroup(2, int(interNode(0, p.pp - 1)) *
-                                            cl.gpusPerNode + 1,
-                                     cl.gpusPerNode);
+    GroupPlacement pair = placeGroup(
+        2, int(interNode(0, p.pp - 1)) * cl.gpusPerNode + 1, cl.gpusPerNode);
     double bytes = w.embeddingParams * gradBytes;
-    Task t = commTask(kEmbeddingStream,
-                      collectiveCost(CollectiveKind::AllReduce, bytes, pair,
-                                     cl, c)
-                          .time,
-                      embeddingGroup());
+    Task t = commTask(
+        kEmbeddingStream,
+        collectiveCost(CollectiveKind::AllReduce, bytes, pair, cl, c).time,
+        embeddingGroup());
     t.axis = Axis::PP;
     t.links = pair.nodes > 1 ? (kNicOut | kNicIn) : 0;
     cur.lastEmbed = push(t, {ref(cur.lastCompute)});
@@ -478,8 +478,7 @@ void Builder::finishRank() {
   opt.duration = c.kernelOverhead * 8 +
                  memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
   std::vector<TaskRef> deps;
-  for (int32_t d : {cur.lastCompute, cur.lastDp, cur.lastReduce,
-                    cur.lastEmbed})
+  for (int32_t d : {cur.lastCompute, cur.lastDp, cur.lastReduce, cur.lastEmbed})
     if (d >= 0)
       deps.push_back(ref(d));
   cur.lastCompute = push(opt, deps);
@@ -507,9 +506,12 @@ Program Builder::resolve() {
     for (PendingTask &pt : pending[r]) {
       std::vector<TaskRef> deps = std::move(pt.deps);
       if (const std::optional<RecvKey> &k = pt.recv) {
-        size_t key = ((size_t(k->backward) * p.numMicroBatches +
-                       k->microBatch) * virtualStages +
-                      k->senderVirtualStage) * replicas + replica;
+        size_t key =
+            ((size_t(k->backward) * p.numMicroBatches + k->microBatch) *
+                 virtualStages +
+             k->senderVirtualStage) *
+                replicas +
+            replica;
         deps.push_back(sends[key]);
       }
       prog.add(int32_t(r), pt.task, deps);

@@ -29,8 +29,10 @@ std::string gigabytes(double b) { return fmt("%.2f GB", b / 1e9); }
 /// (label, seconds) rows of the time breakdown, in display order.
 std::vector<std::pair<std::string, double>> timeRows(const TimeBreakdown &b) {
   std::vector<std::pair<std::string, double>> rows = {
-      {"forward", b.forward},       {"backward", b.backward},
-      {"weight gradients", b.weightGrad}, {"recompute", b.recompute},
+      {"forward", b.forward},
+      {"backward", b.backward},
+      {"weight gradients", b.weightGrad},
+      {"recompute", b.recompute},
       {"optimizer", b.optimizer}};
   for (int a = 0; a < kNumAxes; ++a)
     rows.push_back({std::string(toString(Axis(a))) + " comm (exposed)",
@@ -55,9 +57,9 @@ memoryRows(const MemoryBreakdown &m) {
 std::string formatReport(const Estimate &e, const ModelConfig &model,
                          const ClusterSpec &cl, const ParallelPlan &plan) {
   std::ostringstream os;
-  os << "model   " << model.name << " (" << fmt("%.2f", model.numParameters() /
-                                                       1e9)
-     << "B parameters, seq " << model.seqLen << ")\n";
+  os << "model   " << model.name << " ("
+     << fmt("%.2f", model.numParameters() / 1e9) << "B parameters, seq "
+     << model.seqLen << ")\n";
   os << "cluster " << cl.name << ": " << cl.nodes << " nodes x "
      << cl.gpusPerNode << " " << cl.gpu.name << "\n";
   os << "plan    " << describe(plan) << "\n";
@@ -65,8 +67,8 @@ std::string formatReport(const Estimate &e, const ModelConfig &model,
      << e.numGpus << " GPUs\n\n";
   os << "step time          " << seconds(e.stepTime) << "\n";
   os << "tokens/s           " << fmt("%.0f", e.tokensPerSecond) << "\n";
-  os << "TFLOP/s per GPU    " << fmt("%.1f", e.modelTflopsPerGpu)
-     << " model, " << fmt("%.1f", e.hardwareTflopsPerGpu) << " hardware\n";
+  os << "TFLOP/s per GPU    " << fmt("%.1f", e.modelTflopsPerGpu) << " model, "
+     << fmt("%.1f", e.hardwareTflopsPerGpu) << " hardware\n";
   os << "MFU / HFU          " << fmt("%.1f%%", 100 * e.mfu) << " / "
      << fmt("%.1f%%", 100 * e.hfu) << "  (peak "
      << fmt("%.1f", e.peakFlopsPerGpu / 1e12) << " TFLOP/s "
@@ -80,15 +82,13 @@ std::string formatReport(const Estimate &e, const ModelConfig &model,
          << std::string(12 - std::min<size_t>(seconds(t).size(), 12), ' ')
          << seconds(t) << fmt("  %5.1f%%", 100 * t / e.stepTime) << "\n";
   const MemoryBreakdown &m = e.peakMemory();
-  os << "\nmemory per GPU (peak: pipeline stage " << e.peakMemoryStage
-     << ")\n";
+  os << "\nmemory per GPU (peak: pipeline stage " << e.peakMemoryStage << ")\n";
   for (const auto &[label, b] : memoryRows(m))
     os << "  " << label
        << std::string(24 - std::min<size_t>(label.size(), 23), ' ')
        << fmt("%9.2f GB", b / 1e9) << "\n";
   os << "  total                   " << fmt("%9.2f GB", m.total() / 1e9)
-     << " of "
-     << gigabytes(m.capacity) << ": "
+     << " of " << gigabytes(m.capacity) << ": "
      << (e.fits ? "fits" : "DOES NOT FIT") << "\n";
   return os.str();
 }

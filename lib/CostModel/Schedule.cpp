@@ -67,8 +67,8 @@ struct ZbStage {
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
 /// Earliest start of the next pass of stage `i` and which pass it is.
-std::pair<double, PassKind> zbNext(const std::vector<ZbStage> &st, int i,
-                                   int p, int m, const NominalTimes &t) {
+std::pair<double, PassKind> zbNext(const std::vector<ZbStage> &st, int i, int p,
+                                   int m, const NominalTimes &t) {
   const ZbStage &s = st[i];
   double readyB = kNever, readyF = kNever, readyW = kNever;
   if (s.nextB < s.nextF) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <queue>
 
 namespace cleave::cost {
@@ -91,9 +92,7 @@ private:
   };
 
   size_t gid(TaskRef r) const { return offset[r.rank] + r.task; }
-  const Task &task(TaskRef r) const {
-    return prog.ranks[r.rank].tasks[r.task];
-  }
+  const Task &task(TaskRef r) const { return prog.ranks[r.rank].tasks[r.task]; }
   void prepare();
   void tryStart(int32_t rank);
   void post(int32_t rank, int32_t t);
@@ -262,8 +261,8 @@ void Engine::post(int32_t rank, int32_t t) {
     return;
   }
   const std::vector<int32_t> &members = prog.groups[tk.group];
-  size_t index = std::find(members.begin(), members.end(), rank) -
-                 members.begin();
+  size_t index =
+      std::find(members.begin(), members.end(), rank) - members.begin();
   int64_t instance = postedPerMember[tk.group][index]++;
   std::vector<std::vector<TaskRef>> &inst = arrivals[tk.group];
   if (inst.size() <= size_t(instance))
@@ -332,30 +331,85 @@ std::string Engine::stallMessage() const {
       int32_t t = rs.streams[s][rs.cursor[s]];
       const Task &tk = prog.ranks[r].tasks[t];
       size_t g = offset[r] + t;
-      std::string why = waitingDeps[g] > 0
-                            ? std::to_string(waitingDeps[g]) +
-                                  " unfinished dependencies"
-                            : "the other members of its collective group";
+      std::string why =
+          waitingDeps[g] > 0
+              ? std::to_string(waitingDeps[g]) + " unfinished dependencies"
+              : "the other members of its collective group";
       return "simulation cannot finish: rank " + std::to_string(r) +
-             " (stage " + std::to_string(prog.ranks[r].stage) +
-             ") task " + std::to_string(t) + " '" + taskLabel(tk) +
-             "' waits for " + why + " at t=" + std::to_string(now) + " s";
+             " (stage " + std::to_string(prog.ranks[r].stage) + ") task " +
+             std::to_string(t) + " '" + taskLabel(tk) + "' waits for " + why +
+             " at t=" + std::to_string(now) + " s";
     }
   }
   return "simulation cannot finish";
 }
 
+/// Adds an idle gap of `gap` seconds before compute task `tk` (starting at
+/// `start`, the stream idle since `idleFrom`) to the breakdown: to the
+/// communication the task waited for (its transfer time for a send from
+/// another rank, the whole wait for one on this rank), else to the bubble.
+void attributeGap(TimeBreakdown &b, const Program &prog, size_t rank,
+                  const Task &tk, double idleFrom, double start,
+                  const std::function<const TaskTiming &(TaskRef)> &timingOf) {
+  double gap = start - idleFrom;
+  TaskRef wait{-1, -1};
+  double waitEnd = idleFrom;
+  for (int32_t d = 0; d < tk.depCount; ++d) {
+    TaskRef dep = prog.deps[size_t(tk.depBegin + d)];
+    if (timingOf(dep).end > waitEnd) {
+      waitEnd = timingOf(dep).end;
+      wait = dep;
+    }
+  }
+  const Task *w =
+      wait.rank >= 0 ? &prog.ranks[wait.rank].tasks[wait.task] : nullptr;
+  if (!w || w->kind == TaskKind::Compute) {
+    b.bubble += gap;
+    return;
+  }
+  double comm = gap;
+  if (size_t(wait.rank) != rank)
+    comm = std::max(0.0, std::min(timingOf(wait).end, start) -
+                             std::max(timingOf(wait).transferStart, idleFrom));
+  b.exposedComm[size_t(w->axis)] += comm;
+  b.bubble += gap - comm;
+}
+
+/// Adds the busy time of compute task `tk` (stretched by overlap from its
+/// standalone duration) to its category and its recompute / TP / CP parts.
+void attributeBusy(TimeBreakdown &b, const Task &tk, double busy) {
+  double scale = tk.duration > 0 ? busy / tk.duration : 0;
+  b.recompute += tk.recompute * scale;
+  b.exposedComm[size_t(Axis::TP)] += tk.tp * scale;
+  b.exposedComm[size_t(Axis::CP)] += tk.cp * scale;
+  double rest = busy - (tk.recompute + tk.tp + tk.cp) * scale;
+  switch (tk.category) {
+  case TaskCategory::Forward:
+    b.forward += rest;
+    break;
+  case TaskCategory::Backward:
+    b.backward += rest;
+    break;
+  case TaskCategory::WeightGrad:
+    b.weightGrad += rest;
+    break;
+  default:
+    b.optimizer += rest;
+    break;
+  }
+}
+
 /// Splits a rank's step into compute categories, exposed communication by
-/// axis and bubble, by walking its compute stream: busy time goes to the
-/// task's parts, an idle gap to the communication the next task waited for
-/// (its transfer time; on this rank, the whole wait) or else to the bubble.
+/// axis and bubble by walking its compute stream; the time after its last
+/// task goes to the communication that ended last or to the bubble.
 TimeBreakdown breakdownOf(const Program &prog, size_t rank,
                           const std::vector<size_t> &offset,
                           const std::vector<TaskTiming> &timing,
                           double stepTime) {
   TimeBreakdown b;
   const std::vector<Task> &tasks = prog.ranks[rank].tasks;
-  auto timingOf = [&](TaskRef r) -> const TaskTiming & {
+  std::function<const TaskTiming &(TaskRef)> timingOf =
+      [&](TaskRef r) -> const TaskTiming & {
     return timing[offset[r.rank] + r.task];
   };
   double t = 0, rankEnd = 0;
@@ -366,54 +420,11 @@ TimeBreakdown breakdownOf(const Program &prog, size_t rank,
       rankEnd = ti.end;
       lastEnding = int32_t(i);
     }
-    const Task &tk = tasks[i];
-    if (tk.stream != kComputeStream)
+    if (tasks[i].stream != kComputeStream)
       continue;
-    double gap = ti.start - t;
-    if (gap > 0) {
-      TaskRef wait{-1, -1};
-      double waitEnd = t;
-      for (int32_t d = 0; d < tk.depCount; ++d) {
-        TaskRef dep = prog.deps[size_t(tk.depBegin + d)];
-        if (timingOf(dep).end > waitEnd) {
-          waitEnd = timingOf(dep).end;
-          wait = dep;
-        }
-      }
-      const Task *w = wait.rank >= 0 ? &prog.ranks[wait.rank].tasks[wait.task]
-                                     : nullptr;
-      if (w && w->kind != TaskKind::Compute) {
-        double comm = gap;
-        if (size_t(wait.rank) != rank)
-          comm = std::max(0.0, std::min(timingOf(wait).end, ti.start) -
-                                   std::max(timingOf(wait).transferStart, t));
-        b.exposedComm[size_t(w->axis)] += comm;
-        b.bubble += gap - comm;
-      } else {
-        b.bubble += gap;
-      }
-    }
-    double dur = ti.end - ti.start;
-    double scale = tk.duration > 0 ? dur / tk.duration : 0;
-    double parts = (tk.recompute + tk.tp + tk.cp) * scale;
-    b.recompute += tk.recompute * scale;
-    b.exposedComm[size_t(Axis::TP)] += tk.tp * scale;
-    b.exposedComm[size_t(Axis::CP)] += tk.cp * scale;
-    double rest = dur - parts;
-    switch (tk.category) {
-    case TaskCategory::Forward:
-      b.forward += rest;
-      break;
-    case TaskCategory::Backward:
-      b.backward += rest;
-      break;
-    case TaskCategory::WeightGrad:
-      b.weightGrad += rest;
-      break;
-    default:
-      b.optimizer += rest;
-      break;
-    }
+    if (ti.start > t)
+      attributeGap(b, prog, rank, tasks[i], t, ti.start, timingOf);
+    attributeBusy(b, tasks[i], ti.end - ti.start);
     t = ti.end;
   }
   if (rankEnd > t && lastEnding >= 0 &&
@@ -461,8 +472,7 @@ Result<SimulationResult> Engine::run(bool keepTimings) {
   }
   res.breakdown.reserve(n);
   for (size_t r = 0; r < n; ++r)
-    res.breakdown.push_back(
-        breakdownOf(prog, r, offset, timing, res.stepTime));
+    res.breakdown.push_back(breakdownOf(prog, r, offset, timing, res.stepTime));
   if (keepTimings) {
     res.timings.resize(n);
     for (size_t r = 0; r < n; ++r)

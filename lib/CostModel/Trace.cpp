@@ -34,7 +34,7 @@ std::string taskLabel(const Task &t) {
     s = "send";
     break;
   case TaskKind::Collective:
-    s = t.stream == kDpReduceStream   ? "reduce-scatter"
+    s = t.stream == kDpReduceStream    ? "reduce-scatter"
         : t.stream == kEmbeddingStream ? "embedding all-reduce"
                                        : "dp collective";
     break;
@@ -82,12 +82,11 @@ void writeChromeTrace(const Program &prog, const SimulationResult &res,
   nlohmann::json events = nlohmann::json::array();
   for (size_t r = 0; r < prog.ranks.size(); ++r) {
     const RankProgram &rp = prog.ranks[r];
-    std::string pname =
-        prog.symmetric
-            ? "stage " + std::to_string(rp.stage) + " (x" +
-                  std::to_string(rp.multiplicity) + " ranks)"
-            : "rank " + std::to_string(rp.realRank) + " (stage " +
-                  std::to_string(rp.stage) + ")";
+    std::string pname = prog.symmetric
+                            ? "stage " + std::to_string(rp.stage) + " (x" +
+                                  std::to_string(rp.multiplicity) + " ranks)"
+                            : "rank " + std::to_string(rp.realRank) +
+                                  " (stage " + std::to_string(rp.stage) + ")";
     events.push_back(metadata("process_name", int(r), 0, pname));
     events.push_back({{"name", "process_sort_index"},
                       {"ph", "M"},
@@ -100,8 +99,7 @@ void writeChromeTrace(const Program &prog, const SimulationResult &res,
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const Task &t = rp.tasks[i];
       const TaskTiming &ti = res.timings[r][i];
-      double begin = t.kind == TaskKind::Compute ? ti.start
-                                                 : ti.transferStart;
+      double begin = t.kind == TaskKind::Compute ? ti.start : ti.transferStart;
       nlohmann::json args = {{"standalone_us", t.duration * 1e6}};
       if (t.kind != TaskKind::Compute)
         args["axis"] = toString(t.axis);
@@ -119,11 +117,11 @@ void writeChromeTrace(const Program &prog, const SimulationResult &res,
                         {"args", args}});
     }
   }
-  nlohmann::json trace = {{"traceEvents", events},
-                          {"displayTimeUnit", "ms"},
-                          {"otherData",
-                           {{"generator", "cleave cost model"},
-                            {"step_time_s", res.stepTime}}}};
+  nlohmann::json trace = {
+      {"traceEvents", events},
+      {"displayTimeUnit", "ms"},
+      {"otherData",
+       {{"generator", "cleave cost model"}, {"step_time_s", res.stepTime}}}};
   out << trace.dump() << "\n";
 }
 

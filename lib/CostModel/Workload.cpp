@@ -99,14 +99,13 @@ public:
     gemm(name, Phase::Backward, d.tokens, k, n);   // dX = dY W^T
     gemm(name, Phase::WeightGrad, k, n, d.tokens); // dW = X^T dY
   }
-  void memory(const char *name, Phase phase, double bytes,
-              bool core = false) {
+  void memory(const char *name, Phase phase, double bytes, bool core = false) {
     WorkItem it = base(name, phase, core);
     it.kernel = Kernel::makeMemory(bytes);
     items.push_back(it);
   }
-  void comm(const char *name, Phase phase, CollectiveKind kind,
-            double bytes, Axis axis, bool overlapsPrevious = false) {
+  void comm(const char *name, Phase phase, CollectiveKind kind, double bytes,
+            Axis axis, bool overlapsPrevious = false) {
     WorkItem it = base(name, phase, false);
     it.isComm = true;
     it.commKind = kind;
@@ -117,8 +116,8 @@ public:
   }
   void flash(bool backward) {
     AttentionShape a{d.b, d.heads, d.sq, d.s, d.headDim, true};
-    WorkItem it = base("attention", backward ? Phase::Backward
-                                             : Phase::Forward, true);
+    WorkItem it =
+        base("attention", backward ? Phase::Backward : Phase::Forward, true);
     it.kernel = Kernel::makeAttention(a, backward, DType::BF16);
     it.kernel.dtype = d.dtype;
     double fwd = 4 * d.b * d.heads * d.sq * d.s * d.headDim;
@@ -155,12 +154,12 @@ void attentionCore(Builder &b, bool backward) {
     if (d.dropout)
       b.memory("attention_dropout", ph, scores * (2 * d.act + 1), true);
     b.gemm("attention_context", ph, d.sq, d.headDim, d.s, bh, true);
-    b.memory("context_transpose", ph, 2 * d.tokens * d.heads * d.headDim *
-                                          d.act, true);
+    b.memory("context_transpose", ph,
+             2 * d.tokens * d.heads * d.headDim * d.act, true);
   } else {
     double bh = d.b * d.heads;
-    b.memory("context_transpose", ph, 2 * d.tokens * d.heads * d.headDim *
-                                          d.act, true);
+    b.memory("context_transpose", ph,
+             2 * d.tokens * d.heads * d.headDim * d.act, true);
     b.gemm("attention_context_dgrad", ph, d.sq, d.s, d.headDim, bh, true);
     b.gemm("attention_context_vgrad", ph, d.s, d.headDim, d.sq, bh, true);
     if (d.dropout)
@@ -188,8 +187,8 @@ void enterTp(Builder &b, const char *name, bool backward) {
   // Backward of the entry: all-reduce (TP) or reduce-scatter (SP) of the
   // input gradient.
   b.comm(name, Phase::Backward,
-         d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-         full, Axis::TP);
+         d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, full,
+         Axis::TP);
 }
 
 /// Leaving a tensor-parallel region: all-reduce, or reduce-scatter with SP.
@@ -247,8 +246,8 @@ void attentionBlock(Builder &b, bool backward) {
     b.memory("rotary", Phase::Backward, rope);
   b.linear("qkv", true, qkvWidth, d.h);
   if (d.sp) // re-gather the norm output for the weight gradient
-    b.comm("qkv_input_all_gather", Phase::Backward,
-           CollectiveKind::AllGather, d.tokens * d.h * d.act, Axis::TP, true);
+    b.comm("qkv_input_all_gather", Phase::Backward, CollectiveKind::AllGather,
+           d.tokens * d.h * d.act, Axis::TP, true);
   enterTp(b, "qkv_input_grad_reduce", true);
   norm(b, "attention_norm", true);
 }
@@ -261,8 +260,7 @@ void mlpBlock(Builder &b, bool backward) {
     norm(b, "mlp_norm", false);
     enterTp(b, "mlp_all_gather", false);
     b.linear("mlp_up", false, up, d.h);
-    b.memory(d.llama ? "swiglu" : "bias_gelu", Phase::Forward,
-             actIn + actOut);
+    b.memory(d.llama ? "swiglu" : "bias_gelu", Phase::Forward, actIn + actOut);
     b.linear("mlp_down", false, d.h, d.ffn);
     exitTp(b, "mlp_down_reduce", false);
     residual(b, "mlp_residual", false);
@@ -275,16 +273,15 @@ void mlpBlock(Builder &b, bool backward) {
            2 * actIn + actOut);
   b.linear("mlp_up", true, up, d.h);
   if (d.sp)
-    b.comm("mlp_input_all_gather", Phase::Backward,
-           CollectiveKind::AllGather, d.tokens * d.h * d.act, Axis::TP, true);
+    b.comm("mlp_input_all_gather", Phase::Backward, CollectiveKind::AllGather,
+           d.tokens * d.h * d.act, Axis::TP, true);
   enterTp(b, "mlp_input_grad_reduce", true);
   norm(b, "mlp_norm", true);
 }
 
 } // namespace
 
-std::vector<WorkItem> layerItems(const ModelConfig &m,
-                                 const ParallelPlan &p) {
+std::vector<WorkItem> layerItems(const ModelConfig &m, const ParallelPlan &p) {
   Builder b(dimsOf(m, p));
   attentionBlock(b, false);
   mlpBlock(b, false);
@@ -302,8 +299,8 @@ std::vector<WorkItem> embeddingItems(const ModelConfig &m,
            2 * x + (m.arch == Architecture::GPT ? 2 * x : 0));
   if (d.tp > 1) // vocabulary-parallel embedding: sum the partial lookups
     b.comm("embedding_reduce", Phase::Forward,
-           d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-           x, Axis::TP);
+           d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, x,
+           Axis::TP);
   if (d.dropout)
     b.memory("embedding_dropout", Phase::Forward,
              d.tokensSp * d.h * (2 * d.act + 1));
@@ -362,8 +359,8 @@ PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
     }
     double exposed = t;
     if (it.overlapsPrevious)
-      exposed = std::max(0.0, t - previous) + c.overlapSlowdown *
-                                                  std::min(t, previous);
+      exposed = std::max(0.0, t - previous) +
+                c.overlapSlowdown * std::min(t, previous);
     else if (p.overlapTpComm && it.commAxis == Axis::TP)
       exposed = t * c.tpOverlapExposed;
     (it.commAxis == Axis::CP ? cost.cpComm : cost.tpComm) += exposed;

@@ -56,10 +56,10 @@ double bytesOf(Type type) {
     if (found || !tensor || !isa<FloatType>(tensor.getElementType()))
       return;
     Type e = tensor.getElementType();
-    found = e.isBF16()                         ? ::cleave::DType::BF16
-            : e.isF16()                        ? ::cleave::DType::F16
+    found = e.isBF16()                       ? ::cleave::DType::BF16
+            : e.isF16()                      ? ::cleave::DType::F16
             : e.getIntOrFloatBitWidth() == 8 ? ::cleave::DType::F8E4M3
-                                               : ::cleave::DType::F32;
+                                             : ::cleave::DType::F32;
   });
   return found.value_or(::cleave::DType::F32);
 }

@@ -1,4 +1,5 @@
-//===- cleave-estimate.cpp - Estimate a training plan from the command line ===//
+//===- cleave-estimate.cpp - Estimate a training plan from the command line
+//===//
 //
 // Prints the step time, throughput, MFU/HFU, where the time goes and the
 // memory per GPU of one training step of a model on a cluster under a
@@ -67,19 +68,28 @@ struct Options {
   }
 };
 
-const char *kFlags[] = {"--sequence-parallel",    "--overlap-grad-reduce",
-                        "--overlap-param-gather", "--overlap-tp-comm",
-                        "--no-scatter-gather",    "--json",
+const char *kFlags[] = {"--sequence-parallel",
+                        "--overlap-grad-reduce",
+                        "--overlap-param-gather",
+                        "--overlap-tp-comm",
+                        "--no-scatter-gather",
+                        "--json",
                         "--help"};
-const char *kValued[] = {
-    "--model",       "--arch",        "--layers",       "--hidden",
-    "--heads",       "--kv-heads",    "--ffn-hidden",   "--vocab",
-    "--seq-len",     "--dropout",     "--cluster",      "--nodes",
-    "--cluster-file", "--tp",         "--pp",           "--dp",
-    "--cp",          "--micro-batch", "--global-batch", "--micro-batches",
-    "--schedule",    "--virtual-stages", "--zero",      "--recompute",
-    "--dtype",       "--grad-dtype",  "--attention",    "--trace",
-    "--constants"};
+const char *kValued[] = {"--model",        "--arch",
+                         "--layers",       "--hidden",
+                         "--heads",        "--kv-heads",
+                         "--ffn-hidden",   "--vocab",
+                         "--seq-len",      "--dropout",
+                         "--cluster",      "--nodes",
+                         "--cluster-file", "--tp",
+                         "--pp",           "--dp",
+                         "--cp",           "--micro-batch",
+                         "--global-batch", "--micro-batches",
+                         "--schedule",     "--virtual-stages",
+                         "--zero",         "--recompute",
+                         "--dtype",        "--grad-dtype",
+                         "--attention",    "--trace",
+                         "--constants"};
 
 Result<Options> parseArgs(int argc, char **argv) {
   Options o;
@@ -121,8 +131,9 @@ bool readInt(const Options &o, const char *name, int64_t &out, int64_t min,
   char *end = nullptr;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
   if (it->second.empty() || *end != '\0' || v < min) {
-    err = std::string(name) + ": expected an integer >= " +
-          std::to_string(min) + ", got '" + it->second + "'";
+    err = std::string(name) +
+          ": expected an integer >= " + std::to_string(min) + ", got '" +
+          it->second + "'";
     return false;
   }
   out = v;
@@ -151,8 +162,8 @@ Result<ModelConfig> readModel(const Options &o) {
     std::optional<Architecture> a = parseArchitecture(o.values.at("--arch"));
     if (!a)
       return Result<ModelConfig>::failure("--arch: expected gpt or llama, "
-                                          "got '" + o.values.at("--arch") +
-                                          "'");
+                                          "got '" +
+                                          o.values.at("--arch") + "'");
     m.arch = *a;
     m.tiedEmbeddings = *a == Architecture::GPT;
   }
@@ -178,10 +189,9 @@ Result<ModelConfig> readModel(const Options &o) {
   return m;
 }
 
-/// The plan from the options; dp defaults to the GPUs left after tp, pp, cp.
-Result<ParallelPlan> readPlan(const Options &o, const ModelConfig &m,
-                              int clusterGpus) {
-  ParallelPlan p;
+/// The mesh, batching and ZeRO stage; dp defaults to the GPUs left after
+/// tp, pp and cp.
+std::string readSizes(const Options &o, int clusterGpus, ParallelPlan &p) {
   std::string err;
   int64_t tp = 1, pp = 1, cp = 1, dp = 0, mbs = 1, gb = 0, mb = 0, v = 1,
           zero = 0;
@@ -195,13 +205,12 @@ Result<ParallelPlan> readPlan(const Options &o, const ModelConfig &m,
   readInt(o, "--virtual-stages", v, 1, err);
   readInt(o, "--zero", zero, 0, err);
   if (!err.empty())
-    return Result<ParallelPlan>::failure(err);
+    return err;
   if (dp == 0) {
     if (clusterGpus % (tp * pp * cp) != 0)
-      return Result<ParallelPlan>::failure(
-          "--dp: not given, and tp x pp x cp = " +
-          std::to_string(tp * pp * cp) + " does not divide the cluster's " +
-          std::to_string(clusterGpus) + " GPUs");
+      return "--dp: not given, and tp x pp x cp = " +
+             std::to_string(tp * pp * cp) + " does not divide the cluster's " +
+             std::to_string(clusterGpus) + " GPUs";
     dp = clusterGpus / (tp * pp * cp);
   }
   p.tp = int(tp);
@@ -212,55 +221,66 @@ Result<ParallelPlan> readPlan(const Options &o, const ModelConfig &m,
   p.virtualStages = int(v);
   p.zeroStage = int(zero);
   if (gb > 0 && mb > 0)
-    return Result<ParallelPlan>::failure(
-        "--global-batch and --micro-batches: give one of them");
-  if (gb > 0) {
-    if (gb % (mbs * dp) != 0)
-      return Result<ParallelPlan>::failure(
-          "--global-batch: " + std::to_string(gb) +
-          " is not a multiple of micro-batch x dp = " +
-          std::to_string(mbs * dp));
-    p.numMicroBatches = gb / (mbs * dp);
-  } else {
-    p.numMicroBatches = mb > 0 ? mb : 1;
-  }
-  auto pick = [&](const char *name, auto parse, auto &out,
-                  const char *choices) -> bool {
-    auto it = o.values.find(name);
-    if (it == o.values.end())
-      return true;
-    auto parsed = parse(it->second);
-    if (!parsed) {
-      err = std::string(name) + ": expected " + choices + ", got '" +
-            it->second + "'";
-      return false;
-    }
-    out = *parsed;
-    return true;
-  };
-  pick("--schedule", parseSchedule, p.schedule,
-       "gpipe, 1f1b, interleaved or zb-h1") &&
-      pick("--recompute", parseRecompute, p.recompute,
-           "none, selective or full") &&
-      pick("--dtype", parseDType, p.dtype, "f32, bf16, f16 or f8e4m3") &&
-      pick("--attention", parseAttention, p.attention, "flash or unfused");
-  if (err.empty() && o.values.count("--grad-dtype")) {
-    std::optional<DType> g = parseDType(o.values.at("--grad-dtype"));
-    if (!g)
-      err = "--grad-dtype: expected f32, bf16 or f16, got '" +
-            o.values.at("--grad-dtype") + "'";
-    p.gradReduceDType = g;
-  }
-  if (!err.empty())
-    return Result<ParallelPlan>::failure(err);
+    return "--global-batch and --micro-batches: give one of them";
+  if (gb > 0 && gb % (mbs * dp) != 0)
+    return "--global-batch: " + std::to_string(gb) +
+           " is not a multiple of micro-batch x dp = " +
+           std::to_string(mbs * dp);
+  p.numMicroBatches = gb > 0 ? gb / (mbs * dp) : (mb > 0 ? mb : 1);
   if (v > 1 && !o.values.count("--schedule"))
     p.schedule = Schedule::Interleaved1F1B;
+  return "";
+}
+
+/// Sets `out` from option `name` through `parse`; an error lists `choices`.
+template <typename Parse, typename T>
+std::string pick(const Options &o, const char *name, Parse parse, T &out,
+                 const char *choices) {
+  auto it = o.values.find(name);
+  if (it == o.values.end())
+    return "";
+  auto parsed = parse(it->second);
+  if (!parsed)
+    return std::string(name) + ": expected " + choices + ", got '" +
+           it->second + "'";
+  out = *parsed;
+  return "";
+}
+
+/// The schedule, recompute, precision and implementation choices.
+std::string readChoices(const Options &o, ParallelPlan &p) {
+  for (std::string err :
+       {pick(o, "--schedule", parseSchedule, p.schedule,
+             "gpipe, 1f1b, interleaved or zb-h1"),
+        pick(o, "--recompute", parseRecompute, p.recompute,
+             "none, selective or full"),
+        pick(o, "--dtype", parseDType, p.dtype, "f32, bf16, f16 or f8e4m3"),
+        pick(o, "--attention", parseAttention, p.attention,
+             "flash or unfused")})
+    if (!err.empty())
+      return err;
+  DType grad = DType::F32;
+  if (std::string err =
+          pick(o, "--grad-dtype", parseDType, grad, "f32, bf16 or f16");
+      !err.empty())
+    return err;
+  if (o.values.count("--grad-dtype"))
+    p.gradReduceDType = grad;
   p.sequenceParallel = o.has("--sequence-parallel");
   p.overlapGradReduce = o.has("--overlap-grad-reduce");
   p.overlapParamGather = o.has("--overlap-param-gather");
   p.overlapTpComm = o.has("--overlap-tp-comm");
   p.scatterGatherP2p = !o.has("--no-scatter-gather");
-  (void)m;
+  return "";
+}
+
+Result<ParallelPlan> readPlan(const Options &o, int clusterGpus) {
+  ParallelPlan p;
+  std::string err = readSizes(o, clusterGpus, p);
+  if (err.empty())
+    err = readChoices(o, p);
+  if (!err.empty())
+    return Result<ParallelPlan>::failure(err);
   return p;
 }
 
@@ -328,7 +348,7 @@ int main(int argc, char **argv) {
   Result<ClusterSpec> cluster = readCluster(*opts, tp * pp * cp * dp);
   if (!cluster)
     return fail(cluster.error());
-  Result<ParallelPlan> plan = readPlan(*opts, *model, cluster->numGpus());
+  Result<ParallelPlan> plan = readPlan(*opts, cluster->numGpus());
   if (!plan)
     return fail(plan.error());
   Result<CostConstants> constants = readConstants(*opts);

@@ -135,8 +135,7 @@ TEST(ClusterTest, FilesReportTheirPath) {
 }
 
 TEST(ClusterTest, ConstantsFromJson) {
-  Result<CostConstants> c =
-      constantsFromJson(R"({"overlap_slowdown": 0.2,
+  Result<CostConstants> c = constantsFromJson(R"({"overlap_slowdown": 0.2,
                             "ring_rail_aggregation": true})");
   ASSERT_TRUE(c) << c.error();
   EXPECT_DOUBLE_EQ(c->overlapSlowdown, 0.2);

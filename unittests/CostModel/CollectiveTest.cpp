@@ -27,9 +27,9 @@ TEST(CollectiveTest, PlacementFollowsTheRankOrder) {
     EXPECT_EQ(g.ranksPerNode, k) << size << " " << stride;
     EXPECT_EQ(g.nodes, nodes) << size << " " << stride;
   };
-  check(8, 1, 8, 1);  // TP inside a node
+  check(8, 1, 8, 1); // TP inside a node
   check(2, 1, 2, 1);
-  check(16, 1, 8, 2); // TP = 1, DP over two nodes
+  check(16, 1, 8, 2);  // TP = 1, DP over two nodes
   check(32, 8, 1, 32); // DP after TP = 8: one rank per node
   check(32, 2, 4, 8);  // DP after TP = 2
   check(1, 1, 1, 1);
@@ -61,8 +61,7 @@ TEST(CollectiveTest, RingAllReduceByHand) {
   CollectiveCost small = collectiveCost(CollectiveKind::AllReduce, 1e3,
                                         placeGroup(4, 1, 4), c, k, ring);
   EXPECT_EQ(small.protocol, Protocol::LL);
-  EXPECT_NEAR(small.time, 3.6e-6 + 6 * 2e-6 * 0.47 / 3.4 + 1.5e3 / 25e9,
-              1e-15);
+  EXPECT_NEAR(small.time, 3.6e-6 + 6 * 2e-6 * 0.47 / 3.4 + 1.5e3 / 25e9, 1e-15);
 }
 
 /// Ring all-gather across 4 nodes with one GPU each: every step crosses
@@ -70,8 +69,8 @@ TEST(CollectiveTest, RingAllReduceByHand) {
 TEST(CollectiveTest, InterNodeRingByHand) {
   ClusterSpec c = toyCluster(4, 1);
   CostConstants k = test::exactConstants();
-  CollectiveCost cost = collectiveCost(CollectiveKind::AllGather, 1e9,
-                                       placeGroup(4, 1, 1), c, k);
+  CollectiveCost cost =
+      collectiveCost(CollectiveKind::AllGather, 1e9, placeGroup(4, 1, 1), c, k);
   EXPECT_NEAR(cost.time, 8.4e-6 + 3 * 10e-6 + 0.75e9 / 12.5e9, 1e-12);
   EXPECT_NEAR(p2pTime(1e9, true, c, k), 10e-6 + 1e9 / 12.5e9, 1e-12);
   EXPECT_NEAR(p2pTime(1e9, false, c, k), 2e-6 + 1e9 / 100e9, 1e-12);
@@ -84,18 +83,17 @@ TEST(CollectiveTest, HierarchicalAllReduceUsesEveryNic) {
   CollectiveOptions ring, hier;
   ring.algo = CollectiveAlgo::Ring;
   hier.algo = CollectiveAlgo::Hierarchical;
-  double ringT = collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, ring)
-                     .time;
-  double hierT = collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, hier)
-                     .time;
+  double ringT =
+      collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, ring).time;
+  double hierT =
+      collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, hier).time;
   double autoT = collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k).time;
   EXPECT_LT(hierT, ringT); // 1/8 of the data per NIC vs a flat ring
   EXPECT_LE(autoT, std::min(ringT, hierT));
   // With rail aggregation a flat ring drives all 8 NICs too.
   CollectiveOptions rails = ring;
   rails.railAggregation = true;
-  EXPECT_LT(collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, rails)
-                .time,
+  EXPECT_LT(collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, rails).time,
             ringT);
 }
 
@@ -105,12 +103,12 @@ TEST(CollectiveTest, InNetworkReductionAndNvlsHelp) {
   GroupPlacement dp = placeGroup(64, 1, 8);
   double plain = collectiveCost(CollectiveKind::AllReduce, 1e9, dp, c, k).time;
   c.inter.sharp = true;
-  CollectiveCost sharp = collectiveCost(CollectiveKind::AllReduce, 1e9, dp, c,
-                                        k);
+  CollectiveCost sharp =
+      collectiveCost(CollectiveKind::AllReduce, 1e9, dp, c, k);
   EXPECT_LE(sharp.time, plain);
   EXPECT_EQ(sharp.algo, CollectiveAlgo::CollNet);
-  CollectiveCost nvls = collectiveCost(CollectiveKind::AllReduce, 1e9,
-                                       placeGroup(8, 1, 8), c, k);
+  CollectiveCost nvls =
+      collectiveCost(CollectiveKind::AllReduce, 1e9, placeGroup(8, 1, 8), c, k);
   EXPECT_EQ(nvls.algo, CollectiveAlgo::NVLS);
   // ~480 GB/s bus bandwidth on 8 H100s (the NCCL maintainers' figure).
   EXPECT_NEAR(nvls.busBandwidth / 1e9, 480, 5);
@@ -120,8 +118,8 @@ TEST(CollectiveTest, OversubscriptionSlowsTrafficLeavingAPod) {
   ClusterSpec c = test::preset("dgx-h100", 16);
   CostConstants k;
   GroupPlacement inPod = placeGroup(4, 8, 8), across = placeGroup(16, 8, 8);
-  double base = collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k)
-                    .time;
+  double base =
+      collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k).time;
   c.inter.podNodes = 4;
   c.inter.oversubscription = 2;
   EXPECT_GT(collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k).time,

@@ -79,8 +79,8 @@ TEST(MemoryTest, Zero3ModelStatePerGpu) {
   p.dtype = DType::F32;
   p.zeroStage = 0; // fp32 training: 4 + 4 + 8 bytes, unsharded
   mem = stageMemory(m, c, p, buildWorkload(m, c, p, k), 0, k);
-  EXPECT_NEAR(mem.parameters + mem.gradients + mem.optimizerStates,
-              16 * params, 1e-6 * params);
+  EXPECT_NEAR(mem.parameters + mem.gradients + mem.optimizerStates, 16 * params,
+              1e-6 * params);
 }
 
 TEST(MemoryTest, HigherZeroStagesNeverUseMoreMemory) {
@@ -149,8 +149,7 @@ TEST(MemoryTest, PeakTracksTheBiggestStage) {
   for (const MemoryBreakdown &s : e->memoryPerStage)
     EXPECT_LE(s.total(), e->peakMemory().total());
   // Stage 0 keeps the most micro-batches alive under 1F1B.
-  EXPECT_GT(e->memoryPerStage[0].activations,
-            e->memoryPerStage[7].activations);
+  EXPECT_GT(e->memoryPerStage[0].activations, e->memoryPerStage[7].activations);
   EXPECT_EQ(e->fits, e->peakMemory().fits());
 }
 

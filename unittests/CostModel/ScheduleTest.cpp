@@ -99,8 +99,7 @@ TEST(ScheduleTest, OneFOneBBubbleByHand) {
         EXPECT_NEAR(r.stepTime, (m + p - 1) * 3.0, 1e-9)
             << toString(s) << " p " << p << " m " << m;
         const TimeBreakdown &b = r.breakdown[size_t(r.criticalRank)];
-        EXPECT_NEAR(b.bubble / r.stepTime, double(p - 1) / (m + p - 1),
-                    1e-9);
+        EXPECT_NEAR(b.bubble / r.stepTime, double(p - 1) / (m + p - 1), 1e-9);
         EXPECT_NEAR(b.total(), r.stepTime, 1e-9);
       }
     }
@@ -118,8 +117,7 @@ TEST(ScheduleTest, InterleavedBubbleByHand) {
       plan.virtualStages = v;
       SimulationResult r = syn.run(plan);
       double ideal = m * v * 3.0;
-      EXPECT_NEAR((r.stepTime - ideal) / ideal, double(p - 1) / (v * m),
-                  1e-9)
+      EXPECT_NEAR((r.stepTime - ideal) / ideal, double(p - 1) / (v * m), 1e-9)
           << "p " << p << " v " << v;
     }
   }
@@ -136,8 +134,7 @@ TEST(ScheduleTest, MoreMicroBatchesNeverMoreBubble) {
       plan.schedule = s;
       plan.virtualStages = s == Schedule::Interleaved1F1B ? 2 : 1;
       SimulationResult r = syn.run(plan);
-      double fraction = r.breakdown[size_t(r.criticalRank)].bubble /
-                        r.stepTime;
+      double fraction = r.breakdown[size_t(r.criticalRank)].bubble / r.stepTime;
       EXPECT_LE(fraction, previous + 1e-12) << toString(s) << " m " << m;
       previous = fraction;
     }

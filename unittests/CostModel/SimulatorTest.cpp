@@ -130,10 +130,9 @@ ParallelPlan with(ParallelPlan p, void (*edit)(ParallelPlan &)) {
 /// real collective groups and point-to-point partners.
 TEST(SimulatorTest, SymmetricEqualsBruteForce) {
   SymmetryCase cases[] = {
-      {"gpt2-medium", with(test::plan(2, 2, 2, 4),
-                           [](ParallelPlan &p) {
-                             p.overlapGradReduce = true;
-                           })},
+      {"gpt2-medium",
+       with(test::plan(2, 2, 2, 4),
+            [](ParallelPlan &p) { p.overlapGradReduce = true; })},
       {"gpt2-medium", with(test::plan(1, 4, 2, 8),
                            [](ParallelPlan &p) {
                              p.schedule = Schedule::Interleaved1F1B;
@@ -170,8 +169,7 @@ TEST(SimulatorTest, SymmetricEqualsBruteForce) {
     ASSERT_TRUE(a && b) << a.error() << b.error();
     EXPECT_NEAR(a->stepTime, b->stepTime, 1e-9 * a->stepTime)
         << describe(sc.plan);
-    EXPECT_NEAR(a->breakdown.bubble, b->breakdown.bubble,
-                1e-9 * a->stepTime);
+    EXPECT_NEAR(a->breakdown.bubble, b->breakdown.bubble, 1e-9 * a->stepTime);
     for (int ax = 0; ax < kNumAxes; ++ax)
       EXPECT_NEAR(a->breakdown.exposedComm[size_t(ax)],
                   b->breakdown.exposedComm[size_t(ax)], 1e-9 * a->stepTime);
@@ -204,8 +202,8 @@ TEST(SimulatorTest, ChromeTraceIsWellFormed) {
       ASSERT_TRUE(ev["tid"].is_number_integer());
       ASSERT_GE(ev["ts"].get<double>(), 0);
       ASSERT_GE(ev["dur"].get<double>(), 0);
-      lastEnd = std::max(lastEnd, ev["ts"].get<double>() +
-                                      ev["dur"].get<double>());
+      lastEnd =
+          std::max(lastEnd, ev["ts"].get<double>() + ev["dur"].get<double>());
     } else if (ev["ph"] == "M" && ev["name"] == "process_name") {
       ++names;
     }

@@ -19,7 +19,8 @@
 namespace cleave::cost {
 
 struct CostConstants {
-  //===--- Kernels ---------------------------------------------------------===//
+  //===--- Kernels
+  //---------------------------------------------------------===//
 
   /// Seconds of GPU time lost per kernel (launch gap, ramp-up and tail of a
   /// grid). Fitted; of the order of the 2-5 us CUDA launch latency NVIDIA
@@ -35,7 +36,8 @@ struct CostConstants {
   double flashForwardRatio = 0.85;
   double flashBackwardRatio = 0.75;
 
-  //===--- Collectives -----------------------------------------------------===//
+  //===--- Collectives
+  //-----------------------------------------------------===//
 
   /// Achieved bus bandwidth of a large NCCL ring collective as a fraction
   /// of the per-GPU link bandwidth inside a node. NCCL's own tuning model
@@ -64,7 +66,8 @@ struct CostConstants {
   /// Fitted (a choice between two physical models); see docs/cost-model.md.
   bool ringRailAggregation = false;
 
-  //===--- Overlap ---------------------------------------------------------===//
+  //===--- Overlap
+  //---------------------------------------------------------===//
 
   /// Compute runs this much slower while a collective runs on the same GPU
   /// (NCCL kernels take SMs and HBM bandwidth). Fitted; literature reports
@@ -74,7 +77,8 @@ struct CostConstants {
   /// userbuffers), the fraction of each TP collective that stays exposed.
   double tpOverlapExposed = 0.2;
 
-  //===--- Runtime ---------------------------------------------------------===//
+  //===--- Runtime
+  //---------------------------------------------------------===//
 
   /// Bytes moved per parameter by the fused Adam step (read fp32 master,
   /// grad, m, v; write master, m, v and the 16-bit copy) plus gradient

@@ -65,16 +65,14 @@ struct Estimate {
 
 /// Estimates one training step of `plan`. Fails with a message naming the
 /// field when the plan does not fit the model or cluster.
-Result<Estimate> estimate(const ModelConfig &model,
-                          const ClusterSpec &cluster,
+Result<Estimate> estimate(const ModelConfig &model, const ClusterSpec &cluster,
                           const ParallelPlan &plan,
                           const EstimateOptions &options = {});
 
 /// A readable report: throughput, MFU, time by category and axis, memory
 /// per GPU by category and whether it fits.
 std::string formatReport(const Estimate &e, const ModelConfig &model,
-                         const ClusterSpec &cluster,
-                         const ParallelPlan &plan);
+                         const ClusterSpec &cluster, const ParallelPlan &plan);
 
 /// The estimate as JSON (seconds, bytes, FLOP/s).
 std::string estimateToJson(const Estimate &e, const ModelConfig &model,

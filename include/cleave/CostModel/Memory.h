@@ -39,8 +39,8 @@ struct MemoryBreakdown {
   double capacity = 0;
 
   double total() const {
-    return parameters + gradients + optimizerStates + activations +
-           transient + communication + reserved;
+    return parameters + gradients + optimizerStates + activations + transient +
+           communication + reserved;
   }
   bool fits() const { return total() <= capacity; }
 };
@@ -51,8 +51,7 @@ struct MemoryBreakdown {
 /// without parallelism, s b h (10 + 24 / t + 5 a s / (h t)) with TP,
 /// s b h / t (34 + 5 a s / h) with TP + SP, 34 s b h / t with selective
 /// recompute, 2 s b h (/ t with SP) with full recompute.
-double layerActivationBytes(const ModelConfig &model,
-                            const ParallelPlan &plan);
+double layerActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
 
 /// Layer-micro-batches whose activations one rank of `stage` keeps alive at
 /// once under the plan's schedule, computed from the schedule's order (the

@@ -68,7 +68,8 @@ struct ParallelPlan {
   /// (Transformer Engine), everything else bf16.
   DType dtype = DType::BF16;
 
-  //===--- Implementation choices ------------------------------------------===//
+  //===--- Implementation choices
+  //------------------------------------------===//
   AttentionImpl attention = AttentionImpl::Flash;
   /// Precision of the data-parallel gradient reduction; unset: fp32 for
   /// bf16/fp8/fp32 compute (Megatron's main grads), fp16 for fp16.
@@ -84,9 +85,7 @@ struct ParallelPlan {
   bool scatterGatherP2p = true;
 
   int numGpus() const { return tp * pp * dp * cp; }
-  int64_t globalBatch() const {
-    return microBatchSize * numMicroBatches * dp;
-  }
+  int64_t globalBatch() const { return microBatchSize * numMicroBatches * dp; }
   DType gradDType() const;
   /// Model chunks per pipeline rank actually used by the schedule.
   int chunks() const {
