@@ -2,10 +2,10 @@
 //
 // Every number the model uses that is not a property of one GPU or cluster
 // (those live in ClusterSpec) is here, with where it comes from. "Fitted"
-// means chosen to minimize the calibration error over
-// /work/shared/calibration/published_runs.json (bench/costmodel), always a
-// single global value, never per run or per model; docs/cost-model.md has
-// the fitting procedure and the resulting errors.
+// means chosen to minimize the calibration error over the published runs of
+// bench/costmodel/published_runs.json, always one global value, never per
+// run or per model; "a prior" means set from the cited source and left
+// alone. docs/cost-model.md has the procedure and the resulting errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,11 +23,12 @@ struct CostConstants {
   //---------------------------------------------------------===//
 
   /// Seconds of GPU time lost per kernel (launch gap, ramp-up and tail of a
-  /// grid). Fitted; of the order of the 2-5 us CUDA launch latency NVIDIA
-  /// quotes for back-to-back dependent kernels.
+  /// grid): the 2-5 us NVIDIA quotes for back-to-back dependent kernels.
+  /// A prior, not fitted (the calibration moves < 0.5% over 2-8 us).
   double kernelOverhead = 4e-6;
   /// GEMM efficiency falls for short reductions: factor K / (K + gemmKHalf)
-  /// (prologue/epilogue of each output tile amortized over K). Fitted.
+  /// (prologue/epilogue of each output tile amortized over K). A prior, not
+  /// fitted (the calibration moves < 0.8% over 32-128).
   double gemmKHalf = 64;
   /// Fused (flash) attention forward / backward throughput as a fraction of
   /// the GPU's GEMM efficiency. FlashAttention-2 (Dao 2023) reports 73% of
@@ -46,8 +47,8 @@ struct CostConstants {
   double intraNodeBusEfficiency = 0.78;
   /// Achieved fraction of NIC line rate for collectives across nodes.
   /// nccl-tests reports 85-96% on HDR/NDR (e.g. NVIDIA/nccl-tests#119: 96 of
-  /// 100 GB/s at 3 nodes); fitted over the calibration runs' data-parallel
-  /// and pipeline traffic.
+  /// 100 GB/s at 3 nodes); chosen inside that range (0.85 and 0.90 give the
+  /// same calibration error).
   double interNodeBusEfficiency = 0.90;
   /// NVLink SHARP all-reduce: algorithm bandwidth as a fraction of the
   /// per-GPU link bandwidth. From the NCCL maintainers' figure of ~480 GB/s
@@ -70,11 +71,13 @@ struct CostConstants {
   //---------------------------------------------------------===//
 
   /// Compute runs this much slower while a collective runs on the same GPU
-  /// (NCCL kernels take SMs and HBM bandwidth). Fitted; literature reports
-  /// 10-20% GEMM slowdown under overlapped communication.
+  /// (NCCL kernels take SMs and HBM bandwidth): the 10-20% GEMM slowdown
+  /// reported under overlapped communication; the calibration is flat over
+  /// 0.05-0.2.
   double overlapSlowdown = 0.10;
   /// With tensor-parallel communication overlap (Transformer Engine
   /// userbuffers), the fraction of each TP collective that stays exposed.
+  /// A prior, not fitted.
   double tpOverlapExposed = 0.2;
 
   //===--- Runtime
