@@ -90,16 +90,6 @@ double peakOnStage(const std::vector<PassRef> &order, const ParallelPlan &p,
 
 } // namespace
 
-NominalTimes nominalTimes(const ModelConfig &m, const ParallelPlan &p,
-                          const Workload &w) {
-  NominalTimes t;
-  double perChunk = double(m.layers) / (p.pp * p.chunks());
-  t.forward = perChunk * w.layerForward.total();
-  t.backward = perChunk * (w.layerBackward.total() + w.layerRecompute.total());
-  t.weightGrad = perChunk * w.layerWeightGrad.total();
-  return t;
-}
-
 double peakLiveLayerMicroBatches(const ModelConfig &m, const ParallelPlan &p,
                                  int stage) {
   std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
@@ -196,8 +186,7 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
 MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
                             const ParallelPlan &p, const Workload &w, int stage,
                             const CostConstants &c) {
-  return memoryOf(m, cl, p, w, stage, c,
-                  pipelineOrders(p, nominalTimes(m, p, w)));
+  return memoryOf(m, cl, p, w, stage, c, pipelineOrders(p));
 }
 
 std::vector<MemoryBreakdown> memoryPerStage(const ModelConfig &m,
@@ -205,8 +194,7 @@ std::vector<MemoryBreakdown> memoryPerStage(const ModelConfig &m,
                                             const ParallelPlan &p,
                                             const Workload &w,
                                             const CostConstants &c) {
-  std::vector<std::vector<PassRef>> orders =
-      pipelineOrders(p, nominalTimes(m, p, w));
+  std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
   std::vector<MemoryBreakdown> out;
   for (int s = 0; s < p.pp; ++s)
     out.push_back(memoryOf(m, cl, p, w, s, c, orders));

@@ -142,7 +142,7 @@ Builder::Builder(const ModelConfig &m, const ClusterSpec &cl,
   paramBytes = p.dtype == DType::F32 ? 4 : 2;
   gradBytes = double(bytesOf(p.gradDType()));
   dpLinks = axisGroup(Axis::DP, p, cl).nodes > 1 ? (kNicOut | kNicIn) : 0;
-  orders = pipelineOrders(p, nominalTimes(m, p, w));
+  orders = pipelineOrders(p);
   pending.resize(size_t(p.pp * replicas));
   sends.resize(size_t(2 * p.numMicroBatches * virtualStages * replicas));
   dpGroupIds.assign(size_t(p.pp * p.tp), -1);

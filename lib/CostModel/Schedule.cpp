@@ -57,89 +57,33 @@ Order interleaved(int p, int v, int m, int stage) {
   return o;
 }
 
-/// State of one stage in the ZB-H1 list schedule.
-struct ZbStage {
-  double freeAt = 0;
-  int nextF = 0, nextB = 0, nextW = 0, live = 0;
-  std::vector<double> fDone, bDone;
-};
-
-constexpr double kNever = std::numeric_limits<double>::infinity();
-
-/// Earliest start of the next pass of stage `i` and which pass it is.
-std::pair<double, PassKind> zbNext(const std::vector<ZbStage> &st, int i, int p,
-                                   int m, const NominalTimes &t) {
-  const ZbStage &s = st[i];
-  double readyB = kNever, readyF = kNever, readyW = kNever;
-  if (s.nextB < s.nextF) {
-    double grad = i == p - 1 ? s.fDone[s.nextB] : st[i + 1].bDone[s.nextB];
-    if (grad < kNever)
-      readyB = grad + (i == p - 1 ? 0 : t.p2p);
+/// ZB-H1 (Qi et al. 2023, Fig. 3): 1F1B's warm-up, then F, B and the W of
+/// the micro-batch `stage` places earlier, so the W passes of the later
+/// stages slide into their cool-down bubble; the leftover W passes close
+/// the step. Every stage keeps at most pp micro-batches alive (F done, W
+/// not done), the peak 1F1B reaches on its first stage.
+Order zeroBubbleH1(int p, int m, int stage) {
+  Order o;
+  int warmup = std::min(p - stage - 1, m);
+  for (int i = 0; i < warmup; ++i)
+    o.push_back({PassKind::Forward, i, 0});
+  int nextW = 0;
+  for (int j = 0; j < m; ++j) {
+    if (warmup + j < m)
+      o.push_back({PassKind::Forward, warmup + j, 0});
+    o.push_back({PassKind::Backward, j, 0});
+    if (j - stage >= 0)
+      o.push_back({PassKind::WeightGrad, nextW++, 0});
   }
-  if (s.nextF < m && s.live < p - i) {
-    double act = i == 0 ? 0 : st[i - 1].fDone[s.nextF];
-    if (act < kNever)
-      readyF = act + (i == 0 ? 0 : t.p2p);
-  }
-  if (s.nextW < s.nextB)
-    readyW = s.bDone[s.nextW];
-  double start = std::max(s.freeAt, std::min({readyB, readyF, readyW}));
-  if (readyB <= start)
-    return {start, PassKind::Backward};
-  if (readyF <= start)
-    return {start, PassKind::Forward};
-  return {start, PassKind::WeightGrad};
-}
-
-std::vector<Order> zeroBubbleH1(int p, int m, const NominalTimes &t) {
-  std::vector<ZbStage> st(p);
-  for (ZbStage &s : st) {
-    s.fDone.assign(m, kNever);
-    s.bDone.assign(m, kNever);
-  }
-  std::vector<Order> orders(p);
-  for (int64_t done = 0, total = int64_t(3) * p * m; done < total; ++done) {
-    int best = -1;
-    std::pair<double, PassKind> next{kNever, PassKind::Forward};
-    for (int i = 0; i < p; ++i) {
-      std::pair<double, PassKind> cand = zbNext(st, i, p, m, t);
-      if (cand.first < next.first) {
-        next = cand;
-        best = i;
-      }
-    }
-    if (best < 0)
-      break; // cannot happen for a valid plan; avoid spinning
-    ZbStage &s = st[best];
-    switch (next.second) {
-    case PassKind::Forward:
-      s.freeAt = next.first + t.forward;
-      s.fDone[s.nextF] = s.freeAt;
-      orders[best].push_back({PassKind::Forward, s.nextF++, 0});
-      ++s.live;
-      break;
-    case PassKind::Backward:
-      s.freeAt = next.first + t.backward;
-      s.bDone[s.nextB] = s.freeAt;
-      orders[best].push_back({PassKind::Backward, s.nextB++, 0});
-      break;
-    case PassKind::WeightGrad:
-      s.freeAt = next.first + t.weightGrad;
-      orders[best].push_back({PassKind::WeightGrad, s.nextW++, 0});
-      --s.live;
-      break;
-    }
-  }
-  return orders;
+  while (nextW < m)
+    o.push_back({PassKind::WeightGrad, nextW++, 0});
+  return o;
 }
 
 } // namespace
 
-std::vector<std::vector<PassRef>> pipelineOrders(const ParallelPlan &plan,
-                                                 const NominalTimes &t) {
+std::vector<std::vector<PassRef>> pipelineOrders(const ParallelPlan &plan) {
   int p = plan.pp, m = int(plan.numMicroBatches);
-  if (plan.schedule == Schedule::ZeroBubbleH1)
-    return zeroBubbleH1(p, m, t);
   std::vector<Order> orders(p);
   for (int stage = 0; stage < p; ++stage) {
     switch (plan.schedule) {
@@ -153,6 +97,7 @@ std::vector<std::vector<PassRef>> pipelineOrders(const ParallelPlan &plan,
       orders[stage] = interleaved(p, plan.virtualStages, m, stage);
       break;
     case Schedule::ZeroBubbleH1:
+      orders[stage] = zeroBubbleH1(p, m, stage);
       break;
     }
   }

@@ -20,6 +20,7 @@
 #define CLEAVE_COSTMODEL_ESTIMATE_H
 
 #include "cleave/CostModel/Memory.h"
+#include "cleave/CostModel/Schedule.h"
 #include "cleave/CostModel/Simulator.h"
 
 #include <memory>

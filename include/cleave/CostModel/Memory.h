@@ -19,7 +19,6 @@
 #ifndef CLEAVE_COSTMODEL_MEMORY_H
 #define CLEAVE_COSTMODEL_MEMORY_H
 
-#include "cleave/CostModel/Schedule.h"
 #include "cleave/CostModel/Workload.h"
 
 namespace cleave::cost {
@@ -71,11 +70,6 @@ std::vector<MemoryBreakdown> memoryPerStage(const ModelConfig &model,
                                             const ParallelPlan &plan,
                                             const Workload &work,
                                             const CostConstants &c);
-
-/// The durations the zero-bubble schedule is ordered with: one chunk's
-/// forward, backward (with recompute) and weight-gradient pass.
-NominalTimes nominalTimes(const ModelConfig &model, const ParallelPlan &plan,
-                          const Workload &work);
 
 /// Parameters one rank of `stage` holds before ZeRO sharding.
 double stageParameters(const ModelConfig &model, const ParallelPlan &plan,

@@ -29,12 +29,6 @@ struct PassRef {
   int32_t chunk;
 };
 
-/// Pass durations used to order the zero-bubble schedule's W passes (the
-/// other schedules do not depend on them).
-struct NominalTimes {
-  double forward = 1, backward = 1, weightGrad = 1, p2p = 0;
-};
-
 /// The order of passes of every pipeline stage (index: stage).
 /// - GPipe: all F in micro-batch order, then all B.
 /// - 1F1B: pp - stage - 1 warm-up forwards, then alternate F and B, then
@@ -42,11 +36,11 @@ struct NominalTimes {
 /// - Interleaved: Megatron-LM's order over chunks in groups of pp
 ///   micro-batches, with (pp - stage - 1) * 2 + (chunks - 1) * pp warm-up
 ///   forwards (Narayanan et al. 2021, Fig. 4 bottom).
-/// - ZB-H1: a list schedule on the nominal times: B first, then F while the
-///   micro-batches alive (F done, W not done) stay below pp - stage (1F1B's
-///   memory), W whenever nothing else can run (Qi et al. 2023).
-std::vector<std::vector<PassRef>>
-pipelineOrders(const ParallelPlan &plan, const NominalTimes &times = {});
+/// - ZB-H1 (Qi et al. 2023, Fig. 3): 1F1B's warm-up, then F, B and the W
+///   of the micro-batch `stage` places earlier, the leftover W passes last;
+///   at most pp micro-batches alive (F done, W not done) on every stage,
+///   1F1B's peak. Bubble (pp-1)(F + B - W) instead of (pp-1)(F + B + W).
+std::vector<std::vector<PassRef>> pipelineOrders(const ParallelPlan &plan);
 
 /// The largest number of (micro-batch, chunk) pairs whose activations are
 /// alive at once in `order` (F done, last backward pass not yet done),
