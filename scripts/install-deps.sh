@@ -9,6 +9,8 @@ packages=(
   cmake ninja-build g++ ccache pkg-config
   # MLIR / LLVM 19
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  # libraries
+  nlohmann-json3-dev
   # tests (lit runs on Debian's Python)
   libgtest-dev python3
   # the PyTorch front-end and its tests (torch 1.13 for /usr/bin/python3)

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <csignal>
+#include <malloc.h>
 #include "State.h"
 
 #include <cstdlib>
@@ -108,8 +110,29 @@ void connectWorld(RuntimeState &state) {
       createCpuBackend(socketHost, getEnv("CLEAVE_SOCKET_IFNAME").value_or(""));
 }
 
+/// A peer that dies mid-transfer makes the next write to its socket raise
+/// SIGPIPE, whose default action kills this rank silently; ignored, the
+/// write fails with EPIPE and the collective reports which peer died. Only
+/// the default disposition is replaced: a host's own handler is kept.
+void ignoreBrokenPipes() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 &&
+      current.sa_handler == SIG_DFL)
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
+/// Large buffers of generated code are malloc'ed and freed every step; with
+/// glibc's defaults each one is a fresh mmap whose pages fault in again.
+/// Serving them from the heap keeps the pages of the previous step.
+void keepLargeAllocations() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 void initialize(const cleave_rt_options_t *opts) {
   require(!theState, "the runtime is already initialized");
+  ignoreBrokenPipes();
+  keepLargeAllocations();
   auto state = std::make_unique<RuntimeState>();
   state->options = resolveOptions(opts);
   const ResolvedOptions &o = state->options;

@@ -1,0 +1,115 @@
+//===- Cluster.h - GPUs, nodes and the links between them -------*- C++ -*-===//
+//
+// What the hardware can do: per-GPU peak FLOP/s and memory, the link inside
+// a node (NVLink through NVSwitch) and the fabric between nodes (NICs,
+// rails, SHARP, oversubscription). Named presets for the DGX systems the
+// published runs used; any spec can be read from a JSON file (see
+// docs/cost-model.md for the schema), and errors name the field.
+//
+// Units everywhere in the cost model: seconds, bytes, FLOP/s, bytes/s.
+// Bandwidths are per direction.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_COSTMODEL_CLUSTER_H
+#define CLEAVE_COSTMODEL_CLUSTER_H
+
+#include "cleave/CostModel/Result.h"
+#include "cleave/ModelConfig/ModelConfig.h"
+
+#include <string>
+#include <vector>
+
+namespace cleave::cost {
+
+/// One GPU model. Peaks are dense (no structured sparsity) tensor-core rates
+/// from the vendor datasheet; a peak of 0 means the dtype is unsupported.
+struct GpuSpec {
+  std::string name;
+  double peakF32 = 0;  ///< FLOP/s, IEEE fp32 (non-tensor-core)
+  double peakTF32 = 0; ///< FLOP/s, tf32 tensor cores
+  double peakBF16 = 0; ///< FLOP/s
+  double peakF16 = 0;  ///< FLOP/s
+  double peakF8 = 0;   ///< FLOP/s, fp8 (e4m3/e5m2)
+  double hbmBytes = 0;
+  double hbmBandwidth = 0; ///< bytes/s
+  int smCount = 0;
+  /// Fraction of peak a large, well-shaped GEMM reaches with the vendor BLAS
+  /// (a property of the chip: clocks under load, power capping).
+  double gemmEfficiency = 0;
+  /// Fraction of `hbmBandwidth` a streaming kernel reaches.
+  double memoryEfficiency = 0;
+
+  /// Dense peak for `dtype`; 0 if unsupported.
+  double peakFlops(DType dtype) const;
+};
+
+/// How the GPUs of a node are connected.
+enum class IntraNodeKind { NVSwitch, NVLinkMesh, PCIe };
+
+struct IntraNodeLink {
+  IntraNodeKind kind = IntraNodeKind::NVSwitch;
+  /// Bytes/s one GPU can send (and, at the same time, receive).
+  double bandwidth = 0;
+  /// Seconds per ring step of a large-message (NCCL "Simple") transfer.
+  double latency = 0;
+  /// NVLink SHARP: the switch reduces (third-generation NVSwitch, H100+).
+  bool nvls = false;
+};
+
+/// The network between nodes.
+struct Fabric {
+  int nicsPerNode = 0;
+  /// Bytes/s of one NIC, per direction.
+  double nicBandwidth = 0;
+  /// Seconds per ring step across the network (NCCL "Simple").
+  double latency = 0;
+  /// NIC i of every node on leaf switch ("rail") i, non-blocking up to
+  /// `podNodes`. If false, all traffic between nodes crosses uplinks that
+  /// are `oversubscription` times oversubscribed.
+  bool railOptimized = true;
+  /// In-network reduction (SHARP / NCCL CollNet) available to all-reduce.
+  bool sharp = false;
+  /// Nodes below one full-bisection pod; 0: the whole fabric is
+  /// non-blocking.
+  int podNodes = 0;
+  /// Bandwidth divisor for traffic that leaves a pod (>= 1).
+  double oversubscription = 1.0;
+};
+
+struct ClusterSpec {
+  std::string name;
+  GpuSpec gpu;
+  int nodes = 0;
+  int gpusPerNode = 0;
+  IntraNodeLink intra;
+  Fabric inter;
+
+  int numGpus() const { return nodes * gpusPerNode; }
+  /// Bytes/s of network bandwidth per GPU (the node's NICs shared evenly).
+  double nicBandwidthPerGpu() const;
+  /// Empty if consistent; otherwise a message naming the field.
+  std::string validate() const;
+};
+
+/// Presets: dgx-a100-40gb, dgx-a100-80gb, dgx-h100, dgx-h200 (8 GPUs per
+/// node). `nodes` sets the cluster size.
+Result<ClusterSpec> lookupClusterPreset(const std::string &name, int nodes);
+std::vector<std::string> clusterPresetNames();
+/// GPU presets: a100-sxm4-40gb, a100-sxm4-80gb, h100-sxm5-80gb, h200-sxm-141gb.
+Result<GpuSpec> lookupGpuPreset(const std::string &name);
+
+/// Parses a cluster from JSON text (schema in docs/cost-model.md). An
+/// optional "base" names a preset whose fields the file overrides. Errors
+/// name the field: "cluster.gpu.hbm_gb: expected a positive number, got -3".
+Result<ClusterSpec> clusterFromJson(const std::string &text);
+/// Reads and parses a cluster file; errors start with the path.
+Result<ClusterSpec> loadClusterFile(const std::string &path);
+/// The spec as JSON text that `clusterFromJson` reads back.
+std::string clusterToJson(const ClusterSpec &cluster);
+
+const char *toString(IntraNodeKind kind);
+
+} // namespace cleave::cost
+
+#endif // CLEAVE_COSTMODEL_CLUSTER_H

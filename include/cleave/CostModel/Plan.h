@@ -1,0 +1,120 @@
+//===- Plan.h - A parallelization plan for a training step -----*- C++ -*-===//
+//
+// How one training step is split: the mesh (tensor, context, data and
+// pipeline parallel sizes), the micro-batching and pipeline schedule,
+// ZeRO sharding, activation recomputation, precision, and the
+// implementation choices that change costs (fused attention, which
+// communication overlaps). Ranks are numbered Megatron-style with TP
+// fastest, then CP, then DP, then PP ("tp-cp-dp-pp"), so TP groups are
+// consecutive GPUs of one node and PP stages are furthest apart.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_COSTMODEL_PLAN_H
+#define CLEAVE_COSTMODEL_PLAN_H
+
+#include "cleave/CostModel/Cluster.h"
+#include "cleave/ModelConfig/ModelConfig.h"
+
+#include <optional>
+#include <string>
+
+namespace cleave::cost {
+
+enum class Schedule {
+  /// All forwards, then all backwards (Huang et al. 2019).
+  GPipe,
+  /// One-forward-one-backward (PipeDream-Flush; Narayanan et al. 2021).
+  OneFOneB,
+  /// 1F1B over `virtualStages` model chunks per rank (Narayanan et al.
+  /// 2021, Sec. 2.2.2); needs numMicroBatches to be a multiple of pp.
+  Interleaved1F1B,
+  /// ZB-H1 (Qi et al. 2023): backward split into input-gradient (B) and
+  /// weight-gradient (W) passes, W deferred into the bubbles, 1F1B memory.
+  ZeroBubbleH1,
+};
+
+enum class Recompute {
+  None,
+  /// Only the attention core (Korthikanti et al. 2022).
+  Selective,
+  /// The whole layer from its input (checkpoint every layer).
+  Full,
+};
+
+enum class AttentionImpl {
+  /// Fused kernels (FlashAttention, cuDNN): no s x s tensors in memory.
+  Flash,
+  /// Batched GEMMs plus softmax and dropout kernels over s x s scores
+  /// (Megatron-LM before 2023).
+  Unfused,
+};
+
+struct ParallelPlan {
+  int tp = 1, pp = 1, dp = 1, cp = 1;
+  bool sequenceParallel = false;
+  int64_t microBatchSize = 1;
+  /// Micro-batches per data-parallel replica per step.
+  int64_t numMicroBatches = 1;
+  Schedule schedule = Schedule::OneFOneB;
+  /// Model chunks per pipeline rank (interleaved schedule only).
+  int virtualStages = 1;
+  /// 0: plain data parallelism; 1: optimizer state sharded (Megatron's
+  /// distributed optimizer); 2: + gradients; 3: + parameters.
+  int zeroStage = 0;
+  Recompute recompute = Recompute::None;
+  /// Compute precision. f32: pure fp32 training; bf16/f16: mixed precision
+  /// with fp32 master weights and Adam moments; f8e4m3: fp8 linear layers
+  /// (Transformer Engine), everything else bf16.
+  DType dtype = DType::BF16;
+
+  //===--- Implementation choices
+  //------------------------------------------===//
+  AttentionImpl attention = AttentionImpl::Flash;
+  /// Precision of the data-parallel gradient reduction; unset: fp32 for
+  /// bf16/fp8/fp32 compute (Megatron's main grads), fp16 for fp16.
+  std::optional<DType> gradReduceDType;
+  /// Reduce gradients bucket by bucket during the last backward pass.
+  bool overlapGradReduce = false;
+  /// ZeRO-1/2: gather updated parameters during the next forward pass.
+  bool overlapParamGather = false;
+  /// Overlap TP collectives with the neighbouring GEMMs.
+  bool overlapTpComm = false;
+  /// Megatron's scatter/gather optimization: pipeline sends of 1/tp of the
+  /// activation per TP rank, then an all-gather inside the node.
+  bool scatterGatherP2p = true;
+
+  int numGpus() const { return tp * pp * dp * cp; }
+  int64_t globalBatch() const { return microBatchSize * numMicroBatches * dp; }
+  DType gradDType() const;
+  /// Model chunks per pipeline rank actually used by the schedule.
+  int chunks() const {
+    return schedule == Schedule::Interleaved1F1B ? virtualStages : 1;
+  }
+};
+
+/// Empty if `plan` can run `model` on `cluster`; otherwise a message naming
+/// the plan field: "plan.tp: 3 does not divide the 32 attention heads".
+std::string validatePlan(const ParallelPlan &plan, const ModelConfig &model,
+                         const ClusterSpec &cluster);
+
+/// Layers of pipeline chunk `chunk` (0 .. pp*chunks-1, in model order):
+/// an even split, with the remainder spread over the first chunks.
+int64_t layersInChunk(const ModelConfig &model, const ParallelPlan &plan,
+                      int chunk);
+
+const char *toString(Schedule s);
+const char *toString(Recompute r);
+const char *toString(AttentionImpl a);
+/// "gpipe", "1f1b", "interleaved", "zb-h1".
+std::optional<Schedule> parseSchedule(const std::string &name);
+/// "none", "selective", "full".
+std::optional<Recompute> parseRecompute(const std::string &name);
+/// "flash", "unfused".
+std::optional<AttentionImpl> parseAttention(const std::string &name);
+/// One line: "tp=8 pp=4 dp=32 cp=1 sp mbs=1 m=56 interleaved(v=3) zero=1 ...".
+std::string describe(const ParallelPlan &plan);
+
+} // namespace cleave::cost
+
+#endif // CLEAVE_COSTMODEL_PLAN_H

@@ -1,0 +1,114 @@
+//===- Workload.h - The kernels of a transformer training step --*- C++ -*-===//
+//
+// What one rank computes for one micro-batch: the kernels of a transformer
+// layer (GPT or Llama) with local shapes under tensor, sequence and context
+// parallelism, in forward, input-gradient (B) and weight-gradient (W)
+// passes, with the tensor-parallel and context-parallel communication that
+// sits on the critical path. Layers repeat, so one layer is built once and
+// costed once; the first pipeline stage adds the embedding, the last the
+// final norm, the output layer and the loss.
+//
+// This is the per-rank program representation below the schedule: a
+// partitioned MLIR module can be converted into the same `WorkItem` lists
+// (a kernel per local op, a collective per communication op), which the
+// schedule builder then replays per micro-batch (Program.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_COSTMODEL_WORKLOAD_H
+#define CLEAVE_COSTMODEL_WORKLOAD_H
+
+#include "cleave/CostModel/Collective.h"
+#include "cleave/CostModel/OpCost.h"
+#include "cleave/CostModel/Plan.h"
+
+#include <vector>
+
+namespace cleave::cost {
+
+/// The mesh axis a communication runs over.
+enum class Axis { TP, CP, DP, PP };
+constexpr int kNumAxes = 4;
+const char *toString(Axis axis);
+
+enum class Phase { Forward, Backward, WeightGrad };
+
+/// One kernel or one collective of a layer's program.
+struct WorkItem {
+  const char *name = "";
+  Phase phase = Phase::Forward;
+  /// Recomputed under selective recompute (the attention core).
+  bool attentionCore = false;
+  bool isComm = false;
+  Kernel kernel;
+  CollectiveKind commKind = CollectiveKind::AllReduce;
+  double commBytes = 0;
+  Axis commAxis = Axis::TP;
+  /// The collective runs concurrently with the item before it (Megatron's
+  /// sequence-parallel all-gather during the input-gradient GEMM, ring
+  /// attention's KV exchange during the attention kernel).
+  bool overlapsPrevious = false;
+  /// FLOPs by the Megatron convention (full s x s attention, even causal).
+  double conventionFlops = 0;
+};
+
+/// Time of one pass over one layer (or the embedding / output layer) for
+/// one micro-batch on one rank.
+struct PassCost {
+  double compute = 0;
+  /// Exposed communication on the critical path, by axis (TP, CP).
+  double tpComm = 0, cpComm = 0;
+  double total() const { return compute + tpComm + cpComm; }
+  PassCost &operator+=(const PassCost &o) {
+    compute += o.compute;
+    tpComm += o.tpComm;
+    cpComm += o.cpComm;
+    return *this;
+  }
+};
+
+/// Everything the schedule builder needs about the work of one rank.
+struct Workload {
+  /// One transformer layer, one micro-batch.
+  PassCost layerForward, layerBackward, layerWeightGrad, layerRecompute;
+  /// First stage: token (and position) embedding.
+  PassCost embeddingForward, embeddingBackward;
+  /// Last stage: final norm, output layer, loss.
+  PassCost headForward, headBackward, headWeightGrad;
+  /// Parameters held by one rank (after TP), before ZeRO sharding.
+  double layerParams = 0, embeddingParams = 0, headParams = 0;
+  /// Bytes one rank sends to the next pipeline stage per micro-batch.
+  double p2pBytes = 0;
+  /// Whole step, whole model (Megatron convention, see Estimate.h).
+  double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
+};
+
+/// The items of one transformer layer on one rank, for plan `plan`
+/// (forward, then backward in execution order).
+std::vector<WorkItem> layerItems(const ModelConfig &model,
+                                 const ParallelPlan &plan);
+/// The first stage's embedding items.
+std::vector<WorkItem> embeddingItems(const ModelConfig &model,
+                                     const ParallelPlan &plan);
+/// The last stage's final norm, output layer and loss.
+std::vector<WorkItem> headItems(const ModelConfig &model,
+                                const ParallelPlan &plan);
+
+/// Costs the items of `phase`: kernels on the GPU, collectives on the
+/// group of their axis under `plan`'s layout.
+PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
+                   const ClusterSpec &cluster, const ParallelPlan &plan,
+                   const CostConstants &c);
+
+/// Builds the workload of `plan`; the plan must be valid (validatePlan).
+Workload buildWorkload(const ModelConfig &model, const ClusterSpec &cluster,
+                       const ParallelPlan &plan, const CostConstants &c);
+
+/// The communicator group of `axis` under the tp-cp-dp-pp rank order.
+/// The DP group spans DP x CP (gradients are reduced over both).
+GroupPlacement axisGroup(Axis axis, const ParallelPlan &plan,
+                         const ClusterSpec &cluster);
+
+} // namespace cleave::cost
+
+#endif // CLEAVE_COSTMODEL_WORKLOAD_H

@@ -1,0 +1,296 @@
+//===- ClusterJson.cpp - Cluster specs from and to JSON -------------------===//
+//
+// The file format is documented in docs/cost-model.md. Human units in the
+// file (GB, TB/s, Gb/s for NICs as vendors quote them, microseconds); SI
+// units inside. Every error names the field by its path from "cluster".
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/CostModel/Cluster.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using nlohmann::json;
+
+namespace cleave::cost {
+namespace {
+
+enum class Check { Positive, NonNegative, Fraction, AtLeastOne };
+
+const char *describe(Check check) {
+  switch (check) {
+  case Check::Positive:
+    return "a positive number";
+  case Check::NonNegative:
+    return "a number >= 0";
+  case Check::Fraction:
+    return "a number in (0, 1]";
+  case Check::AtLeastOne:
+    return "a number >= 1";
+  }
+  return "a number";
+}
+
+bool passes(Check check, double v) {
+  switch (check) {
+  case Check::Positive:
+    return v > 0;
+  case Check::NonNegative:
+    return v >= 0;
+  case Check::Fraction:
+    return v > 0 && v <= 1;
+  case Check::AtLeastOne:
+    return v >= 1;
+  }
+  return false;
+}
+
+/// Reads the fields of one JSON object, remembering the first error. When
+/// `required` is false (the file names a base preset), absent fields keep
+/// the value they already have.
+class ObjectReader {
+public:
+  ObjectReader(const json &object, std::string path, bool required,
+               std::string &error)
+      : object(object), path(std::move(path)), required(required),
+        error(error) {
+    if (error.empty() && !object.is_object())
+      fail("", "expected an object, got " + object.dump());
+  }
+
+  /// Fails if the object has a key not in `known`.
+  void onlyKeys(std::initializer_list<const char *> known) {
+    if (!error.empty())
+      return;
+    for (auto it = object.begin(); it != object.end(); ++it) {
+      bool ok = false;
+      std::string list;
+      for (const char *k : known) {
+        ok |= it.key() == k;
+        list += (list.empty() ? "" : ", ") + std::string(k);
+      }
+      if (!ok)
+        return fail(it.key(), "unknown field (known fields: " + list + ")");
+    }
+  }
+
+  void number(const char *key, double &out, double scale, Check check) {
+    const json *v = find(key);
+    if (!v)
+      return;
+    if (!v->is_number() || !passes(check, v->get<double>()))
+      return fail(key, std::string("expected ") + describe(check) + ", got " +
+                           v->dump());
+    out = v->get<double>() * scale;
+  }
+
+  void integer(const char *key, int &out, Check check) {
+    const json *v = find(key);
+    if (!v)
+      return;
+    if (!v->is_number_integer() || !passes(check, v->get<double>()))
+      return fail(key, std::string("expected ") +
+                           (check == Check::Positive ? "a positive integer"
+                                                     : "an integer >= 0") +
+                           ", got " + v->dump());
+    out = v->get<int>();
+  }
+
+  void boolean(const char *key, bool &out) {
+    const json *v = find(key);
+    if (!v)
+      return;
+    if (!v->is_boolean())
+      return fail(key, "expected true or false, got " + v->dump());
+    out = v->get<bool>();
+  }
+
+  void string(const char *key, std::string &out) {
+    const json *v = find(key);
+    if (!v)
+      return;
+    if (!v->is_string())
+      return fail(key, "expected a string, got " + v->dump());
+    out = v->get<std::string>();
+  }
+
+  /// The child object `key`, or nullptr if absent (an error if required).
+  const json *child(const char *key) { return find(key); }
+  std::string childPath(const char *key) const { return path + "." + key; }
+  void fail(const std::string &key, const std::string &message) {
+    if (error.empty())
+      error = (key.empty() ? path : path + "." + key) + ": " + message;
+  }
+
+private:
+  const json *find(const char *key) {
+    if (!error.empty())
+      return nullptr;
+    auto it = object.find(key);
+    if (it == object.end()) {
+      if (required)
+        fail(key, "missing (required unless \"base\" names a preset)");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  const json &object;
+  std::string path;
+  bool required;
+  std::string &error;
+};
+
+void readGpu(const json &j, GpuSpec &gpu, bool required, std::string &err) {
+  ObjectReader r(j, "cluster.gpu", required, err);
+  r.onlyKeys({"name", "peak_tflops", "hbm_gb", "hbm_tb_per_s", "sm_count",
+              "gemm_efficiency", "memory_efficiency"});
+  r.string("name", gpu.name);
+  if (const json *peaks = r.child("peak_tflops")) {
+    // Individual dtypes are optional (0 = unsupported); bf16 is checked by
+    // ClusterSpec::validate.
+    ObjectReader p(*peaks, r.childPath("peak_tflops"), false, err);
+    p.onlyKeys({"fp32", "tf32", "bf16", "fp16", "fp8"});
+    p.number("fp32", gpu.peakF32, 1e12, Check::NonNegative);
+    p.number("tf32", gpu.peakTF32, 1e12, Check::NonNegative);
+    p.number("bf16", gpu.peakBF16, 1e12, Check::NonNegative);
+    p.number("fp16", gpu.peakF16, 1e12, Check::NonNegative);
+    p.number("fp8", gpu.peakF8, 1e12, Check::NonNegative);
+  }
+  r.number("hbm_gb", gpu.hbmBytes, 1e9, Check::Positive);
+  r.number("hbm_tb_per_s", gpu.hbmBandwidth, 1e12, Check::Positive);
+  r.integer("sm_count", gpu.smCount, Check::Positive);
+  r.number("gemm_efficiency", gpu.gemmEfficiency, 1, Check::Fraction);
+  r.number("memory_efficiency", gpu.memoryEfficiency, 1, Check::Fraction);
+}
+
+void readIntra(const json &j, IntraNodeLink &link, bool required,
+               std::string &err) {
+  ObjectReader r(j, "cluster.intra_node", required, err);
+  r.onlyKeys({"kind", "gb_per_s", "latency_us", "nvls"});
+  std::string kind = toString(link.kind);
+  r.string("kind", kind);
+  if (kind == "nvswitch")
+    link.kind = IntraNodeKind::NVSwitch;
+  else if (kind == "nvlink-mesh")
+    link.kind = IntraNodeKind::NVLinkMesh;
+  else if (kind == "pcie")
+    link.kind = IntraNodeKind::PCIe;
+  else
+    r.fail("kind", "expected \"nvswitch\", \"nvlink-mesh\" or \"pcie\", "
+                   "got \"" +
+                       kind + "\"");
+  r.number("gb_per_s", link.bandwidth, 1e9, Check::Positive);
+  r.number("latency_us", link.latency, 1e-6, Check::Positive);
+  r.boolean("nvls", link.nvls);
+}
+
+void readFabric(const json &j, Fabric &f, bool required, std::string &err) {
+  ObjectReader r(j, "cluster.inter_node", required, err);
+  r.onlyKeys({"nics_per_node", "nic_gbit_per_s", "latency_us", "rail_optimized",
+              "sharp", "pod_nodes", "oversubscription"});
+  r.integer("nics_per_node", f.nicsPerNode, Check::Positive);
+  r.number("nic_gbit_per_s", f.nicBandwidth, 1e9 / 8, Check::Positive);
+  r.number("latency_us", f.latency, 1e-6, Check::Positive);
+  r.boolean("rail_optimized", f.railOptimized);
+  r.boolean("sharp", f.sharp);
+  // Optional in every file.
+  ObjectReader opt(j, "cluster.inter_node", false, err);
+  opt.integer("pod_nodes", f.podNodes, Check::NonNegative);
+  opt.number("oversubscription", f.oversubscription, 1, Check::AtLeastOne);
+}
+
+Result<ClusterSpec> fromJson(const json &root) {
+  std::string err;
+  ClusterSpec c;
+  bool required = true;
+  if (root.is_object() && root.contains("base")) {
+    const json &base = root["base"];
+    if (!base.is_string())
+      return Result<ClusterSpec>::failure(
+          "cluster.base: expected a preset name, got " + base.dump());
+    Result<ClusterSpec> preset = lookupClusterPreset(base, 1);
+    if (!preset)
+      return Result<ClusterSpec>::failure("cluster.base: " + preset.error());
+    c = *preset;
+    required = false;
+  }
+  ObjectReader r(root, "cluster", required, err);
+  r.onlyKeys({"name", "base", "nodes", "gpus_per_node", "gpu", "intra_node",
+              "inter_node"});
+  ObjectReader always(root, "cluster", true, err);
+  always.integer("nodes", c.nodes, Check::Positive);
+  r.string("name", c.name);
+  r.integer("gpus_per_node", c.gpusPerNode, Check::Positive);
+  if (const json *g = r.child("gpu"))
+    readGpu(*g, c.gpu, required, err);
+  if (const json *i = r.child("intra_node"))
+    readIntra(*i, c.intra, required, err);
+  if (const json *f = r.child("inter_node"))
+    readFabric(*f, c.inter, required, err);
+  if (err.empty())
+    err = c.validate();
+  if (!err.empty())
+    return Result<ClusterSpec>::failure(err);
+  return c;
+}
+
+} // namespace
+
+Result<ClusterSpec> clusterFromJson(const std::string &text) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false,
+                          /*ignore_comments=*/true);
+  if (root.is_discarded())
+    return Result<ClusterSpec>::failure(
+        "cluster: not valid JSON (check brackets, commas and quotes)");
+  return fromJson(root);
+}
+
+Result<ClusterSpec> loadClusterFile(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    return Result<ClusterSpec>::failure(path + ": cannot open the file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  Result<ClusterSpec> c = clusterFromJson(buffer.str());
+  if (!c)
+    return Result<ClusterSpec>::failure(path + ": " + c.error());
+  return c;
+}
+
+std::string clusterToJson(const ClusterSpec &c) {
+  const GpuSpec &g = c.gpu;
+  json j;
+  j["name"] = c.name;
+  j["nodes"] = c.nodes;
+  j["gpus_per_node"] = c.gpusPerNode;
+  j["gpu"] = {{"name", g.name},
+              {"peak_tflops",
+               {{"fp32", g.peakF32 / 1e12},
+                {"tf32", g.peakTF32 / 1e12},
+                {"bf16", g.peakBF16 / 1e12},
+                {"fp16", g.peakF16 / 1e12},
+                {"fp8", g.peakF8 / 1e12}}},
+              {"hbm_gb", g.hbmBytes / 1e9},
+              {"hbm_tb_per_s", g.hbmBandwidth / 1e12},
+              {"sm_count", g.smCount},
+              {"gemm_efficiency", g.gemmEfficiency},
+              {"memory_efficiency", g.memoryEfficiency}};
+  j["intra_node"] = {{"kind", toString(c.intra.kind)},
+                     {"gb_per_s", c.intra.bandwidth / 1e9},
+                     {"latency_us", c.intra.latency * 1e6},
+                     {"nvls", c.intra.nvls}};
+  j["inter_node"] = {{"nics_per_node", c.inter.nicsPerNode},
+                     {"nic_gbit_per_s", c.inter.nicBandwidth * 8 / 1e9},
+                     {"latency_us", c.inter.latency * 1e6},
+                     {"rail_optimized", c.inter.railOptimized},
+                     {"sharp", c.inter.sharp},
+                     {"pod_nodes", c.inter.podNodes},
+                     {"oversubscription", c.inter.oversubscription}};
+  return j.dump(2);
+}
+
+} // namespace cleave::cost

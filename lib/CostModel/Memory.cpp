@@ -1,0 +1,204 @@
+//===- Memory.cpp - Per-rank memory: model state, activations, buffers ----===//
+
+#include "cleave/CostModel/Memory.h"
+#include "cleave/CostModel/Schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cleave::cost {
+namespace {
+
+/// Local sizes for the activation terms (see Workload.cpp's Dims).
+struct ActDims {
+  double tokens, tokensSp, h, q, kv, ffn, w, mask;
+  double scores; ///< elements of one s x s score tensor set (unfused)
+};
+
+ActDims actDims(const ModelConfig &m, const ParallelPlan &p) {
+  ActDims d;
+  double t = p.tp;
+  bool sp = p.sequenceParallel && p.tp > 1;
+  d.tokens = double(p.microBatchSize) * m.seqLen / p.cp;
+  d.tokensSp = sp ? d.tokens / t : d.tokens;
+  d.h = m.hidden;
+  d.q = double(m.heads) / t * m.headDim();
+  d.kv = std::max(1.0, double(m.kvHeads) / t) * m.headDim();
+  d.ffn = double(m.ffnHidden) / t;
+  d.w = p.dtype == DType::F32 ? 4 : 2;
+  d.mask = m.dropout > 0 ? 1 : 0;
+  d.scores = double(p.microBatchSize) * double(m.heads) / t *
+             (double(m.seqLen) / p.cp) * m.seqLen;
+  return d;
+}
+
+} // namespace
+
+double layerActivationBytes(const ModelConfig &m, const ParallelPlan &p) {
+  ActDims d = actDims(m, p);
+  if (p.recompute == Recompute::Full)
+    return d.w * d.tokensSp * d.h; // the checkpointed layer input
+  bool flash = p.attention == AttentionImpl::Flash;
+  bool llama = m.arch == Architecture::Llama;
+  double bytes = 0;
+  // Attention block: norm input, QKV input (the norm output, sequence-
+  // sharded under SP and re-gathered in backward), Q K V, the output
+  // projection's input, the dropout mask after the projection.
+  bytes += 2 * d.w * d.tokensSp * d.h;
+  bytes += d.w * d.tokens * (d.q + 2 * d.kv);
+  bytes += d.w * d.tokens * d.q;
+  bytes += d.mask * d.tokensSp * d.h;
+  if (flash) {
+    bytes += 4 * d.tokens * (d.q / m.headDim()); // log-sum-exp, fp32
+  } else if (p.recompute != Recompute::Selective) {
+    // Softmax output, dropout mask and dropout output (5 a s^2 b).
+    bytes += d.scores * (d.w + (d.mask ? 1 + d.w : 0));
+  }
+  // MLP block: norm input, up-projection input, activation input(s) and
+  // output, dropout mask.
+  bytes += 2 * d.w * d.tokensSp * d.h;
+  bytes += d.w * d.tokens * d.ffn * (llama ? 3 : 2);
+  bytes += d.mask * d.tokensSp * d.h;
+  return bytes;
+}
+
+double stageParameters(const ModelConfig &m, const ParallelPlan &p,
+                       const Workload &w, int stage) {
+  double layers = 0;
+  for (int c = 0; c < p.chunks(); ++c)
+    layers += double(layersInChunk(m, p, c * p.pp + stage));
+  double params = layers * w.layerParams;
+  if (stage == 0)
+    params += w.embeddingParams;
+  if (stage == p.pp - 1)
+    params += w.headParams;
+  return params;
+}
+
+namespace {
+
+/// Peak of (micro-batch, chunk) pairs alive on `stage`, each weighted by
+/// `weightOf(chunk)`.
+template <typename F>
+double peakOnStage(const std::vector<PassRef> &order, const ParallelPlan &p,
+                   F weightOf) {
+  std::vector<double> weights(p.chunks());
+  for (int c = 0; c < p.chunks(); ++c)
+    weights[c] = weightOf(c);
+  return peakLive(order, p.schedule == Schedule::ZeroBubbleH1, weights);
+}
+
+} // namespace
+
+double peakLiveLayerMicroBatches(const ModelConfig &m, const ParallelPlan &p,
+                                 int stage) {
+  std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
+  return peakOnStage(orders[stage], p, [&](int c) {
+    return double(layersInChunk(m, p, c * p.pp + stage));
+  });
+}
+
+namespace {
+
+/// Largest working set beyond the saved activations: one layer's backward
+/// (the recomputed layer under full recompute, plus a tensor and its
+/// gradient of the largest intermediate) or, on the last stage, the loss
+/// (16-bit logits, fp32 logits and softmax). The two are not live at once.
+double transientBytes(const ModelConfig &m, const ParallelPlan &p,
+                      bool lastStage) {
+  ActDims d = actDims(m, p);
+  double layer = 0;
+  if (p.recompute == Recompute::Full) {
+    ParallelPlan none = p;
+    none.recompute = Recompute::None;
+    layer += layerActivationBytes(m, none);
+  }
+  double largest =
+      std::max(d.w * d.tokens * d.ffn * (m.arch == Architecture::Llama ? 2 : 1),
+               d.w * d.tokens * d.h);
+  if (p.attention == AttentionImpl::Unfused)
+    largest = std::max(largest, d.w * d.scores);
+  layer += 2 * largest;
+  double loss = 0;
+  if (lastStage)
+    loss = d.tokens * std::ceil(double(m.vocab) / p.tp) * (d.w + 4 + 4);
+  return std::max(layer, loss);
+}
+
+} // namespace
+
+namespace {
+
+MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
+                         const ParallelPlan &p, const Workload &w, int stage,
+                         const CostConstants &c,
+                         const std::vector<std::vector<PassRef>> &orders) {
+  MemoryBreakdown mem;
+  mem.capacity = cl.gpu.hbmBytes;
+  double params = stageParameters(m, p, w, stage);
+  bool mixed = p.dtype != DType::F32;
+  double paramBytes = mixed ? 2 : 4;
+  double gradBytes = double(bytesOf(p.gradDType()));
+  double optimizerBytes = mixed ? 12 : 8; // fp32 master + m + v, or m + v
+  double shard = double(p.dp) * p.cp;
+  mem.parameters = params * paramBytes / (p.zeroStage >= 3 ? shard : 1);
+  mem.gradients = params * gradBytes / (p.zeroStage >= 2 ? shard : 1);
+  mem.optimizerStates =
+      params * optimizerBytes / (p.zeroStage >= 1 ? shard : 1);
+
+  double live = peakOnStage(orders[stage], p, [&](int c) {
+    return double(layersInChunk(m, p, c * p.pp + stage));
+  });
+  mem.activations = live * layerActivationBytes(m, p);
+  ActDims d = actDims(m, p);
+  if (stage == 0 && d.mask > 0) { // embedding dropout masks
+    double mbs =
+        peakOnStage(orders[0], p, [](int c) { return c == 0 ? 1.0 : 0.0; });
+    mem.activations += mbs * d.tokensSp * d.h;
+  }
+  mem.transient = transientBytes(m, p, stage == p.pp - 1);
+
+  int communicators =
+      (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.pp > 1 ? 2 : 0);
+  mem.communication = communicators * c.ncclBufferBytesPerCommunicator;
+  if (p.zeroStage >= 3) {
+    // ZeRO-3 gathers module by module: the weight in use and the prefetched
+    // next one (DeepSpeed's live-parameter limit), never more than what
+    // sharding removed.
+    double h = m.hidden, f = m.ffnHidden;
+    double largest =
+        std::max(3 * h * h, (m.arch == Architecture::Llama ? 2 : 1) * f * h) /
+        p.tp;
+    mem.communication += std::min(2 * std::min(largest, w.layerParams),
+                                  params * (1 - 1 / shard)) *
+                         paramBytes;
+  } else if (p.zeroStage == 2) {
+    // One bucket of unsharded gradients being reduced.
+    mem.communication +=
+        std::min(c.dpBucketParams, params * (1 - 1 / shard)) * gradBytes;
+  }
+  mem.reserved = c.runtimeReservedBytes;
+  return mem;
+}
+
+} // namespace
+
+MemoryBreakdown stageMemory(const ModelConfig &m, const ClusterSpec &cl,
+                            const ParallelPlan &p, const Workload &w, int stage,
+                            const CostConstants &c) {
+  return memoryOf(m, cl, p, w, stage, c, pipelineOrders(p));
+}
+
+std::vector<MemoryBreakdown> memoryPerStage(const ModelConfig &m,
+                                            const ClusterSpec &cl,
+                                            const ParallelPlan &p,
+                                            const Workload &w,
+                                            const CostConstants &c) {
+  std::vector<std::vector<PassRef>> orders = pipelineOrders(p);
+  std::vector<MemoryBreakdown> out;
+  for (int s = 0; s < p.pp; ++s)
+    out.push_back(memoryOf(m, cl, p, w, s, c, orders));
+  return out;
+}
+
+} // namespace cleave::cost

@@ -1,0 +1,468 @@
+//===- Workload.cpp - Transformer layers as kernels and collectives -------===//
+//
+// The kernel lists follow Megatron-LM's implementation (fused bias-GeLU,
+// fused bias-dropout-add, fused scale-mask-softmax, sequence parallelism as
+// all-gather / reduce-scatter around the column- and row-parallel GEMMs;
+// Korthikanti et al. 2022 Fig. 5) and, for Llama, the same structure with
+// RMSNorm, rotary embeddings, grouped-query attention and SwiGLU.
+// Memory-bound kernels count the bytes they read and write.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/CostModel/Workload.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cleave::cost {
+
+const char *toString(Axis axis) {
+  switch (axis) {
+  case Axis::TP:
+    return "tp";
+  case Axis::CP:
+    return "cp";
+  case Axis::DP:
+    return "dp";
+  case Axis::PP:
+    return "pp";
+  }
+  return "?";
+}
+
+GroupPlacement axisGroup(Axis axis, const ParallelPlan &p,
+                         const ClusterSpec &cl) {
+  int g = cl.gpusPerNode;
+  switch (axis) {
+  case Axis::TP:
+    return placeGroup(p.tp, 1, g);
+  case Axis::CP:
+    return placeGroup(p.cp, p.tp, g);
+  case Axis::DP:
+    return placeGroup(p.dp * p.cp, p.tp, g);
+  case Axis::PP:
+    return placeGroup(p.pp, p.tp * p.cp * p.dp, g);
+  }
+  return {};
+}
+
+namespace {
+
+/// Local sizes of one rank for one micro-batch.
+struct Dims {
+  double b, s, sq, tokens, tokensSp, h, heads, kvHeads, headDim, ffn, vocab;
+  double act; ///< bytes per activation element
+  double tp;
+  DType dtype;
+  bool sp, dropout, flash, llama;
+};
+
+Dims dimsOf(const ModelConfig &m, const ParallelPlan &p) {
+  Dims d;
+  d.b = double(p.microBatchSize);
+  d.s = double(m.seqLen);
+  d.sq = d.s / p.cp;
+  d.tokens = d.b * d.sq;
+  d.tp = p.tp;
+  d.sp = p.sequenceParallel && p.tp > 1;
+  d.tokensSp = d.sp ? d.tokens / p.tp : d.tokens;
+  d.h = double(m.hidden);
+  d.headDim = double(m.headDim());
+  d.heads = double(m.heads) / p.tp;
+  d.kvHeads = std::max(1.0, double(m.kvHeads) / p.tp);
+  d.ffn = double(m.ffnHidden) / p.tp;
+  d.vocab = std::ceil(double(m.vocab) / p.tp);
+  d.act = p.dtype == DType::F32 ? 4 : 2;
+  d.dtype = p.dtype;
+  d.dropout = m.dropout > 0;
+  d.flash = p.attention == AttentionImpl::Flash;
+  d.llama = m.arch == Architecture::Llama;
+  return d;
+}
+
+/// Appends items with their Megatron-convention FLOPs.
+class Builder {
+public:
+  explicit Builder(Dims d) : d(d) {}
+
+  void gemm(const char *name, Phase phase, double m, double n, double k,
+            double batch = 1, bool core = false) {
+    WorkItem it = base(name, phase, core);
+    it.kernel = Kernel::makeGemm({m, n, k, batch}, d.dtype);
+    it.conventionFlops = 2 * m * n * k * batch;
+    items.push_back(it);
+  }
+  /// The forward GEMM x[T, K] W[K, N], or its two backward GEMMs.
+  void linear(const char *name, bool backward, double n, double k) {
+    if (!backward)
+      return gemm(name, Phase::Forward, d.tokens, n, k);
+    gemm(name, Phase::Backward, d.tokens, k, n);   // dX = dY W^T
+    gemm(name, Phase::WeightGrad, k, n, d.tokens); // dW = X^T dY
+  }
+  void memory(const char *name, Phase phase, double bytes, bool core = false) {
+    WorkItem it = base(name, phase, core);
+    it.kernel = Kernel::makeMemory(bytes);
+    items.push_back(it);
+  }
+  void comm(const char *name, Phase phase, CollectiveKind kind, double bytes,
+            Axis axis, bool overlapsPrevious = false) {
+    WorkItem it = base(name, phase, false);
+    it.isComm = true;
+    it.commKind = kind;
+    it.commBytes = bytes;
+    it.commAxis = axis;
+    it.overlapsPrevious = overlapsPrevious;
+    items.push_back(it);
+  }
+  void flash(bool backward) {
+    AttentionShape a{d.b, d.heads, d.sq, d.s, d.headDim, true};
+    WorkItem it =
+        base("attention", backward ? Phase::Backward : Phase::Forward, true);
+    it.kernel = Kernel::makeAttention(a, backward, DType::BF16);
+    it.kernel.dtype = d.dtype;
+    double fwd = 4 * d.b * d.heads * d.sq * d.s * d.headDim;
+    it.conventionFlops = backward ? 2 * fwd : fwd;
+    items.push_back(it);
+  }
+
+  const Dims d;
+  std::vector<WorkItem> items;
+
+private:
+  WorkItem base(const char *name, Phase phase, bool core) {
+    WorkItem it;
+    it.name = name;
+    it.phase = phase;
+    it.attentionCore = core;
+    return it;
+  }
+};
+
+/// The attention core between the QKV and output projections.
+void attentionCore(Builder &b, bool backward) {
+  const Dims &d = b.d;
+  double scores = d.b * d.heads * d.sq * d.s;
+  double kvBytes = 2 * d.b * d.sq * d.kvHeads * d.headDim * d.act;
+  Phase ph = backward ? Phase::Backward : Phase::Forward;
+  double cpSteps = d.s / d.sq - 1;
+  if (d.flash) {
+    b.flash(backward);
+  } else if (!backward) {
+    double bh = d.b * d.heads;
+    b.gemm("attention_scores", ph, d.sq, d.s, d.headDim, bh, true);
+    b.memory("softmax", ph, scores * 2 * d.act, true);
+    if (d.dropout)
+      b.memory("attention_dropout", ph, scores * (2 * d.act + 1), true);
+    b.gemm("attention_context", ph, d.sq, d.headDim, d.s, bh, true);
+    b.memory("context_transpose", ph,
+             2 * d.tokens * d.heads * d.headDim * d.act, true);
+  } else {
+    double bh = d.b * d.heads;
+    b.memory("context_transpose", ph,
+             2 * d.tokens * d.heads * d.headDim * d.act, true);
+    b.gemm("attention_context_dgrad", ph, d.sq, d.s, d.headDim, bh, true);
+    b.gemm("attention_context_vgrad", ph, d.s, d.headDim, d.sq, bh, true);
+    if (d.dropout)
+      b.memory("attention_dropout", ph, scores * (2 * d.act + 1), true);
+    b.memory("softmax", ph, scores * 3 * d.act, true);
+    b.gemm("attention_scores_qgrad", ph, d.sq, d.headDim, d.s, bh, true);
+    b.gemm("attention_scores_kgrad", ph, d.s, d.headDim, d.sq, bh, true);
+  }
+  if (cpSteps > 0) // ring attention: K/V blocks (and their gradients)
+    b.comm("cp_kv_exchange", ph, CollectiveKind::SendRecv,
+           cpSteps * kvBytes * (backward ? 2 : 1), Axis::CP, true);
+}
+
+/// Entering a tensor-parallel region: SP all-gathers the sequence shards.
+void enterTp(Builder &b, const char *name, bool backward) {
+  const Dims &d = b.d;
+  double full = d.tokens * d.h * d.act;
+  if (d.tp <= 1)
+    return;
+  if (!backward) {
+    if (d.sp)
+      b.comm(name, Phase::Forward, CollectiveKind::AllGather, full, Axis::TP);
+    return;
+  }
+  // Backward of the entry: all-reduce (TP) or reduce-scatter (SP) of the
+  // input gradient.
+  b.comm(name, Phase::Backward,
+         d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, full,
+         Axis::TP);
+}
+
+/// Leaving a tensor-parallel region: all-reduce, or reduce-scatter with SP.
+void exitTp(Builder &b, const char *name, bool backward) {
+  const Dims &d = b.d;
+  double full = d.tokens * d.h * d.act;
+  if (d.tp <= 1)
+    return;
+  if (!backward)
+    b.comm(name, Phase::Forward,
+           d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+           full, Axis::TP);
+  else if (d.sp)
+    b.comm(name, Phase::Backward, CollectiveKind::AllGather, full, Axis::TP);
+}
+
+/// Norm + residual bookkeeping on the (possibly sequence-sharded) stream.
+void norm(Builder &b, const char *name, bool backward) {
+  const Dims &d = b.d;
+  double x = d.tokensSp * d.h * d.act;
+  b.memory(name, backward ? Phase::Backward : Phase::Forward,
+           backward ? 3 * x : 2 * x);
+}
+
+void residual(Builder &b, const char *name, bool backward) {
+  const Dims &d = b.d;
+  double x = d.tokensSp * d.h * d.act;
+  double mask = d.dropout ? d.tokensSp * d.h : 0;
+  b.memory(name, backward ? Phase::Backward : Phase::Forward,
+           (backward ? 2 * x : 3 * x) + mask);
+}
+
+void attentionBlock(Builder &b, bool backward) {
+  const Dims &d = b.d;
+  double qkvWidth = (d.heads + 2 * d.kvHeads) * d.headDim;
+  double projIn = d.heads * d.headDim;
+  double rope = 2 * d.tokens * (d.heads + d.kvHeads) * d.headDim * d.act;
+  if (!backward) {
+    norm(b, "attention_norm", false);
+    enterTp(b, "qkv_all_gather", false);
+    b.linear("qkv", false, qkvWidth, d.h);
+    if (d.llama)
+      b.memory("rotary", Phase::Forward, rope);
+    attentionCore(b, false);
+    b.linear("attention_output", false, d.h, projIn);
+    exitTp(b, "attention_output_reduce", false);
+    residual(b, "attention_residual", false);
+    return;
+  }
+  residual(b, "attention_residual", true);
+  exitTp(b, "attention_output_grad_all_gather", true);
+  b.linear("attention_output", true, d.h, projIn);
+  attentionCore(b, true);
+  if (d.llama)
+    b.memory("rotary", Phase::Backward, rope);
+  b.linear("qkv", true, qkvWidth, d.h);
+  if (d.sp) // re-gather the norm output for the weight gradient
+    b.comm("qkv_input_all_gather", Phase::Backward, CollectiveKind::AllGather,
+           d.tokens * d.h * d.act, Axis::TP, true);
+  enterTp(b, "qkv_input_grad_reduce", true);
+  norm(b, "attention_norm", true);
+}
+
+void mlpBlock(Builder &b, bool backward) {
+  const Dims &d = b.d;
+  double up = d.llama ? 2 * d.ffn : d.ffn;
+  double actIn = d.tokens * up * d.act, actOut = d.tokens * d.ffn * d.act;
+  if (!backward) {
+    norm(b, "mlp_norm", false);
+    enterTp(b, "mlp_all_gather", false);
+    b.linear("mlp_up", false, up, d.h);
+    b.memory(d.llama ? "swiglu" : "bias_gelu", Phase::Forward, actIn + actOut);
+    b.linear("mlp_down", false, d.h, d.ffn);
+    exitTp(b, "mlp_down_reduce", false);
+    residual(b, "mlp_residual", false);
+    return;
+  }
+  residual(b, "mlp_residual", true);
+  exitTp(b, "mlp_down_grad_all_gather", true);
+  b.linear("mlp_down", true, d.h, d.ffn);
+  b.memory(d.llama ? "swiglu" : "bias_gelu", Phase::Backward,
+           2 * actIn + actOut);
+  b.linear("mlp_up", true, up, d.h);
+  if (d.sp)
+    b.comm("mlp_input_all_gather", Phase::Backward, CollectiveKind::AllGather,
+           d.tokens * d.h * d.act, Axis::TP, true);
+  enterTp(b, "mlp_input_grad_reduce", true);
+  norm(b, "mlp_norm", true);
+}
+
+} // namespace
+
+std::vector<WorkItem> layerItems(const ModelConfig &m, const ParallelPlan &p) {
+  Builder b(dimsOf(m, p));
+  attentionBlock(b, false);
+  mlpBlock(b, false);
+  mlpBlock(b, true);
+  attentionBlock(b, true);
+  return std::move(b.items);
+}
+
+std::vector<WorkItem> embeddingItems(const ModelConfig &m,
+                                     const ParallelPlan &p) {
+  Builder b(dimsOf(m, p));
+  const Dims &d = b.d;
+  double x = d.tokens * d.h * d.act;
+  b.memory("embedding_lookup", Phase::Forward,
+           2 * x + (m.arch == Architecture::GPT ? 2 * x : 0));
+  if (d.tp > 1) // vocabulary-parallel embedding: sum the partial lookups
+    b.comm("embedding_reduce", Phase::Forward,
+           d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, x,
+           Axis::TP);
+  if (d.dropout)
+    b.memory("embedding_dropout", Phase::Forward,
+             d.tokensSp * d.h * (2 * d.act + 1));
+  if (d.sp)
+    b.comm("embedding_grad_all_gather", Phase::Backward,
+           CollectiveKind::AllGather, x, Axis::TP);
+  // Scatter-add into the fp32 gradient of the (vocab / tp) x h table.
+  b.memory("embedding_grad", Phase::WeightGrad, d.tokens * d.h * (d.act + 8));
+  return std::move(b.items);
+}
+
+std::vector<WorkItem> headItems(const ModelConfig &m, const ParallelPlan &p) {
+  Builder b(dimsOf(m, p));
+  const Dims &d = b.d;
+  double logits = d.tokens * d.vocab;
+  norm(b, "final_norm", false);
+  enterTp(b, "logits_all_gather", false);
+  b.linear("logits", false, d.vocab, d.h);
+  // Megatron's vocabulary-parallel cross entropy, pass by pass over the
+  // logits: cast to fp32 (read 16-bit, write 4), max (read), subtract (read,
+  // write), exp (read, write), sum (read), normalize into the saved softmax
+  // (read, write): 2 + 4 + 4 + 8 + 8 + 4 + 8 = 38 bytes per logit with
+  // 16-bit activations. Backward: scale the softmax by the loss gradient
+  // (read, write) and cast back (read 4, write 16-bit).
+  b.memory("cross_entropy", Phase::Forward, logits * (d.act + 36));
+  if (d.tp > 1)
+    b.comm("cross_entropy_reduce", Phase::Forward, CollectiveKind::AllReduce,
+           3 * d.tokens * 4, Axis::TP);
+  b.memory("cross_entropy", Phase::Backward, logits * (12 + d.act));
+  b.linear("logits", true, d.vocab, d.h);
+  enterTp(b, "logits_input_grad_reduce", true);
+  norm(b, "final_norm", true);
+  return std::move(b.items);
+}
+
+PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
+                   const ClusterSpec &cl, const ParallelPlan &p,
+                   const CostConstants &c) {
+  PassCost cost;
+  double previous = 0;
+  for (const WorkItem &it : items) {
+    if (it.phase != phase)
+      continue;
+    if (!it.isComm) {
+      previous = kernelTime(it.kernel, cl.gpu, c);
+      cost.compute += previous;
+      continue;
+    }
+    GroupPlacement g = axisGroup(it.commAxis, p, cl);
+    double t;
+    if (it.commKind == CollectiveKind::SendRecv) {
+      int steps = std::max(1, g.size - 1);
+      t = steps * p2pTime(it.commBytes / steps, g.nodes > 1, cl, c);
+    } else {
+      t = collectiveCost(it.commKind, it.commBytes, g, cl, c).time;
+    }
+    double exposed = t;
+    if (it.overlapsPrevious)
+      exposed = std::max(0.0, t - previous) +
+                c.overlapSlowdown * std::min(t, previous);
+    else if (p.overlapTpComm && it.commAxis == Axis::TP)
+      exposed = t * c.tpOverlapExposed;
+    (it.commAxis == Axis::CP ? cost.cpComm : cost.tpComm) += exposed;
+  }
+  return cost;
+}
+
+namespace {
+
+double conventionFlops(const std::vector<WorkItem> &items, Phase phase,
+                       bool coreOnly) {
+  double f = 0;
+  for (const WorkItem &it : items)
+    if (it.phase == phase && (!coreOnly || it.attentionCore))
+      f += it.conventionFlops;
+  return f;
+}
+
+PassCost recomputeCost(const std::vector<WorkItem> &items,
+                       const ClusterSpec &cl, const ParallelPlan &p,
+                       const CostConstants &c) {
+  if (p.recompute == Recompute::Full)
+    return costPhase(items, Phase::Forward, cl, p, c);
+  if (p.recompute == Recompute::None)
+    return {};
+  std::vector<WorkItem> core;
+  for (const WorkItem &it : items)
+    if (it.phase == Phase::Forward && it.attentionCore && !it.isComm)
+      core.push_back(it);
+  return costPhase(core, Phase::Forward, cl, p, c);
+}
+
+/// Parameters of one layer on one rank (after TP); norms and the biases of
+/// row-parallel layers are replicated.
+double layerParamsPerRank(const ModelConfig &m, const ParallelPlan &p) {
+  double h = m.hidden, f = m.ffnHidden, t = p.tp, d = m.headDim();
+  if (m.arch == Architecture::GPT)
+    return (4 * h * h + 3 * h + 2 * h * f + f) / t + 6 * h;
+  double kv = std::max(1.0, double(m.kvHeads) / t) * d;
+  return (2 * h * m.heads * d + 3 * h * f) / t + 2 * h * kv + 2 * h;
+}
+
+void setFlops(Workload &w, const ModelConfig &m, const ParallelPlan &p) {
+  // Whole-model FLOPs: the items of an unsplit layer for one sequence.
+  ParallelPlan whole = p;
+  whole.tp = whole.cp = 1;
+  whole.sequenceParallel = false;
+  whole.microBatchSize = 1;
+  std::vector<WorkItem> layer = layerItems(m, whole);
+  std::vector<WorkItem> head = headItems(m, whole);
+  double layerFwd = conventionFlops(layer, Phase::Forward, false);
+  double headFwd = conventionFlops(head, Phase::Forward, false);
+  double perSeq = 3 * (m.layers * layerFwd + headFwd);
+  double recompute = p.recompute == Recompute::Full ? layerFwd
+                     : p.recompute == Recompute::Selective
+                         ? conventionFlops(layer, Phase::Forward, true)
+                         : 0;
+  double batch = double(p.globalBatch());
+  w.modelFlopsPerStep = batch * perSeq;
+  w.hardwareFlopsPerStep = batch * (perSeq + m.layers * recompute);
+}
+
+} // namespace
+
+Workload buildWorkload(const ModelConfig &m, const ClusterSpec &cl,
+                       const ParallelPlan &p, const CostConstants &c) {
+  Workload w;
+  std::vector<WorkItem> layer = layerItems(m, p);
+  bool splitW = p.schedule == Schedule::ZeroBubbleH1;
+  w.layerForward = costPhase(layer, Phase::Forward, cl, p, c);
+  w.layerBackward = costPhase(layer, Phase::Backward, cl, p, c);
+  w.layerWeightGrad = costPhase(layer, Phase::WeightGrad, cl, p, c);
+  w.layerRecompute = recomputeCost(layer, cl, p, c);
+  std::vector<WorkItem> embed = embeddingItems(m, p);
+  w.embeddingForward = costPhase(embed, Phase::Forward, cl, p, c);
+  w.embeddingBackward = costPhase(embed, Phase::Backward, cl, p, c);
+  w.embeddingBackward += costPhase(embed, Phase::WeightGrad, cl, p, c);
+  std::vector<WorkItem> head = headItems(m, p);
+  w.headForward = costPhase(head, Phase::Forward, cl, p, c);
+  w.headBackward = costPhase(head, Phase::Backward, cl, p, c);
+  w.headWeightGrad = costPhase(head, Phase::WeightGrad, cl, p, c);
+  if (!splitW) {
+    w.layerBackward += w.layerWeightGrad;
+    w.layerWeightGrad = {};
+    w.headBackward += w.headWeightGrad;
+    w.headWeightGrad = {};
+  }
+  double h = m.hidden, vt = std::ceil(double(m.vocab) / p.tp);
+  w.layerParams = layerParamsPerRank(m, p);
+  w.embeddingParams =
+      vt * h + (m.arch == Architecture::GPT ? double(m.seqLen) * h : 0);
+  double norms = m.arch == Architecture::GPT ? 2 * h : h;
+  // The last stage owns the output layer; with tied embeddings and several
+  // stages it keeps its own copy (Megatron syncs the two every step).
+  bool ownOutput = !m.tiedEmbeddings || p.pp > 1;
+  w.headParams = norms + (ownOutput ? vt * h : 0);
+  double act = p.dtype == DType::F32 ? 4 : 2;
+  double tokens = double(p.microBatchSize) * m.seqLen / p.cp;
+  bool shard = p.sequenceParallel || p.scatterGatherP2p;
+  w.p2pBytes = tokens * h * act / (shard ? p.tp : 1);
+  setFlops(w, m, p);
+  return w;
+}
+
+} // namespace cleave::cost

@@ -1,0 +1,155 @@
+//===- ClusterTest.cpp - Presets and JSON cluster specs -------------------===//
+
+#include "TestUtil.h"
+
+#include <fstream>
+
+using namespace cleave;
+using namespace cleave::cost;
+
+namespace {
+
+TEST(ClusterTest, PresetsCarryDatasheetNumbers) {
+  ClusterSpec a100 = test::preset("dgx-a100-80gb", 4);
+  EXPECT_EQ(a100.numGpus(), 32);
+  EXPECT_DOUBLE_EQ(a100.gpu.peakFlops(DType::BF16), 312e12);
+  EXPECT_DOUBLE_EQ(a100.gpu.hbmBytes, 80e9);
+  EXPECT_DOUBLE_EQ(a100.gpu.hbmBandwidth, 2039e9);
+  EXPECT_EQ(a100.gpu.peakFlops(DType::F8E4M3), 0);
+  EXPECT_DOUBLE_EQ(a100.nicBandwidthPerGpu(), 25e9); // 8 x 200 Gb/s / 8
+  ClusterSpec h100 = test::preset("dgx-h100", 2);
+  EXPECT_DOUBLE_EQ(h100.gpu.peakFlops(DType::F8E4M3), 1978.9e12);
+  EXPECT_DOUBLE_EQ(h100.intra.bandwidth, 450e9);
+  EXPECT_TRUE(h100.intra.nvls);
+  EXPECT_DOUBLE_EQ(test::preset("dgx-h200", 1).gpu.hbmBytes, 141e9);
+  EXPECT_DOUBLE_EQ(test::preset("dgx-a100-40gb", 1).gpu.hbmBytes, 40e9);
+  for (const std::string &name : clusterPresetNames())
+    EXPECT_EQ(test::preset(name, 3).validate(), "") << name;
+}
+
+TEST(ClusterTest, UnknownPresetListsTheKnownOnes) {
+  Result<ClusterSpec> c = lookupClusterPreset("dgx-b300", 1);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().find("unknown cluster preset 'dgx-b300'"),
+            std::string::npos);
+  EXPECT_NE(c.error().find("dgx-h100"), std::string::npos);
+  EXPECT_FALSE(lookupClusterPreset("dgx-h100", 0));
+}
+
+TEST(ClusterTest, JsonRoundTrip) {
+  ClusterSpec c = test::preset("dgx-h100", 16);
+  c.inter.sharp = true;
+  c.inter.podNodes = 4;
+  c.inter.oversubscription = 2;
+  Result<ClusterSpec> back = clusterFromJson(clusterToJson(c));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->nodes, 16);
+  EXPECT_DOUBLE_EQ(back->gpu.peakBF16, c.gpu.peakBF16);
+  EXPECT_DOUBLE_EQ(back->inter.nicBandwidth, c.inter.nicBandwidth);
+  EXPECT_DOUBLE_EQ(back->intra.latency, c.intra.latency);
+  EXPECT_TRUE(back->inter.sharp);
+  EXPECT_EQ(back->inter.podNodes, 4);
+  EXPECT_DOUBLE_EQ(back->inter.oversubscription, 2);
+}
+
+TEST(ClusterTest, BaseOverridesOnlyTheGivenFields) {
+  Result<ClusterSpec> c = clusterFromJson(R"({
+    "base": "dgx-a100-80gb", "nodes": 4, "name": "selene-slice",
+    "inter_node": {"sharp": true, "nic_gbit_per_s": 100}
+  })");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->name, "selene-slice");
+  EXPECT_EQ(c->numGpus(), 32);
+  EXPECT_TRUE(c->inter.sharp);
+  EXPECT_DOUBLE_EQ(c->inter.nicBandwidth, 12.5e9);
+  EXPECT_DOUBLE_EQ(c->gpu.hbmBytes, 80e9);
+}
+
+/// Every bad file is rejected with a message that names the field.
+TEST(ClusterTest, BadSpecsNameTheField) {
+  struct Case {
+    const char *json, *message;
+  } cases[] = {
+      {R"({"base": "dgx-h100", "nodes": 2, "gpu": {"hbm_gb": -3}})",
+       "cluster.gpu.hbm_gb: expected a positive number, got -3"},
+      {R"({"base": "dgx-h100", "nodes": "four"})",
+       "cluster.nodes: expected a positive integer, got \"four\""},
+      {R"({"base": "dgx-h100"})",
+       "cluster.nodes: missing (required unless \"base\" names a preset)"},
+      {R"({"base": "dgx-h100", "nodes": 1, "gpu": {"hbm": 80}})",
+       "cluster.gpu.hbm: unknown field (known fields: name, peak_tflops, "
+       "hbm_gb, hbm_tb_per_s, sm_count, gemm_efficiency, memory_efficiency)"},
+      {R"({"base": "dgx-h100", "nodes": 1, "intra_node": {"kind": "ib"}})",
+       "cluster.intra_node.kind: expected \"nvswitch\", \"nvlink-mesh\" or "
+       "\"pcie\", got \"ib\""},
+      {R"({"base": "dgx-h100", "nodes": 1,
+           "gpu": {"gemm_efficiency": 1.5}})",
+       "cluster.gpu.gemm_efficiency: expected a number in (0, 1], got 1.5"},
+      {R"({"base": "dgx-h100", "nodes": 1,
+           "inter_node": {"oversubscription": 0.5}})",
+       "cluster.inter_node.oversubscription: expected a number >= 1, got "
+       "0.5"},
+      {R"({"base": "dgx-h100", "nodes": 1, "inter_node": {"sharp": 1}})",
+       "cluster.inter_node.sharp: expected true or false, got 1"},
+      {R"({"base": "tpu-v5", "nodes": 1})",
+       "cluster.base: unknown cluster preset 'tpu-v5'"},
+      {R"({"nodes": 1, "gpus_per_node": 8})",
+       "cluster.name: missing (required unless \"base\" names a preset)"},
+      {R"({"base": "dgx-h100", "nodes": 1,)", "cluster: not valid JSON"},
+  };
+  for (const Case &c : cases) {
+    Result<ClusterSpec> r = clusterFromJson(c.json);
+    ASSERT_FALSE(r) << c.json;
+    EXPECT_EQ(r.error().rfind(c.message, 0), 0u)
+        << "got: " << r.error() << "\nwant: " << c.message;
+  }
+}
+
+TEST(ClusterTest, FullSpecWithoutBase) {
+  Result<ClusterSpec> c = clusterFromJson(R"({
+    "name": "tiny", "nodes": 2, "gpus_per_node": 4,
+    "gpu": {"name": "g", "peak_tflops": {"bf16": 100}, "hbm_gb": 24,
+            "hbm_tb_per_s": 1, "sm_count": 60, "gemm_efficiency": 0.7,
+            "memory_efficiency": 0.8},
+    "intra_node": {"kind": "pcie", "gb_per_s": 32, "latency_us": 5,
+                   "nvls": false},
+    "inter_node": {"nics_per_node": 1, "nic_gbit_per_s": 100,
+                   "latency_us": 10, "rail_optimized": false, "sharp": false}
+  })");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->intra.kind, IntraNodeKind::PCIe);
+  EXPECT_DOUBLE_EQ(c->nicBandwidthPerGpu(), 12.5e9 / 4);
+  EXPECT_EQ(c->gpu.peakFlops(DType::F32), 0);
+}
+
+TEST(ClusterTest, FilesReportTheirPath) {
+  Result<ClusterSpec> missing = loadClusterFile("/nonexistent/c.json");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error(), "/nonexistent/c.json: cannot open the file");
+  std::string path = ::testing::TempDir() + "/bad-cluster.json";
+  std::ofstream(path) << R"({"base": "dgx-h100", "nodes": -1})";
+  Result<ClusterSpec> bad = loadClusterFile(path);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(),
+            path + ": cluster.nodes: expected a positive integer, got -1");
+}
+
+TEST(ClusterTest, ConstantsFromJson) {
+  Result<CostConstants> c = constantsFromJson(R"({"overlap_slowdown": 0.2,
+                            "ring_rail_aggregation": true})");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_DOUBLE_EQ(c->overlapSlowdown, 0.2);
+  EXPECT_TRUE(c->ringRailAggregation);
+  EXPECT_DOUBLE_EQ(c->kernelOverhead, CostConstants().kernelOverhead);
+  EXPECT_EQ(constantsFromJson(R"({"overlap_slowdown": -1})").error(),
+            "constants.overlap_slowdown: expected a number >= 0, got -1");
+  EXPECT_EQ(constantsFromJson(R"({"speed": 1})").error(),
+            "constants.speed: unknown constant");
+  Result<CostConstants> back =
+      constantsFromJson(constantsToJson(defaultConstants()));
+  ASSERT_TRUE(back);
+  EXPECT_DOUBLE_EQ(back->interNodeBusEfficiency,
+                   defaultConstants().interNodeBusEfficiency);
+}
+
+} // namespace

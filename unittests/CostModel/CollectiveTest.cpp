@@ -1,0 +1,181 @@
+//===- CollectiveTest.cpp - Alpha-beta collective costs -------------------===//
+
+#include "TestUtil.h"
+
+using namespace cleave;
+using namespace cleave::cost;
+
+namespace {
+
+/// One node of 4 GPUs on a 100 GB/s switch with 2 us per ring step, and a
+/// 12.5 GB/s NIC per node with 10 us per step.
+ClusterSpec toyCluster(int nodes, int gpusPerNode) {
+  ClusterSpec c = test::preset("dgx-a100-80gb", nodes);
+  c.gpusPerNode = gpusPerNode;
+  c.intra.bandwidth = 100e9;
+  c.intra.latency = 2e-6;
+  c.intra.nvls = false;
+  c.inter.nicsPerNode = 1;
+  c.inter.nicBandwidth = 12.5e9;
+  c.inter.latency = 10e-6;
+  return c;
+}
+
+TEST(CollectiveTest, PlacementFollowsTheRankOrder) {
+  auto check = [](int size, int stride, int k, int nodes) {
+    GroupPlacement g = placeGroup(size, stride, 8);
+    EXPECT_EQ(g.ranksPerNode, k) << size << " " << stride;
+    EXPECT_EQ(g.nodes, nodes) << size << " " << stride;
+  };
+  check(8, 1, 8, 1); // TP inside a node
+  check(2, 1, 2, 1);
+  check(16, 1, 8, 2);  // TP = 1, DP over two nodes
+  check(32, 8, 1, 32); // DP after TP = 8: one rank per node
+  check(32, 2, 4, 8);  // DP after TP = 2
+  check(1, 1, 1, 1);
+}
+
+TEST(CollectiveTest, BusFactors) {
+  EXPECT_DOUBLE_EQ(busFactor(CollectiveKind::AllReduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(busFactor(CollectiveKind::AllGather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(busFactor(CollectiveKind::ReduceScatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busFactor(CollectiveKind::AllReduce, 1), 0);
+}
+
+/// Ring all-reduce of 1 GB over 4 GPUs of one node: NCCL's Simple protocol
+/// latency (8.4 us base + 2(n-1) = 6 steps of 2 us) plus 2(n-1)/n bytes at
+/// the bus bandwidth.
+TEST(CollectiveTest, RingAllReduceByHand) {
+  ClusterSpec c = toyCluster(1, 4);
+  CostConstants k = test::exactConstants();
+  CollectiveOptions ring;
+  ring.algo = CollectiveAlgo::Ring;
+  CollectiveCost cost = collectiveCost(CollectiveKind::AllReduce, 1e9,
+                                       placeGroup(4, 1, 4), c, k, ring);
+  EXPECT_EQ(cost.protocol, Protocol::Simple);
+  EXPECT_NEAR(cost.latency, 8.4e-6 + 6 * 2e-6, 1e-15);
+  EXPECT_NEAR(cost.time, 8.4e-6 + 6 * 2e-6 + 1.5e9 / 100e9, 1e-12);
+  EXPECT_DOUBLE_EQ(cost.busBandwidth, 100e9);
+  // A tiny message takes the low-latency protocol: 3.6 us base, NVLink LL
+  // steps at 0.47 / 3.4 of the Simple step, a quarter of the bandwidth.
+  CollectiveCost small = collectiveCost(CollectiveKind::AllReduce, 1e3,
+                                        placeGroup(4, 1, 4), c, k, ring);
+  EXPECT_EQ(small.protocol, Protocol::LL);
+  EXPECT_NEAR(small.time, 3.6e-6 + 6 * 2e-6 * 0.47 / 3.4 + 1.5e3 / 25e9, 1e-15);
+}
+
+/// Ring all-gather across 4 nodes with one GPU each: every step crosses
+/// the network.
+TEST(CollectiveTest, InterNodeRingByHand) {
+  ClusterSpec c = toyCluster(4, 1);
+  CostConstants k = test::exactConstants();
+  CollectiveCost cost =
+      collectiveCost(CollectiveKind::AllGather, 1e9, placeGroup(4, 1, 1), c, k);
+  EXPECT_NEAR(cost.time, 8.4e-6 + 3 * 10e-6 + 0.75e9 / 12.5e9, 1e-12);
+  EXPECT_NEAR(p2pTime(1e9, true, c, k), 10e-6 + 1e9 / 12.5e9, 1e-12);
+  EXPECT_NEAR(p2pTime(1e9, false, c, k), 2e-6 + 1e9 / 100e9, 1e-12);
+}
+
+TEST(CollectiveTest, HierarchicalAllReduceUsesEveryNic) {
+  ClusterSpec c = test::preset("dgx-a100-80gb", 4);
+  CostConstants k;
+  GroupPlacement g = placeGroup(32, 1, 8);
+  CollectiveOptions ring, hier;
+  ring.algo = CollectiveAlgo::Ring;
+  hier.algo = CollectiveAlgo::Hierarchical;
+  double ringT =
+      collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, ring).time;
+  double hierT =
+      collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, hier).time;
+  double autoT = collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k).time;
+  EXPECT_LT(hierT, ringT); // 1/8 of the data per NIC vs a flat ring
+  EXPECT_LE(autoT, std::min(ringT, hierT));
+  // With rail aggregation a flat ring drives all 8 NICs too.
+  CollectiveOptions rails = ring;
+  rails.railAggregation = true;
+  EXPECT_LT(collectiveCost(CollectiveKind::AllReduce, 4e9, g, c, k, rails).time,
+            ringT);
+}
+
+TEST(CollectiveTest, InNetworkReductionAndNvlsHelp) {
+  ClusterSpec c = test::preset("dgx-h100", 8);
+  CostConstants k;
+  GroupPlacement dp = placeGroup(64, 1, 8);
+  double plain = collectiveCost(CollectiveKind::AllReduce, 1e9, dp, c, k).time;
+  c.inter.sharp = true;
+  CollectiveCost sharp =
+      collectiveCost(CollectiveKind::AllReduce, 1e9, dp, c, k);
+  EXPECT_LE(sharp.time, plain);
+  EXPECT_EQ(sharp.algo, CollectiveAlgo::CollNet);
+  CollectiveCost nvls =
+      collectiveCost(CollectiveKind::AllReduce, 1e9, placeGroup(8, 1, 8), c, k);
+  EXPECT_EQ(nvls.algo, CollectiveAlgo::NVLS);
+  // ~480 GB/s bus bandwidth on 8 H100s (the NCCL maintainers' figure).
+  EXPECT_NEAR(nvls.busBandwidth / 1e9, 480, 5);
+}
+
+TEST(CollectiveTest, OversubscriptionSlowsTrafficLeavingAPod) {
+  ClusterSpec c = test::preset("dgx-h100", 16);
+  CostConstants k;
+  GroupPlacement inPod = placeGroup(4, 8, 8), across = placeGroup(16, 8, 8);
+  double base =
+      collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k).time;
+  c.inter.podNodes = 4;
+  c.inter.oversubscription = 2;
+  EXPECT_GT(collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k).time,
+            1.8 * base);
+  EXPECT_LT(collectiveCost(CollectiveKind::AllGather, 1e9, inPod, c, k).time,
+            base);
+}
+
+/// More bandwidth (per GPU link or per NIC) is never slower, for every
+/// collective, size and placement.
+TEST(CollectiveTest, MoreBandwidthIsNeverSlower) {
+  CostConstants k;
+  ClusterSpec slow = test::preset("dgx-a100-80gb", 8);
+  for (int which = 0; which < 2; ++which) {
+    ClusterSpec fast = slow;
+    (which ? fast.inter.nicBandwidth : fast.intra.bandwidth) *= 2;
+    for (CollectiveKind kind :
+         {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+          CollectiveKind::ReduceScatter, CollectiveKind::AllToAll,
+          CollectiveKind::Broadcast, CollectiveKind::SendRecv})
+      for (double bytes : {1e2, 1e5, 1e7, 1e9, 1e11})
+        for (GroupPlacement g : {placeGroup(8, 1, 8), placeGroup(8, 8, 8),
+                                 placeGroup(64, 1, 8), placeGroup(16, 2, 8)})
+          EXPECT_LE(collectiveCost(kind, bytes, g, fast, k).time,
+                    collectiveCost(kind, bytes, g, slow, k).time)
+              << toString(kind) << " " << bytes << " " << g.size;
+  }
+}
+
+TEST(CollectiveTest, NamesOfTheDialectOps) {
+  EXPECT_EQ(parseCollectiveKind("all_reduce"), CollectiveKind::AllReduce);
+  EXPECT_EQ(parseCollectiveKind("collective_permute"),
+            CollectiveKind::SendRecv);
+  EXPECT_FALSE(parseCollectiveKind("matmul"));
+}
+
+} // namespace
+
+namespace {
+
+TEST(CollectiveTest, OnlyRailOptimizedFabricsAreNonBlockingInsideAPod) {
+  CostConstants k;
+  ClusterSpec c = test::preset("dgx-a100-80gb", 4);
+  c.inter.oversubscription = 2;
+  GroupPlacement g = placeGroup(4, 8, 8);
+  double rails = collectiveCost(CollectiveKind::AllGather, 1e9, g, c, k).time;
+  c.inter.railOptimized = false;
+  double flat = collectiveCost(CollectiveKind::AllGather, 1e9, g, c, k).time;
+  EXPECT_GT(flat, 1.8 * rails);
+  // Inside one node nothing crosses the fabric.
+  EXPECT_DOUBLE_EQ(
+      collectiveCost(CollectiveKind::AllGather, 1e9, placeGroup(8, 1, 8), c, k)
+          .time,
+      collectiveCost(CollectiveKind::AllGather, 1e9, placeGroup(8, 1, 8),
+                     test::preset("dgx-a100-80gb", 4), k)
+          .time);
+}
+
+} // namespace

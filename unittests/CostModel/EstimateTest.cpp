@@ -1,0 +1,138 @@
+//===- EstimateTest.cpp - Step time, FLOPs, MFU and their properties ------===//
+
+#include "TestUtil.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace cleave;
+using namespace cleave::cost;
+
+namespace {
+
+TEST(EstimateTest, BadPlansNameTheField) {
+  ModelConfig m = test::model("llama3-8b"); // 32 heads, 8 kv heads
+  ClusterSpec c = test::preset("dgx-a100-80gb", 2);
+  auto error = [&](ParallelPlan p) {
+    Result<Estimate> e = estimate(m, c, p);
+    EXPECT_FALSE(e);
+    return e ? std::string() : e.error();
+  };
+  EXPECT_EQ(error(test::plan(3, 1, 1)),
+            "plan.tp: 3 does not divide the 32 attention heads");
+  EXPECT_EQ(error(test::plan(8, 1, 4)),
+            "plan: tp x pp x dp x cp = 32 GPUs, but the cluster has 16");
+  ParallelPlan fp8 = test::plan(8, 1, 1);
+  fp8.dtype = DType::F8E4M3;
+  EXPECT_EQ(error(fp8), "plan.dtype: f8e4m3 is not supported by "
+                        "a100-sxm4-80gb (no peak rate)");
+  ParallelPlan inter = test::plan(1, 4, 1, 6);
+  inter.schedule = Schedule::Interleaved1F1B;
+  inter.virtualStages = 2;
+  EXPECT_EQ(error(inter), "plan.micro_batches: the interleaved schedule "
+                          "needs a multiple of pp (4), got 6");
+  ParallelPlan zero = test::plan(1, 1, 1);
+  zero.zeroStage = 4;
+  EXPECT_EQ(error(zero), "plan.zero: stage must be 0, 1, 2 or 3, got 4");
+  EXPECT_EQ(error(test::plan(1, 64, 1)),
+            "plan.pp: 64 stages x 1 chunks exceed the model's 32 layers");
+}
+
+/// Model FLOPs are Korthikanti's Eq. 7 and, under full recompute, hardware
+/// FLOPs are Narayanan's Eq. 3, exactly.
+TEST(EstimateTest, FlopsFollowThePublishedFormulas) {
+  ModelConfig m = test::model("megatron-18b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 32);
+  ParallelPlan p = test::plan(8, 1, 32, 4);
+  p.microBatchSize = 8;
+  p.recompute = Recompute::Full;
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  double B = 1024, s = 2048, l = 40, h = 6144, V = 51200;
+  double eq7 = 72 * B * l * s * h * h * (1 + s / (6 * h) + V / (12 * h * l));
+  double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(e->modelFlops, eq7, 1e-9 * eq7);
+  EXPECT_NEAR(e->hardwareFlops, eq3, 1e-9 * eq3);
+  double perGpu = e->stepTime * 256;
+  EXPECT_NEAR(e->mfu, eq7 / perGpu / 312e12, 1e-12);
+  EXPECT_NEAR(e->hfu, eq3 / perGpu / 312e12, 1e-12);
+  EXPECT_NEAR(e->tokensPerSecond, B * s / e->stepTime, 1e-6);
+  EXPECT_NEAR(e->breakdown.total(), e->stepTime, 1e-9 * e->stepTime);
+}
+
+/// A faster link or GPU never makes a plan slower.
+TEST(EstimateTest, MoreBandwidthOrComputeIsNeverSlower) {
+  struct Case {
+    const char *model;
+    ParallelPlan plan;
+  } cases[] = {
+      {"gpt3-175b", test::plan(8, 8, 4, 32)},
+      {"llama3-8b", test::plan(1, 1, 32, 4)},
+      {"llama3-70b", test::plan(4, 4, 2, 8)},
+  };
+  cases[1].plan.zeroStage = 3;
+  cases[2].plan.overlapGradReduce = true;
+  cases[2].plan.zeroStage = 1;
+  for (const Case &k : cases) {
+    ModelConfig m = test::model(k.model);
+    ClusterSpec base = test::preset("dgx-h100", k.plan.numGpus() / 8);
+    double t0 = estimate(m, base, k.plan)->stepTime;
+    for (int which = 0; which < 4; ++which) {
+      ClusterSpec fast = base;
+      if (which == 0)
+        fast.inter.nicBandwidth *= 2;
+      if (which == 1)
+        fast.intra.bandwidth *= 2;
+      if (which == 2)
+        fast.gpu.hbmBandwidth *= 2;
+      if (which == 3)
+        fast.gpu.peakBF16 *= 2;
+      Result<Estimate> e = estimate(m, fast, k.plan);
+      ASSERT_TRUE(e) << e.error();
+      EXPECT_LE(e->stepTime, t0 * (1 + 1e-12)) << k.model << " " << which;
+    }
+  }
+}
+
+TEST(EstimateTest, BreakdownAddsUpAndNamesTheBubble) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 32);
+  ParallelPlan p = test::plan(8, 8, 4, 16);
+  p.sequenceParallel = true;
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  const TimeBreakdown &b = e->breakdown;
+  EXPECT_NEAR(b.total(), e->stepTime, 1e-9 * e->stepTime);
+  // 1F1B with 16 micro-batches on 8 stages: about 7/23 of the step idle.
+  EXPECT_NEAR(b.bubble / e->stepTime, 7.0 / 23, 0.05);
+  EXPECT_GT(b.exposedComm[size_t(Axis::TP)], 0);
+  EXPECT_GT(b.exposedComm[size_t(Axis::DP)], 0);
+  EXPECT_GT(b.forward, 0);
+  EXPECT_GT(b.backward, b.forward);
+}
+
+TEST(EstimateTest, ReportsAndJson) {
+  ModelConfig m = test::model("llama3-8b");
+  ClusterSpec c = test::preset("dgx-h100", 1);
+  ParallelPlan p = test::plan(8, 1, 1, 4);
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  std::string text = formatReport(*e, m, c, p);
+  EXPECT_NE(text.find("MFU / HFU"), std::string::npos);
+  EXPECT_NE(text.find("fits"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(estimateToJson(*e, m, c, p));
+  EXPECT_DOUBLE_EQ(j["step_time_s"].get<double>(), e->stepTime);
+  EXPECT_EQ(j["memory_bytes_per_stage"].size(), 1u);
+  EXPECT_EQ(j["fits"].get<bool>(), e->fits);
+}
+
+/// A plan whose activations cannot fit is reported as such.
+TEST(EstimateTest, OversizedPlansDoNotFit) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  Result<Estimate> e = estimate(m, c, test::plan(8, 1, 1));
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_FALSE(e->fits);
+  EXPECT_GT(e->peakMemory().total(), 80e9);
+}
+
+} // namespace

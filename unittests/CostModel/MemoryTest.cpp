@@ -1,0 +1,157 @@
+//===- MemoryTest.cpp - Model state and activation memory -----------------===//
+
+#include "TestUtil.h"
+
+using namespace cleave;
+using namespace cleave::cost;
+
+namespace {
+
+/// A GPT layer as in Korthikanti et al. 2022 (dropout, unfused attention).
+ModelConfig korthikantiLayer() {
+  ModelConfig m = test::model("megatron-7.5b"); // h 4096, a 32, s 2048
+  m.dropout = 0.1;
+  return m;
+}
+
+ParallelPlan korthikantiPlan(int t, bool sp, Recompute r) {
+  ParallelPlan p = test::plan(t, 1, 1);
+  p.sequenceParallel = sp;
+  p.recompute = r;
+  p.attention = AttentionImpl::Unfused;
+  p.microBatchSize = 2;
+  return p;
+}
+
+/// Korthikanti et al. 2022, Table 2: activation bytes per layer.
+TEST(MemoryTest, ActivationsMatchKorthikantiTable2) {
+  ModelConfig m = korthikantiLayer();
+  double s = 2048, b = 2, h = 4096, a = 32, t = 8;
+  double sbh = s * b * h;
+  struct Case {
+    int tp;
+    bool sp;
+    Recompute r;
+    double expected;
+  } cases[] = {
+      {1, false, Recompute::None, sbh * (34 + 5 * a * s / h)},
+      {8, false, Recompute::None, sbh * (10 + 24 / t + 5 * a * s / (h * t))},
+      {8, true, Recompute::None, sbh * (34 / t + 5 * a * s / (h * t))},
+      {8, true, Recompute::Selective, sbh * 34 / t},
+      {8, false, Recompute::Selective, sbh * (10 + 24 / t)},
+      {1, false, Recompute::Full, 2 * sbh},
+      {8, true, Recompute::Full, 2 * sbh / t},
+  };
+  for (const Case &c : cases)
+    EXPECT_DOUBLE_EQ(layerActivationBytes(m, korthikantiPlan(c.tp, c.sp, c.r)),
+                     c.expected)
+        << "tp " << c.tp << " sp " << c.sp << " " << toString(c.r);
+}
+
+TEST(MemoryTest, FusedAttentionDropsTheScoreTensors) {
+  ModelConfig m = korthikantiLayer();
+  ParallelPlan p = korthikantiPlan(8, true, Recompute::None);
+  p.attention = AttentionImpl::Flash;
+  double sbh = 2048.0 * 2 * 4096;
+  // 34 s b h / t plus the fp32 log-sum-exp per head and token.
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, p),
+                   sbh * 34 / 8 + 4 * 2048.0 * 2 * 32 / 8);
+}
+
+/// ZeRO-3 with bf16 and fp32 gradients: 2 + 4 + 12 = 18 bytes per
+/// parameter, all divided by the DP size.
+TEST(MemoryTest, Zero3ModelStatePerGpu) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  ParallelPlan p = test::plan(1, 1, 64);
+  p.zeroStage = 3;
+  CostConstants k;
+  Workload w = buildWorkload(m, c, p, k);
+  double params = double(m.numParameters());
+  EXPECT_DOUBLE_EQ(stageParameters(m, p, w, 0), params);
+  MemoryBreakdown mem = stageMemory(m, c, p, w, 0, k);
+  EXPECT_NEAR(mem.parameters + mem.gradients + mem.optimizerStates,
+              18 * params / 64, 1e-6 * params);
+  p.dtype = DType::F16; // fp16 gradients: 16 bytes per parameter
+  mem = stageMemory(m, c, p, buildWorkload(m, c, p, k), 0, k);
+  EXPECT_NEAR(mem.parameters + mem.gradients + mem.optimizerStates,
+              16 * params / 64, 1e-6 * params);
+  p.dtype = DType::F32;
+  p.zeroStage = 0; // fp32 training: 4 + 4 + 8 bytes, unsharded
+  mem = stageMemory(m, c, p, buildWorkload(m, c, p, k), 0, k);
+  EXPECT_NEAR(mem.parameters + mem.gradients + mem.optimizerStates, 16 * params,
+              1e-6 * params);
+}
+
+TEST(MemoryTest, HigherZeroStagesNeverUseMoreMemory) {
+  CostConstants k;
+  for (const char *name : {"gpt2-medium", "megatron-18b", "llama3-8b"}) {
+    ModelConfig m = test::model(name);
+    for (int dp : {2, 8, 64}) {
+      ClusterSpec c = test::preset("dgx-h100", dp);
+      double previous = 1e300;
+      for (int zero = 0; zero <= 3; ++zero) {
+        ParallelPlan p = test::plan(8, 1, dp);
+        p.zeroStage = zero;
+        double total =
+            stageMemory(m, c, p, buildWorkload(m, c, p, k), 0, k).total();
+        EXPECT_LE(total, previous) << name << " dp " << dp << " zero " << zero;
+        previous = total;
+      }
+    }
+  }
+}
+
+TEST(MemoryTest, MoreTensorParallelismNeverMoreParameterMemory) {
+  CostConstants k;
+  ClusterSpec c = test::preset("dgx-h100", 1);
+  for (const char *name : {"gpt3-175b", "llama3-70b", "gpt2-medium"}) {
+    ModelConfig m = test::model(name);
+    double previous = 1e300;
+    for (int tp : {1, 2, 4, 8}) {
+      ParallelPlan p = test::plan(tp, 1, 1);
+      MemoryBreakdown mem =
+          stageMemory(m, c, p, buildWorkload(m, c, p, k), 0, k);
+      EXPECT_LT(mem.parameters, previous) << name << " tp " << tp;
+      previous = mem.parameters;
+    }
+  }
+}
+
+/// Micro-batches alive on a stage: 1F1B keeps pp - stage, GPipe all m,
+/// interleaved Megatron's warm-up count + 1 chunks.
+TEST(MemoryTest, LiveMicroBatchesFollowTheSchedule) {
+  ModelConfig m = test::model("megatron-18b"); // 40 layers
+  ParallelPlan p = test::plan(8, 4, 1, 16);
+  for (int stage = 0; stage < 4; ++stage)
+    EXPECT_DOUBLE_EQ(peakLiveLayerMicroBatches(m, p, stage),
+                     (4 - stage) * 10.0);
+  p.schedule = Schedule::GPipe;
+  EXPECT_DOUBLE_EQ(peakLiveLayerMicroBatches(m, p, 2), 16 * 10.0);
+  p.schedule = Schedule::Interleaved1F1B;
+  p.virtualStages = 2; // 5 layers per chunk
+  EXPECT_DOUBLE_EQ(peakLiveLayerMicroBatches(m, p, 0),
+                   ((4 - 1) * 2 + (2 - 1) * 4 + 1) * 5.0);
+  p.schedule = Schedule::ZeroBubbleH1;
+  p.virtualStages = 1;
+  for (int stage = 0; stage < 4; ++stage)
+    EXPECT_LE(peakLiveLayerMicroBatches(m, p, stage), 4 * 10.0);
+}
+
+TEST(MemoryTest, PeakTracksTheBiggestStage) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  ParallelPlan p = test::plan(8, 8, 1, 32);
+  p.sequenceParallel = true;
+  p.recompute = Recompute::Selective;
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  ASSERT_EQ(e->memoryPerStage.size(), 8u);
+  for (const MemoryBreakdown &s : e->memoryPerStage)
+    EXPECT_LE(s.total(), e->peakMemory().total());
+  // Stage 0 keeps the most micro-batches alive under 1F1B.
+  EXPECT_GT(e->memoryPerStage[0].activations, e->memoryPerStage[7].activations);
+  EXPECT_EQ(e->fits, e->peakMemory().fits());
+}
+
+} // namespace

@@ -1,0 +1,77 @@
+//===- OpCostTest.cpp - Roofline kernel costs -----------------------------===//
+
+#include "TestUtil.h"
+
+using namespace cleave;
+using namespace cleave::cost;
+
+namespace {
+
+TEST(OpCostTest, MemoryBoundKernelsStreamAtAchievedBandwidth) {
+  GpuSpec g = test::preset("dgx-a100-80gb", 1).gpu;
+  // 1 GB at 2,039 GB/s x 0.80.
+  EXPECT_DOUBLE_EQ(memoryTime(1e9, g), 1e9 / (2039e9 * 0.80));
+  CostConstants c;
+  Kernel k = Kernel::makeMemory(1e9);
+  EXPECT_DOUBLE_EQ(kernelTime(k, g, c), memoryTime(1e9, g) + c.kernelOverhead);
+}
+
+TEST(OpCostTest, LargeGemmsReachTheChipEfficiency) {
+  GpuSpec g = test::preset("dgx-h100", 1).gpu;
+  CostConstants c;
+  // 132 SMs: 8448 x 8448 outputs are 66 x 33 = 2178 128x256 tiles; with K
+  // = 16384 the ramp is 16384 / (16384 + 64).
+  GemmShape big{8448, 8448, 16384};
+  double eff = gemmEfficiency(big, g, c);
+  EXPECT_LE(eff, g.gemmEfficiency);
+  EXPECT_GT(eff, 0.95 * g.gemmEfficiency);
+  // A GEMM with one output tile uses a sliver of the GPU even with split-K.
+  GemmShape tiny{128, 128, 4096};
+  EXPECT_LT(gemmEfficiency(tiny, g, c), 0.2 * g.gemmEfficiency);
+  // Short reductions lose to the K ramp: K = 64 gives half of K = inf.
+  GemmShape shortK{8448, 8448, 64};
+  EXPECT_NEAR(gemmEfficiency(shortK, g, c) / eff, 0.5 * 16448 / 16384, 0.02);
+  double t = gemmTime(big, DType::BF16, g, c);
+  EXPECT_DOUBLE_EQ(t, big.flops() / (g.peakBF16 * eff));
+  // fp8 runs at the fp8 peak (twice bf16's on H100).
+  EXPECT_NEAR(gemmTime(big, DType::F8E4M3, g, c), t * g.peakBF16 / g.peakF8,
+              t * 1e-9);
+}
+
+TEST(OpCostTest, SkinnyGemmsAreMemoryBound) {
+  GpuSpec g = test::preset("dgx-a100-80gb", 1).gpu;
+  CostConstants c;
+  GemmShape gemv{1, 16384, 16384}; // matrix-vector: 2 flops per weight
+  double bytes = (16384.0 * 16384 + 16384 + 16384) * 2;
+  EXPECT_DOUBLE_EQ(gemmTime(gemv, DType::BF16, g, c), memoryTime(bytes, g));
+}
+
+TEST(OpCostTest, FlashAttentionCountsCausalWorkOnce) {
+  AttentionShape a{2, 16, 4096, 4096, 128, true};
+  double full = 4.0 * 2 * 16 * 4096 * 4096 * 128;
+  EXPECT_DOUBLE_EQ(a.executedFlops(false), full / 2);
+  EXPECT_DOUBLE_EQ(a.executedFlops(true), 2.5 * full / 2);
+  GpuSpec g = test::preset("dgx-h100", 1).gpu;
+  CostConstants c;
+  double fwd = flashAttentionTime(a, false, DType::BF16, g, c);
+  double expected =
+      (full / 2) / (g.peakBF16 * g.gemmEfficiency * c.flashForwardRatio);
+  EXPECT_NEAR(fwd, expected, expected * 1e-12);
+  EXPECT_GT(flashAttentionTime(a, true, DType::BF16, g, c), 2.5 * fwd);
+}
+
+TEST(OpCostTest, MoreBandwidthOrFlopsIsNeverSlower) {
+  GpuSpec slow = test::preset("dgx-a100-80gb", 1).gpu;
+  GpuSpec fast = slow;
+  fast.hbmBandwidth *= 2;
+  fast.peakBF16 *= 1.5;
+  CostConstants c;
+  for (double n : {1.0, 64.0, 1024.0, 12288.0}) {
+    GemmShape s{4096, n, 4096};
+    EXPECT_LE(gemmTime(s, DType::BF16, fast, c),
+              gemmTime(s, DType::BF16, slow, c));
+    EXPECT_LE(memoryTime(n * 1e6, fast), memoryTime(n * 1e6, slow));
+  }
+}
+
+} // namespace

@@ -1,0 +1,222 @@
+//===- SimulatorTest.cpp - Event replay, symmetry and timelines -----------===//
+
+#include "TestUtil.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+using namespace cleave;
+using namespace cleave::cost;
+
+namespace {
+
+Task compute(double seconds) {
+  Task t;
+  t.duration = seconds;
+  return t;
+}
+
+Task comm(Stream stream, double seconds, uint8_t links, int32_t group = -1) {
+  Task t;
+  t.kind = TaskKind::Collective;
+  t.category = TaskCategory::Communication;
+  t.axis = Axis::DP;
+  t.stream = stream;
+  t.duration = seconds;
+  t.links = links;
+  t.group = group;
+  return t;
+}
+
+SimulationResult run(const Program &p, const CostConstants &c) {
+  SimulationOptions o;
+  o.keepTimings = true;
+  Result<SimulationResult> r = simulate(p, c, o);
+  EXPECT_TRUE(r) << r.error();
+  return *r;
+}
+
+/// Two transfers on the same NIC direction share it: both take twice as
+/// long; on different directions they do not interfere.
+TEST(SimulatorTest, SharedLinksSplitTheirBandwidth) {
+  CostConstants c = test::exactConstants();
+  Program p;
+  p.ranks.resize(1);
+  p.add(0, comm(kDpGatherStream, 1, kNicOut), {});
+  p.add(0, comm(kPpStream, 1, kNicOut), {});
+  SimulationResult r = run(p, c);
+  EXPECT_NEAR(r.timings[0][0].end, 2, 1e-12);
+  EXPECT_NEAR(r.timings[0][1].end, 2, 1e-12);
+  Program q;
+  q.ranks.resize(1);
+  q.add(0, comm(kDpGatherStream, 1, kNicOut), {});
+  q.add(0, comm(kPpStream, 1, kNicIn), {});
+  EXPECT_NEAR(run(q, c).stepTime, 1, 1e-12);
+}
+
+/// A shorter transfer on a shared link finishes, then the other speeds up:
+/// 1 s and 3 s alone -> the first ends at 2 s, the second at 4 s.
+TEST(SimulatorTest, ProcessorSharingRerates) {
+  CostConstants c = test::exactConstants();
+  Program p;
+  p.ranks.resize(1);
+  p.add(0, comm(kDpGatherStream, 1, kNicOut | kNicIn), {});
+  p.add(0, comm(kDpReduceStream, 3, kNicOut), {});
+  SimulationResult r = run(p, c);
+  EXPECT_NEAR(r.timings[0][0].end, 2, 1e-12);
+  EXPECT_NEAR(r.timings[0][1].end, 4, 1e-12);
+}
+
+/// Compute slows while a collective runs on its GPU.
+TEST(SimulatorTest, OverlapSlowsCompute) {
+  CostConstants c = test::exactConstants();
+  c.overlapSlowdown = 0.5;
+  Program p;
+  p.ranks.resize(1);
+  p.add(0, compute(1), {});
+  p.add(0, comm(kDpGatherStream, 1, 0), {});
+  SimulationResult r = run(p, c);
+  // 1 s at rate 2/3, then the remaining 1/3 at full speed.
+  EXPECT_NEAR(r.timings[0][0].end, 1 + 1.0 / 3, 1e-12);
+  EXPECT_NEAR(r.timings[0][1].end, 1, 1e-12);
+}
+
+/// A collective starts when the last member arrives.
+TEST(SimulatorTest, CollectivesWaitForEveryMember) {
+  CostConstants c = test::exactConstants();
+  Program p;
+  p.ranks.resize(2);
+  p.groups.push_back({0, 1});
+  p.add(0, comm(kDpGatherStream, 1, 0, 0), {});
+  int32_t work = p.add(1, compute(2), {});
+  p.add(1, comm(kDpGatherStream, 1, 0, 0), {{1, work}});
+  SimulationResult r = run(p, c);
+  EXPECT_NEAR(r.timings[0][0].start, 0, 1e-12);
+  EXPECT_NEAR(r.timings[0][0].transferStart, 2, 1e-12);
+  EXPECT_NEAR(r.timings[0][0].end, 3, 1e-12);
+  EXPECT_NEAR(r.timings[1][1].end, 3, 1e-12);
+  EXPECT_EQ(r.criticalRank, 0);
+}
+
+TEST(SimulatorTest, DeadlocksAreReportedNotHung) {
+  CostConstants c = test::exactConstants();
+  Program p;
+  p.ranks.resize(2);
+  p.groups.push_back({0, 1});
+  p.add(0, compute(1), {});
+  p.add(0, comm(kDpGatherStream, 1, 0, 0), {});
+  // Rank 1 never reaches the collective: its only task waits on itself.
+  p.add(1, compute(1), {{1, 0}});
+  Result<SimulationResult> r = simulate(p, c);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("simulation cannot finish: rank 0"),
+            std::string::npos)
+      << r.error();
+  EXPECT_NE(r.error().find("waits for the other members"), std::string::npos);
+}
+
+struct SymmetryCase {
+  const char *model;
+  ParallelPlan plan;
+};
+
+ParallelPlan with(ParallelPlan p, void (*edit)(ParallelPlan &)) {
+  edit(p);
+  return p;
+}
+
+/// The one-rank-per-stage simulation equals a simulation of every GPU with
+/// real collective groups and point-to-point partners.
+TEST(SimulatorTest, SymmetricEqualsBruteForce) {
+  SymmetryCase cases[] = {
+      {"gpt2-medium",
+       with(test::plan(2, 2, 2, 4),
+            [](ParallelPlan &p) { p.overlapGradReduce = true; })},
+      {"gpt2-medium", with(test::plan(1, 4, 2, 8),
+                           [](ParallelPlan &p) {
+                             p.schedule = Schedule::Interleaved1F1B;
+                             p.virtualStages = 2;
+                             p.zeroStage = 1;
+                             p.overlapParamGather = true;
+                           })},
+      {"gpt2-medium", with(test::plan(2, 1, 4, 2),
+                           [](ParallelPlan &p) {
+                             p.zeroStage = 3;
+                             p.recompute = Recompute::Full;
+                           })},
+      {"llama3-8b", with(test::plan(2, 2, 2, 4),
+                         [](ParallelPlan &p) {
+                           p.cp = 2;
+                           p.schedule = Schedule::ZeroBubbleH1;
+                           p.sequenceParallel = true;
+                         })},
+      {"llama3-8b", with(test::plan(4, 4, 4, 8),
+                         [](ParallelPlan &p) {
+                           p.zeroStage = 1;
+                           p.overlapGradReduce = true;
+                           p.recompute = Recompute::Selective;
+                         })},
+  };
+  for (const SymmetryCase &sc : cases) {
+    ModelConfig m = test::model(sc.model);
+    ClusterSpec c = test::preset("dgx-h100", (sc.plan.numGpus() + 7) / 8);
+    ASSERT_EQ(validatePlan(sc.plan, m, c), "");
+    EstimateOptions brute;
+    brute.symmetric = false;
+    Result<Estimate> a = estimate(m, c, sc.plan);
+    Result<Estimate> b = estimate(m, c, sc.plan, brute);
+    ASSERT_TRUE(a && b) << a.error() << b.error();
+    EXPECT_NEAR(a->stepTime, b->stepTime, 1e-9 * a->stepTime)
+        << describe(sc.plan);
+    EXPECT_NEAR(a->breakdown.bubble, b->breakdown.bubble, 1e-9 * a->stepTime);
+    for (int ax = 0; ax < kNumAxes; ++ax)
+      EXPECT_NEAR(a->breakdown.exposedComm[size_t(ax)],
+                  b->breakdown.exposedComm[size_t(ax)], 1e-9 * a->stepTime);
+  }
+}
+
+/// The timeline is Trace Event Format JSON that Perfetto reads.
+TEST(SimulatorTest, ChromeTraceIsWellFormed) {
+  ModelConfig m = test::model("gpt2-medium");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 2);
+  ParallelPlan p = test::plan(2, 4, 2, 8);
+  p.overlapGradReduce = true;
+  EstimateOptions o;
+  o.keepTimeline = true;
+  Result<Estimate> e = estimate(m, c, p, o);
+  ASSERT_TRUE(e) << e.error();
+  std::ostringstream out;
+  ASSERT_TRUE(writeTrace(*e, out));
+  nlohmann::json j = nlohmann::json::parse(out.str(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  size_t complete = 0, names = 0;
+  double lastEnd = 0;
+  for (const nlohmann::json &ev : j["traceEvents"]) {
+    ASSERT_TRUE(ev["ph"].is_string());
+    ASSERT_TRUE(ev["pid"].is_number_integer());
+    if (ev["ph"] == "X") {
+      ++complete;
+      ASSERT_TRUE(ev["name"].is_string());
+      ASSERT_TRUE(ev["tid"].is_number_integer());
+      ASSERT_GE(ev["ts"].get<double>(), 0);
+      ASSERT_GE(ev["dur"].get<double>(), 0);
+      lastEnd =
+          std::max(lastEnd, ev["ts"].get<double>() + ev["dur"].get<double>());
+    } else if (ev["ph"] == "M" && ev["name"] == "process_name") {
+      ++names;
+    }
+  }
+  EXPECT_EQ(names, 4u); // one process per pipeline stage
+  size_t tasks = 0;
+  for (const RankProgram &r : e->program->ranks)
+    tasks += r.tasks.size();
+  EXPECT_EQ(complete, tasks);
+  EXPECT_NEAR(lastEnd, e->stepTime * 1e6, 1e-3);
+  Estimate plain = *estimate(m, c, p);
+  std::ostringstream none;
+  EXPECT_FALSE(writeTrace(plain, none));
+}
+
+} // namespace
