@@ -24,8 +24,8 @@ namespace {
 /// and library functions and MLIR's C-interface wrappers.
 bool isProgramFunction(LLVM::LLVMFuncOp func) {
   StringRef name = func.getName();
-  return !func.isExternal() && !name.starts_with("cleave_") &&
-         !name.starts_with("_mlir") &&
+  return !func.isExternal() && !func.isPrivate() &&
+         !name.starts_with("cleave_") && !name.starts_with("_mlir") &&
          func.getLinkage() != LLVM::Linkage::Internal &&
          func.getLinkage() != LLVM::Linkage::Private;
 }

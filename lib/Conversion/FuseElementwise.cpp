@@ -26,11 +26,17 @@ struct CleaveFuseElementwisePass final
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
+    // Fuse generic into generic, and only producers with a single user:
+    // fusing a producer that has other users recomputes it in each of them
+    // (the residual stream of a transformer would be recomputed from the
+    // embedding in every layer).
     linalg::ControlFusionFn onlyGenerics = [](OpOperand *operand) {
       Operation *producer = operand->get().getDefiningOp();
       Operation *consumer = operand->getOwner();
       return isa_and_nonnull<linalg::GenericOp>(producer) &&
-             isa<linalg::GenericOp>(consumer);
+             isa<linalg::GenericOp>(consumer) &&
+             llvm::all_of(producer->getResults(),
+                          [](Value r) { return r.hasOneUse(); });
     };
     linalg::populateElementwiseOpsFusionPatterns(patterns, onlyGenerics);
     if (failed(applyPatternsAndFoldGreedily(getOperation(),

@@ -137,12 +137,24 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
     return b.create<arith::ConstantFloatOp>(loc, APFloat(v), b.getF64Type())
         .getResult();
   };
-  // linalg accumulates into C (which holds the fill), so beta = 1.
+  // linalg accumulates into C. When C was just filled with zeros, the GEMM
+  // overwrites it instead (beta = 0) and the fill goes: one pass less over
+  // every output.
+  double beta = 1.0;
+  if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode())) {
+    auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+    auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
+    if (fill.getOutputs()[0] == c && value && value.getValue().isZero() &&
+        cDense == c) {
+      fill->erase();
+      beta = 0.0;
+    }
+  }
   b.create<func::CallOp>(
       loc, gemm,
       ValueRange{i32(*dtype), i32(ta), i32(tb), i64(batch), i64(m), i64(n),
                  i64(k), f64(1.0), da.ptr, da.ld, da.batchStride, db.ptr,
-                 db.ld, db.batchStride, f64(1.0), dc.ptr, dc.ld,
+                 db.ld, db.batchStride, f64(beta), dc.ptr, dc.ld,
                  dc.batchStride});
   if (cDense != c)
     b.create<memref::CopyOp>(loc, cDense, c);

@@ -26,7 +26,7 @@ using namespace mlir;
 using namespace mlir::cleave;
 
 void mlir::cleave::registerCPULoweringDialects(DialectRegistry &registry) {
-  registry.insert<CleaveDialect, arith::ArithDialect,
+  registry.insert<CleaveDialect, arith::ArithDialect, vector::VectorDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect,
                   func::FuncDialect, linalg::LinalgDialect,
                   LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect,
@@ -75,10 +75,12 @@ void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
 
   // Loops and LLVM.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createCleaveOutlineKernelsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  pm.addPass(createCleaveApproximateMathPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

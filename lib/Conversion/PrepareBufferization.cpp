@@ -7,6 +7,7 @@
 #include "cleave/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 #define DEBUG_TYPE "cleave-prepare-bufferization"
@@ -36,6 +37,26 @@ struct CleavePrepareBufferizationPass final
           func.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                           b.getBoolAttr(false));
       func.walk([&](func::ReturnOp ret) { copyDuplicates(ret); });
+      func.walk([&](linalg::FillOp fill) { unshareFill(fill); });
+    }
+  }
+
+  /// CSE merges identical fills (the zeros every GEMM accumulates into);
+  /// one-shot bufferization then fills one buffer and copies it for every
+  /// user that writes into it. A fill per user is a memset instead of a
+  /// copy, and lets the GEMM lowering drop it entirely (beta = 0).
+  void unshareFill(linalg::FillOp fill) {
+    if (!fill.hasPureTensorSemantics() || fill->getResult(0).hasOneUse())
+      return;
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : fill->getResult(0).getUses())
+      uses.push_back(&use);
+    for (OpOperand *use : llvm::drop_begin(uses)) {
+      OpBuilder b(use->getOwner());
+      IRMapping mapping;
+      if (auto init = fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+        mapping.map(init.getResult(), b.clone(*init)->getResult(0));
+      use->set(b.clone(*fill, mapping)->getResult(0));
     }
   }
 

@@ -39,7 +39,10 @@ def CleaveFuseElementwisePass
   let summary = "Fuses chains of elementwise linalg.generics, sparing GEMMs.";
   let description = [{
     Upstream elementwise fusion, restricted to producer/consumer pairs that
-    are both `linalg.generic`: named contractions (`linalg.matmul` and
+    are both `linalg.generic` and to producers with a single user (a producer
+    with several users would be recomputed in each: a transformer's residual
+    stream would be recomputed from the embedding in every layer). Named
+    contractions (`linalg.matmul` and
     friends) stay named, so that `cleave-linalg-to-runtime` can hand them to
     the BLAS after bufferization, and the fills that initialize them stay
     separate.
@@ -63,7 +66,10 @@ def CleavePrepareBufferizationPass
     outputs after each step), and copies results that a function returns
     more than once (for example the same gradient for two parameters of an
     addition) or that are its own arguments, so that every result bufferizes
-    to its own out-parameter.
+    to its own out-parameter. Finally it gives every user of a shared
+    `linalg.fill` (CSE merges the zero fills that GEMMs accumulate into) its
+    own fill: bufferization would otherwise fill once and copy the buffer
+    for every user.
 
     ```mlir
     return %g, %g : tensor<4xf32>, tensor<4xf32>
@@ -76,6 +82,28 @@ def CleavePrepareBufferizationPass
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def CleaveApproximateMathPass
+    : Pass<"cleave-approximate-math", "::mlir::ModuleOp"> {
+  let summary = "Replaces f32 transcendental calls by inline polynomials.";
+  let description = [{
+    Rewrites f32 `math.exp`, `math.tanh`, `math.erf`, `math.log` (and the
+    other functions MLIR approximates) into arithmetic polynomials with
+    range reduction, accurate to a few ulp. Unlike calls to libm they inline
+    into the loops of the lowered program, which LLVM then vectorizes: GELU's
+    tanh and softmax's exp were a quarter of a small GPT's CPU step as libm
+    calls. f64 keeps libm (gradient checks run in f64).
+
+    ```mlir
+    %y = math.tanh %x : f32
+    // becomes about 20 arith ops (clamp, polynomial in x^2, division)
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 
@@ -102,6 +130,29 @@ def CleaveLinalgToRuntimePass
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"
   ];
+}
+
+def CleaveOutlineKernelsPass
+    : Pass<"cleave-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Moves every loop nest of a function into its own function.";
+  let description = [{
+    After linalg ops became loops, a training step is one function with
+    about a thousand loop nests. LLVM's loop passes (induction-variable
+    simplification, vectorization, load elimination) are superlinear in
+    function size: compiling a 4-layer GPT step took 25 s. This pass moves
+    each top-level loop nest whose memrefs all have identity layouts into a
+    private, never-inlined function taking the values it uses, so LLVM
+    optimizes many small functions (and profiles name them). Loop nests on
+    strided views stay in place (the bare-pointer calling convention needs
+    identity layouts).
+
+    ```mlir
+    scf.for %i = %c0 to %c8 step %c1 { ... %a ... %b ... }
+    // becomes
+    call @step_kernel3(%a, %b) : (memref<8x16xf32>, memref<8x16xf32>) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
 def CleaveEmitEntryPointsPass
