@@ -7,26 +7,26 @@ build="${CLEAVE_BUILD_DIR:-$root/build}"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 
-opt="$build/bin/cleave-opt"
+bin="$build/bin"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "A two-layer MLP with a data x tensor parallel sharding (examples/mlp.mlir)"
-"$opt" "$root/examples/mlp.mlir"
+say "1. A model is a cleave program: the zoo's GPT, one layer (cleave-models)"
+"$bin/cleave-models" --model tiny-gpt --layers 1 | head -20
+echo "   ..."
 
-say "The factor-based sharding rule of every op in a GPT block"
-"$opt" "$root/examples/gpt_block.mlir" --cleave-print-sharding-rules \
-  --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 |
-  sed -n 's/^.*gpt_block.mlir:\([0-9]*\):[0-9]*: remark: sharding rule: /  line \1: /p'
+say "2. Each op says how it can be split: the sharding rule of attention"
+"$bin/cleave-models" --model tiny-llama --layers 1 |
+  "$bin/cleave-opt" --cleave-print-sharding-rules --mlir-print-op-on-diagnostic=false \
+    -o /dev/null 2>&1 | grep -m1 "cleave.attention\|sharding rule: (\[i, j, (k" |
+  sed 's/^.*remark: /   /'
 
-say "Bad input gets a diagnostic that says what is wrong and where"
-bad=$(mktemp --suffix=.mlir)
-trap 'rm -f "$bad"' EXIT
-cat >"$bad" <<'MLIR'
-cleave.mesh @cpu(dp = 2 : host, tp = 4 : host)
-func.func @f(%x: tensor<6x16xf32> {cleave.sharding = #cleave.sharding<@cpu, [dp, tp]>},
-             %w: tensor<32x16xf32>) -> tensor<6x16xf32> {
-  %y = cleave.matmul %x, %w : (tensor<6x16xf32>, tensor<32x16xf32>) -> tensor<6x16xf32>
-  return %y : tensor<6x16xf32>
-}
-MLIR
-"$opt" "$bad" -o /dev/null 2>&1 | sed 's|^.*/tmp/[^:]*|  input.mlir|' || true
+say "3. Train a character-level GPT on a text every Debian system ships"
+echo "   (the GPL-3 text, embedded at build time; 4 layers, hidden 128, 4 heads,"
+echo "    context 64, batch 16, AdamW; compiled to native code through MLIR)"
+"$bin/cleave-run" --model tiny-gpt --layers 4 --hidden 128 --heads 4 --seq 64 \
+  --batch 16 --steps 400 --lr 3e-3 --log-every 50
+
+say "4. Predict a large run before buying it (cost model: GPT-3 175B, 1,024 A100s)"
+"$bin/cleave-estimate" --model gpt3-175b --cluster dgx-a100-80gb --nodes 128 \
+  --tp 8 --pp 8 --dp 16 --micro-batch 1 --global-batch 1536 \
+  --schedule interleaved --virtual-stages 2 --recompute full 2>&1 | head -30

@@ -8,6 +8,7 @@ config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+config.suffixes = [".mlir"]
 # A FileCheck variable captured under one CHECK-LABEL is not visible in the next.
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 

@@ -49,6 +49,9 @@ cl::opt<int64_t> batch("batch", cl::init(-1), cl::cat(modelCat),
                        cl::desc("Override: sequences per step"));
 cl::opt<double> dropout("dropout", cl::init(-1.0), cl::cat(modelCat),
                         cl::desc("Override: dropout rate"));
+cl::opt<std::string> dtype("dtype", cl::init(""), cl::cat(modelCat),
+                           cl::desc("Compute type: f32, bf16, f16 (master "
+                                    "weights and optimizer state stay f32)"));
 
 cl::OptionCategory trainCat("Training");
 cl::opt<int64_t> steps("steps", cl::init(100), cl::cat(trainCat),
@@ -133,6 +136,14 @@ Expected<cleave::ModelConfig> zooConfig() {
     c->kvHeads = c->heads;
   if (dropout >= 0.0)
     c->dropout = dropout;
+  if (!dtype.empty()) {
+    std::optional<cleave::DType> d = cleave::parseDType(dtype);
+    if (!d)
+      return createStringError(inconvertibleErrorCode(),
+                               "unknown --dtype '" + dtype +
+                                   "' (f32, bf16, f16)");
+    c->dtype = *d;
+  }
   return *c;
 }
 
