@@ -150,8 +150,49 @@ func.func private @f(%x: tensor<3xf32> {cleave.param = "x", cleave.init = #cleav
 // -----
 
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @below {{has unknown cleave attribute 'cleave.stage'}}
-  %0 = cleave.exp %x {cleave.stage = 1} : tensor<4xf32>
+  // expected-error @below {{has unknown cleave attribute 'cleave.stages'}}
+  %0 = cleave.exp %x {cleave.stages = 1} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'cleave.stage' must be a non-negative integer, got -1 : i64}}
+  %0 = cleave.exp %x {cleave.stage = -1} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'zero' must be an integer in [0, 3], got 4 : i64}}
+module attributes {cleave.plan = {zero = 4}} {}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'schedule' must be one of "gpipe", "1f1b", "interleaved", "zb-h1", got "2f2b"}}
+module attributes {cleave.plan = {schedule = "2f2b"}} {}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'zeros' is unknown}}
+module attributes {cleave.plan = {zeros = 1}} {}
+
+// -----
+
+// expected-error @below {{'cleave.pipeline' must be {axis = "<mesh axis>", stages = [@f, ...]}}}
+module attributes {cleave.pipeline = {axis = "pp", stages = []}} {}
+
+// -----
+
+// expected-error @below {{'cleave.groups' must be an array of non-empty arrays of mesh axis names}}
+module attributes {cleave.groups = [["dp"], []]} {}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'cleave.plan' belongs on a builtin.module}}
+  %0 = cleave.exp %x {cleave.plan = {zero = 1}} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

@@ -195,3 +195,18 @@ func.func @collectives(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %7 = cleave.recv on @cube axes = [pp] from 1 : tensor<8x16xf32>
   return %7 : tensor<8x16xf32>
 }
+
+// Plan annotations (docs/plans.md).
+// CHECK-LABEL: module @planned
+// CHECK-SAME: cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}
+// CHECK-SAME: cleave.plan = {micro_batch = 1 : i64, num_micro_batches = 8 : i64, recompute = "selective", schedule = "1f1b", virtual_stages = 1 : i64, zero = 1 : i64}
+// CHECK: cleave.exp %{{.*}} {cleave.stage = 1 : i64}
+module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", micro_batch = 1, num_micro_batches = 8, schedule = "1f1b", virtual_stages = 1}, cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}, cleave.groups = [["dp"], ["dp", "tp"]]} {
+  func.func @s0(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = cleave.exp %x {cleave.stage = 1} : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+  func.func @s1(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
