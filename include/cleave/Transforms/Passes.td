@@ -157,17 +157,18 @@ def CleaveVerifyCollectivesPass
     when the data has arrived. So two stages that both send first deadlock:
 
     ```mlir
-    cleave.mesh @world(pp = 2 : ib)
-    module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}}
-    func.func @s0(%a: tensor<4xf32>) -> tensor<4xf32> {
-      cleave.send %a on @world axes = [pp] to 1 : tensor<4xf32>
-      %g = cleave.recv on @world axes = [pp] from 1 : tensor<4xf32>
-      return %g : tensor<4xf32>
-    }
-    func.func @s1(%b: tensor<4xf32>) -> tensor<4xf32> {
-      cleave.send %b on @world axes = [pp] to 0 : tensor<4xf32>
-      %a = cleave.recv on @world axes = [pp] from 0 : tensor<4xf32>
-      return %a : tensor<4xf32>
+    module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}} {
+      cleave.mesh @world(pp = 2 : ib)
+      func.func @s0(%a: tensor<4xf32>) -> tensor<4xf32> {
+        cleave.send %a on @world axes = [pp] to 1 : tensor<4xf32>
+        %g = cleave.recv on @world axes = [pp] from 1 : tensor<4xf32>
+        return %g : tensor<4xf32>
+      }
+      func.func @s1(%b: tensor<4xf32>) -> tensor<4xf32> {
+        cleave.send %b on @world axes = [pp] to 0 : tensor<4xf32>
+        %a = cleave.recv on @world axes = [pp] from 0 : tensor<4xf32>
+        return %a : tensor<4xf32>
+      }
     }
     // error: deadlock: these calls wait for each other in a cycle: rank 0
     //   (pp=0) waits in send of tensor<4xf32> to rank 1 (pp=1) along [pp]
