@@ -1,0 +1,219 @@
+//===- VerifyBench.cpp - How fast cleave-verify-collectives is at scale ---===//
+//
+// Generates pipelined programs as the pipeline pass would write them
+// (1F1B over scf.for loops, tensor-parallel all-reduces in every layer of
+// every micro-batch, data-parallel gradient all-reduces at the end) on large
+// meshes, and times the replay of the stage functions and the check, with
+// the symmetry reduction (one simulated device per class, as the pass runs)
+// and without it (every device of the mesh).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Transforms/CollectiveTrace.h"
+#include "cleave/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+struct Case {
+  int pp, dp, tp;
+  int microBatches;
+  int layers; ///< Layers per stage.
+};
+
+/// One stage of Megatron's non-interleaved 1F1B, paired calls ordered by
+/// stage parity (sends block until the peer receives).
+void writeStage(std::ostream &os, const Case &c, int s) {
+  const char *act = "tensor<8x1024xbf16>";
+  int warmup = std::min(c.pp - s - 1, c.microBatches);
+  int steady = c.microBatches - warmup;
+  bool first = s == 0, last = s == c.pp - 1, even = s % 2 == 0;
+  int names = 0; // SSA names are unique per function.
+  auto recvFwd = [&] {
+    if (!first)
+      os << "    %a" << names++ << " = cleave.recv on @world axes = [pp] from "
+         << s - 1 << " : " << act << "\n";
+  };
+  auto sendFwd = [&] {
+    if (!last)
+      os << "    cleave.send %x on @world axes = [pp] to " << s + 1 << " : "
+         << act << "\n";
+  };
+  auto recvBwd = [&] {
+    if (!last)
+      os << "    %g" << names++ << " = cleave.recv on @world axes = [pp] from "
+         << s + 1 << " : " << act << "\n";
+  };
+  auto sendBwd = [&] {
+    if (!first)
+      os << "    cleave.send %x on @world axes = [pp] to " << s - 1 << " : "
+         << act << "\n";
+  };
+  auto layers = [&](int perLayer) {
+    os << "    scf.for %l = %c0 to %layers step %c1 {\n";
+    for (int k = 0; k < perLayer; ++k)
+      os << "      %t" << names++ << " = cleave.all_reduce %x on @world axes = "
+         << "[tp] : " << act << "\n";
+    os << "    }\n";
+  };
+  auto pair = [&](auto send, auto recv) {
+    if (even) {
+      send();
+      recv();
+    } else {
+      recv();
+      send();
+    }
+  };
+  os << "  func.func @s" << s << "(%x: " << act
+     << ", %w: tensor<1024x1024xf32>) {\n"
+     << "    %c0 = arith.constant 0 : index\n"
+     << "    %c1 = arith.constant 1 : index\n"
+     << "    %layers = arith.constant " << c.layers << " : index\n"
+     << "    %warmup = arith.constant " << warmup << " : index\n"
+     << "    %steady = arith.constant " << steady << " : index\n"
+     << "    scf.for %i = %c0 to %warmup step %c1 {\n";
+  recvFwd();
+  layers(2);
+  sendFwd();
+  os << "    }\n";
+  if (steady > 0)
+    recvFwd();
+  os << "    scf.for %i = %c0 to %steady step %c1 {\n";
+  layers(2);
+  pair(sendFwd, recvBwd);
+  layers(2);
+  os << "    %next = arith.addi %i, %c1 : index\n"
+     << "    %done = arith.cmpi eq, %next, %steady : index\n"
+     << "    scf.if %done {\n";
+  sendBwd();
+  os << "    } else {\n";
+  pair(sendBwd, recvFwd);
+  os << "    }\n    }\n"
+     << "    scf.for %i = %c0 to %warmup step %c1 {\n";
+  recvBwd();
+  layers(2);
+  sendBwd();
+  os << "    }\n";
+  for (int l = 0; l < c.layers; ++l)
+    os << "    %dw" << l << " = cleave.all_reduce %w on @world axes = [dp] : "
+       << "tensor<1024x1024xf32>\n";
+  os << "    return\n  }\n";
+}
+
+std::string writeModule(const Case &c) {
+  std::ostringstream os;
+  os << "module attributes {cleave.pipeline = {axis = \"pp\", stages = [";
+  for (int s = 0; s < c.pp; ++s)
+    os << (s ? ", " : "") << "@s" << s;
+  os << "]}} {\n  cleave.mesh @world(pp = " << c.pp << " : ib, dp = " << c.dp
+     << " : ib, tp = " << c.tp << " : nvlink)\n";
+  for (int s = 0; s < c.pp; ++s)
+    writeStage(os, c, s);
+  os << "}\n";
+  return os.str();
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+/// Replays the stages and checks them; prints one line.
+bool run(MLIRContext &context, const Case &c, bool exhaustive) {
+  std::string text = writeModule(c);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  if (!module)
+    return false;
+  auto t0 = std::chrono::steady_clock::now();
+  SymbolTableCollection symbols;
+  CommTable table(symbols);
+  TraceReplayer replayer(table, symbols);
+  std::vector<CommTrace> traces;
+  MeshPrograms programs{{}, {}, std::string("pp"), module->getLoc()};
+  for (int s = 0; s < c.pp; ++s) {
+    auto func = module->lookupSymbol<func::FuncOp>("s" + std::to_string(s));
+    FailureOr<CommTrace> trace = replayer.replay(func);
+    if (failed(trace))
+      return false;
+    traces.push_back(std::move(*trace));
+    programs.funcs.push_back(func);
+  }
+  for (const CommTrace &trace : traces)
+    programs.traces.push_back(&trace);
+  double replayMs = since(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  CheckOptions options;
+  options.exhaustive = exhaustive;
+  CheckStats stats;
+  if (failed(checkPrograms(programs, table, options, &stats)))
+    return false;
+  double checkMs = since(t1);
+  size_t perStage = traces.front().size();
+  std::printf("%4d x %4d x %2d %8lld %9lld %10zu %13lld %10.1f %10.1f\n",
+              c.pp, c.dp, c.tp, (long long)stats.meshDevices,
+              (long long)stats.simulatedDevices, perStage,
+              (long long)stats.calls, replayMs, checkMs);
+  return true;
+}
+
+/// The whole pass, as the CPU pipeline runs it (parsing excluded).
+bool runPass(MLIRContext &context, const Case &c) {
+  std::string text = writeModule(c);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  PassManager pm(&context);
+  pm.addPass(createCleaveVerifyCollectivesPass());
+  auto t0 = std::chrono::steady_clock::now();
+  bool ok = module && succeeded(pm.run(*module));
+  std::printf("pass on %d x %d x %d, %d micro-batches, %d layers per stage: "
+              "%.1f ms\n",
+              c.pp, c.dp, c.tp, c.microBatches, c.layers, since(t0));
+  return ok;
+}
+
+} // namespace
+
+int main() {
+  DialectRegistry registry;
+  registry.insert<CleaveDialect, arith::ArithDialect, func::FuncDialect,
+                  scf::SCFDialect, tensor::TensorDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  const Case cases[] = {{4, 8, 8, 16, 4},     {8, 16, 8, 32, 4},
+                        {8, 64, 8, 32, 4},    {8, 512, 8, 32, 4},
+                        {16, 128, 8, 64, 2},  {64, 16, 16, 128, 1},
+                        {8, 128, 8, 64, 16}};
+  for (bool exhaustive : {false, true}) {
+    std::printf("\n%s (times in ms)\n"
+                "mesh pp x dp x tp  devices simulated calls/stage "
+                "calls checked     replay      check\n",
+                exhaustive ? "every device simulated (exhaustive=1)"
+                           : "one device per class (as the pass runs)");
+    for (const Case &c : cases) {
+      if (!run(context, c, exhaustive)) {
+        std::fprintf(stderr, "verification failed\n");
+        return 1;
+      }
+    }
+  }
+  std::printf("\n");
+  for (const Case &c : {cases[2], cases[4], cases[6]})
+    if (!runPass(context, c))
+      return 1;
+  return 0;
+}
