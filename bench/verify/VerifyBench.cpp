@@ -35,85 +35,98 @@ struct Case {
   int layers; ///< Layers per stage.
 };
 
-/// One stage of Megatron's non-interleaved 1F1B, paired calls ordered by
-/// stage parity (sends block until the peer receives).
-void writeStage(std::ostream &os, const Case &c, int s) {
-  const char *act = "tensor<8x1024xbf16>";
-  int warmup = std::min(c.pp - s - 1, c.microBatches);
-  int steady = c.microBatches - warmup;
-  bool first = s == 0, last = s == c.pp - 1, even = s % 2 == 0;
-  int names = 0; // SSA names are unique per function.
-  auto recvFwd = [&] {
+/// Writes one stage of Megatron's non-interleaved 1F1B, paired calls
+/// ordered by stage parity (sends block until the peer receives).
+class StageWriter {
+public:
+  StageWriter(std::ostream &os, const Case &c, int s)
+      : os(os), c(c), s(s), first(s == 0), last(s == c.pp - 1),
+        even(s % 2 == 0) {}
+
+  void write() {
+    int warmup = std::min(c.pp - s - 1, c.microBatches);
+    int steady = c.microBatches - warmup;
+    os << "  func.func @s" << s << "(%x: " << act
+       << ", %w: tensor<1024x1024xf32>) {\n"
+       << "    %c0 = arith.constant 0 : index\n"
+       << "    %c1 = arith.constant 1 : index\n"
+       << "    %layers = arith.constant " << c.layers << " : index\n"
+       << "    %warmup = arith.constant " << warmup << " : index\n"
+       << "    %steady = arith.constant " << steady << " : index\n"
+       << "    scf.for %i = %c0 to %warmup step %c1 {\n";
+    recvFwd();
+    layers();
+    sendFwd();
+    os << "    }\n";
+    if (steady > 0)
+      recvFwd();
+    os << "    scf.for %i = %c0 to %steady step %c1 {\n";
+    layers();
+    pair(&StageWriter::sendFwd, &StageWriter::recvBwd);
+    layers();
+    os << "    %next = arith.addi %i, %c1 : index\n"
+       << "    %done = arith.cmpi eq, %next, %steady : index\n"
+       << "    scf.if %done {\n";
+    sendBwd();
+    os << "    } else {\n";
+    pair(&StageWriter::sendBwd, &StageWriter::recvFwd);
+    os << "    }\n    }\n"
+       << "    scf.for %i = %c0 to %warmup step %c1 {\n";
+    recvBwd();
+    layers();
+    sendBwd();
+    os << "    }\n";
+    for (int l = 0; l < c.layers; ++l)
+      os << "    %dw" << l << " = cleave.all_reduce %w on @world axes = [dp] "
+         << ": tensor<1024x1024xf32>\n";
+    os << "    return\n  }\n";
+  }
+
+private:
+  void recv(int from) {
+    os << "    %r" << names++ << " = cleave.recv on @world axes = [pp] from "
+       << from << " : " << act << "\n";
+  }
+  void send(int to) {
+    os << "    cleave.send %x on @world axes = [pp] to " << to << " : " << act
+       << "\n";
+  }
+  void recvFwd() {
     if (!first)
-      os << "    %a" << names++ << " = cleave.recv on @world axes = [pp] from "
-         << s - 1 << " : " << act << "\n";
-  };
-  auto sendFwd = [&] {
+      recv(s - 1);
+  }
+  void sendFwd() {
     if (!last)
-      os << "    cleave.send %x on @world axes = [pp] to " << s + 1 << " : "
-         << act << "\n";
-  };
-  auto recvBwd = [&] {
+      send(s + 1);
+  }
+  void recvBwd() {
     if (!last)
-      os << "    %g" << names++ << " = cleave.recv on @world axes = [pp] from "
-         << s + 1 << " : " << act << "\n";
-  };
-  auto sendBwd = [&] {
+      recv(s + 1);
+  }
+  void sendBwd() {
     if (!first)
-      os << "    cleave.send %x on @world axes = [pp] to " << s - 1 << " : "
-         << act << "\n";
-  };
-  auto layers = [&](int perLayer) {
+      send(s - 1);
+  }
+  /// Two tensor-parallel all-reduces per layer.
+  void layers() {
     os << "    scf.for %l = %c0 to %layers step %c1 {\n";
-    for (int k = 0; k < perLayer; ++k)
+    for (int k = 0; k < 2; ++k)
       os << "      %t" << names++ << " = cleave.all_reduce %x on @world axes = "
          << "[tp] : " << act << "\n";
     os << "    }\n";
-  };
-  auto pair = [&](auto send, auto recv) {
-    if (even) {
-      send();
-      recv();
-    } else {
-      recv();
-      send();
-    }
-  };
-  os << "  func.func @s" << s << "(%x: " << act
-     << ", %w: tensor<1024x1024xf32>) {\n"
-     << "    %c0 = arith.constant 0 : index\n"
-     << "    %c1 = arith.constant 1 : index\n"
-     << "    %layers = arith.constant " << c.layers << " : index\n"
-     << "    %warmup = arith.constant " << warmup << " : index\n"
-     << "    %steady = arith.constant " << steady << " : index\n"
-     << "    scf.for %i = %c0 to %warmup step %c1 {\n";
-  recvFwd();
-  layers(2);
-  sendFwd();
-  os << "    }\n";
-  if (steady > 0)
-    recvFwd();
-  os << "    scf.for %i = %c0 to %steady step %c1 {\n";
-  layers(2);
-  pair(sendFwd, recvBwd);
-  layers(2);
-  os << "    %next = arith.addi %i, %c1 : index\n"
-     << "    %done = arith.cmpi eq, %next, %steady : index\n"
-     << "    scf.if %done {\n";
-  sendBwd();
-  os << "    } else {\n";
-  pair(sendBwd, recvFwd);
-  os << "    }\n    }\n"
-     << "    scf.for %i = %c0 to %warmup step %c1 {\n";
-  recvBwd();
-  layers(2);
-  sendBwd();
-  os << "    }\n";
-  for (int l = 0; l < c.layers; ++l)
-    os << "    %dw" << l << " = cleave.all_reduce %w on @world axes = [dp] : "
-       << "tensor<1024x1024xf32>\n";
-  os << "    return\n  }\n";
-}
+  }
+  void pair(void (StageWriter::*sendCall)(), void (StageWriter::*recvCall)()) {
+    (this->*(even ? sendCall : recvCall))();
+    (this->*(even ? recvCall : sendCall))();
+  }
+
+  static constexpr const char *act = "tensor<8x1024xbf16>";
+  std::ostream &os;
+  const Case &c;
+  int s;
+  bool first, last, even;
+  int names = 0; ///< SSA names are unique per function.
+};
 
 std::string writeModule(const Case &c) {
   std::ostringstream os;
@@ -123,7 +136,7 @@ std::string writeModule(const Case &c) {
   os << "]}} {\n  cleave.mesh @world(pp = " << c.pp << " : ib, dp = " << c.dp
      << " : ib, tp = " << c.tp << " : nvlink)\n";
   for (int s = 0; s < c.pp; ++s)
-    writeStage(os, c, s);
+    StageWriter(os, c, s).write();
   os << "}\n";
   return os.str();
 }
@@ -165,8 +178,8 @@ bool run(MLIRContext &context, const Case &c, bool exhaustive) {
     return false;
   double checkMs = since(t1);
   size_t perStage = traces.front().size();
-  std::printf("%4d x %4d x %2d %8lld %9lld %10zu %13lld %10.1f %10.1f\n",
-              c.pp, c.dp, c.tp, (long long)stats.meshDevices,
+  std::printf("%4d x %4d x %2d %8lld %9lld %10zu %13lld %10.1f %10.1f\n", c.pp,
+              c.dp, c.tp, (long long)stats.meshDevices,
               (long long)stats.simulatedDevices, perStage,
               (long long)stats.calls, replayMs, checkMs);
   return true;
@@ -194,9 +207,9 @@ int main() {
                   scf::SCFDialect, tensor::TensorDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  const Case cases[] = {{4, 8, 8, 16, 4},     {8, 16, 8, 32, 4},
-                        {8, 64, 8, 32, 4},    {8, 512, 8, 32, 4},
-                        {16, 128, 8, 64, 2},  {64, 16, 16, 128, 1},
+  const Case cases[] = {{4, 8, 8, 16, 4},    {8, 16, 8, 32, 4},
+                        {8, 64, 8, 32, 4},   {8, 512, 8, 32, 4},
+                        {16, 128, 8, 64, 2}, {64, 16, 16, 128, 1},
                         {8, 128, 8, 64, 16}};
   for (bool exhaustive : {false, true}) {
     std::printf("\n%s (times in ms)\n"

@@ -138,8 +138,8 @@ struct GroupLayout {
       SmallVector<uint32_t> next;
       for (uint32_t m : result)
         for (int64_t c = 0; c < mesh.shape[a]; ++c)
-          next.push_back(uint32_t(m + (c - mesh.coord(m, a)) *
-                                          mesh.simStride[a]));
+          next.push_back(
+              uint32_t(m + (c - mesh.coord(m, a)) * mesh.simStride[a]));
       result = std::move(next);
     }
     return result;
@@ -167,11 +167,12 @@ private:
   };
   /// The collective a group instance is at (at most one: members block).
   struct Pending {
-    uint32_t ref = 0, refPos = 0;
+    uint32_t ref = 0; ///< The first member that arrived.
     uint32_t completed = 0;
     std::vector<uint32_t> arrived;
   };
 
+  FailureOr<MeshOp> findMesh();
   LogicalResult setUp(const CheckOptions &options);
   LogicalResult run(uint32_t d);
   LogicalResult arrive(uint32_t d, const CommEvent &event, bool &blocked);
@@ -184,7 +185,9 @@ private:
   const CommTrace &trace(uint32_t d) const {
     return *programs.traces[devices[d].program];
   }
-  const CommEvent &current(uint32_t d) const { return trace(d)[devices[d].pos]; }
+  const CommEvent &current(uint32_t d) const {
+    return trace(d)[devices[d].pos];
+  }
   const GroupLayout &layout(uint32_t comm) const { return *layouts[comm]; }
   Pending &pendingOf(uint32_t d, uint32_t comm) {
     return pending[comm][layout(comm).instance(*mesh, d)];
@@ -202,14 +205,13 @@ private:
   int64_t calls = 0;
 };
 
-LogicalResult Checker::setUp(const CheckOptions &options) {
+/// The mesh of the programs' calls; an error if they use several.
+FailureOr<MeshOp> Checker::findMesh() {
   const CommEvent *first = nullptr;
-  uint32_t maxComm = 0;
   for (const CommTrace *t : programs.traces)
     for (const CommEvent &e : *t) {
       if (!first)
         first = &e;
-      maxComm = std::max(maxComm, e.comm);
       MeshOp mine = table.comm(first->comm).mesh;
       MeshOp other = table.comm(e.comm).mesh;
       if (other == mine)
@@ -220,9 +222,16 @@ LogicalResult Checker::setUp(const CheckOptions &options) {
                             << other.getSymName();
       diag.attachNote(first->op->getLoc())
           << "and this op uses @" << mine.getSymName();
-      return diag;
+      return failure();
     }
-  MeshOp meshOp = table.comm(first->comm).mesh;
+  return table.comm(first->comm).mesh;
+}
+
+LogicalResult Checker::setUp(const CheckOptions &options) {
+  FailureOr<MeshOp> found = findMesh();
+  if (failed(found))
+    return failure();
+  MeshOp meshOp = *found;
   SmallVector<bool> kept(meshOp.getRank(), options.exhaustive);
   std::optional<unsigned> stageAxis;
   if (programs.stageAxis) {
@@ -245,14 +254,17 @@ LogicalResult Checker::setUp(const CheckOptions &options) {
         for (unsigned a : table.comm(e.comm).axes)
           kept[a] = true;
   mesh.emplace(meshOp, kept);
-  layouts.resize(maxComm + 1);
-  pending.resize(maxComm + 1);
   for (const CommTrace *t : programs.traces)
-    for (const CommEvent &e : *t)
+    for (const CommEvent &e : *t) {
+      if (e.comm >= layouts.size()) {
+        layouts.resize(e.comm + 1);
+        pending.resize(e.comm + 1);
+      }
       if (!layouts[e.comm]) {
         layouts[e.comm].emplace(*mesh, table.comm(e.comm).axes);
         pending[e.comm].resize(layouts[e.comm]->numInstances);
       }
+    }
   devices.resize(mesh->numDevices);
   for (uint32_t d = 0; d < devices.size(); ++d) {
     devices[d].program = stageAxis ? uint32_t(mesh->coord(d, *stageAxis)) : 0;
@@ -313,7 +325,6 @@ LogicalResult Checker::arrive(uint32_t d, const CommEvent &event,
   Pending &p = pendingOf(d, event.comm);
   if (p.arrived.empty()) {
     p.ref = d;
-    p.refPos = devices[d].pos;
   } else if (current(p.ref).signature != event.signature) {
     const CommEvent &ref = current(p.ref);
     InFlightDiagnostic diag =
@@ -321,8 +332,8 @@ LogicalResult Checker::arrive(uint32_t d, const CommEvent &event,
         << "collective mismatch on the group along "
         << table.describeComm(event.comm) << ": " << who(d) << " issues "
         << table.describeSignature(event.signature) << " as call #"
-        << p.completed + 1 << " on its group, but " << who(p.ref)
-        << " issues " << table.describeSignature(ref.signature);
+        << p.completed + 1 << " on its group, but " << who(p.ref) << " issues "
+        << table.describeSignature(ref.signature);
     diag.attachNote(ref.op->getLoc())
         << who(p.ref) << " issues " << table.describeSignature(ref.signature)
         << " here";

@@ -282,9 +282,13 @@ LogicalResult TraceReplayer::replayOp(Operation *op, Frame &frame,
     FailureOr<const CallResult *> result = replayCall(callee, args, op);
     if (failed(result) || failed(append(op, out, (*result)->trace)))
       return failure();
-    for (auto [value, known] : llvm::zip(op->getResults(), (*result)->results))
+    for (auto [value, known] :
+         llvm::zip(op->getResults(), (*result)->results)) {
       if (known)
         frame[value] = *known;
+      else
+        frame.erase(value);
+    }
     return success();
   }
   if (isa<scf::ForOp>(op))
@@ -337,7 +341,8 @@ LogicalResult TraceReplayer::replayFor(Operation *op, Frame &frame,
     }
     if (failed(replayBlock(body, frame, out)))
       return failure();
-    for (auto [k, yielded] : llvm::enumerate(body.getTerminator()->getOperands()))
+    for (auto [k, yielded] :
+         llvm::enumerate(body.getTerminator()->getOperands()))
       carried[k] = evaluate(yielded, frame);
   }
   for (auto [result, value] : llvm::zip(loop.getResults(), carried)) {
@@ -401,11 +406,11 @@ LogicalResult TraceReplayer::replayAlternatives(Operation *op,
     size_t k = 0;
     while (k < trace.size() && k < first->size() && trace[k] == (*first)[k])
       ++k;
-    InFlightDiagnostic diag =
-        op->emitError() << "cleave-verify-collectives cannot decide this "
-                           "branch: its condition is not a compile-time "
-                           "value, and its alternatives communicate "
-                           "differently";
+    InFlightDiagnostic diag = op->emitError()
+                              << "cleave-verify-collectives cannot decide this "
+                                 "branch: its condition is not a compile-time "
+                                 "value, and its alternatives communicate "
+                                 "differently";
     if (k < first->size())
       diag.attachNote((*first)[k].op->getLoc())
           << "one alternative makes this call";

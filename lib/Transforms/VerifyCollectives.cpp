@@ -34,8 +34,8 @@ struct Pipeline {
   SmallVector<func::FuncOp> stages;
 };
 
-FailureOr<std::optional<Pipeline>> parsePipeline(ModuleOp module,
-                                                 SymbolTableCollection &symbols) {
+FailureOr<std::optional<Pipeline>>
+parsePipeline(ModuleOp module, SymbolTableCollection &symbols) {
   Attribute attr = module->getAttr(kPipelineAttr);
   if (!attr)
     return std::optional<Pipeline>();
@@ -55,8 +55,7 @@ FailureOr<std::optional<Pipeline>> parsePipeline(ModuleOp module,
     auto func = ref ? symbols.lookupNearestSymbolFrom<func::FuncOp>(module, ref)
                     : func::FuncOp();
     if (!func || func.isExternal()) {
-      module.emitError() << kPipelineAttr << ": stage #" << k << " ("
-                         << stage
+      module.emitError() << kPipelineAttr << ": stage #" << k << " (" << stage
                          << ") is not a function with a body in this module";
       return failure();
     }
@@ -80,15 +79,16 @@ struct CleaveVerifyCollectivesPass final
     options.exhaustive = exhaustive;
     bool ok = true;
 
-    FailureOr<std::optional<Pipeline>> pipeline = parsePipeline(module, symbols);
+    FailureOr<std::optional<Pipeline>> pipeline =
+        parsePipeline(module, symbols);
     if (failed(pipeline))
       return signalPassFailure();
     llvm::SmallPtrSet<Operation *, 8> stageFuncs;
     if (*pipeline) {
       for (func::FuncOp stage : (*pipeline)->stages)
         stageFuncs.insert(stage);
-      ok &= succeeded(checkPipeline(**pipeline, module, replayer, table,
-                                    options));
+      ok &= succeeded(
+          checkPipeline(**pipeline, module, replayer, table, options));
     }
     // Every other function the host can call runs on every device.
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -129,10 +129,10 @@ struct CleaveVerifyCollectivesPass final
                       const CheckOptions &options, StringRef what) {
     CheckStats stats;
     LogicalResult result = checkPrograms(programs, table, options, &stats);
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << what << ": "
-                            << stats.calls << " calls on "
-                            << stats.simulatedDevices << " simulated of "
-                            << stats.meshDevices << " devices\n");
+    LLVM_DEBUG(llvm::dbgs()
+               << DEBUG_TYPE ": " << what << ": " << stats.calls << " calls on "
+               << stats.simulatedDevices << " simulated of "
+               << stats.meshDevices << " devices\n");
     return result;
   }
 };

@@ -567,8 +567,8 @@ TEST(CollectiveFailures, SendSendDeadlockDumpsFlightRecorder) {
     EXPECT_EQ(entries[1]["count"], 4);
     EXPECT_EQ(entries[1]["state"], "failed");
     EXPECT_GE(double(entries[1]["end"]) - double(entries[1]["start"]), 0.0);
-    ::unlink((frDir + "/cleave-flight-rank" + std::to_string(r) + ".json")
-                 .c_str());
+    ::unlink(
+        (frDir + "/cleave-flight-rank" + std::to_string(r) + ".json").c_str());
   }
   ::rmdir(frDir.c_str());
 }
@@ -611,22 +611,21 @@ TEST(CollectiveFailures, PointToPointMismatchNamesBothRanks) {
     ASSERT_EQ(results[r].exitCode, 0) << describe(results);
     const std::string &out = results[r].output;
     std::string me = std::to_string(r), peer = std::to_string(1 - r);
-    EXPECT_TRUE(contains(out, "COUNT: rank " + me +
-                                  ": " + (r ? "recv" : "send") +
+    EXPECT_TRUE(contains(out, "COUNT: rank " + me + ": " +
+                                  (r ? "recv" : "send") +
                                   " on group 0 (mesh axes [pp], ranks 0,1)"))
         << out;
     EXPECT_TRUE(contains(out, "point-to-point mismatch: rank " + me +
                                   " issued call #0: "))
         << out;
     EXPECT_TRUE(contains(out, "send(to group rank 1, count 4, f32)")) << out;
-    EXPECT_TRUE(contains(out, "recv(from group rank 0, count 8, f32)"))
-        << out;
+    EXPECT_TRUE(contains(out, "recv(from group rank 0, count 8, f32)")) << out;
     EXPECT_TRUE(contains(out, "CYCLE: rank " + me + ": send on group -1"))
         << out;
     EXPECT_TRUE(contains(out, "issued call #0: send(to group rank " + peer +
                                   ", count 4, f32) but rank " + peer +
-                                  " issued call #0: send(to group rank " +
-                                  me + ", count 4, f32)"))
+                                  " issued call #0: send(to group rank " + me +
+                                  ", count 4, f32)"))
         << out;
   }
 }

@@ -63,8 +63,9 @@ Program randomProgram(std::mt19937 &rng, bool wideP2P = false) {
   for (int i = 0; i < n; ++i) {
     Interaction x;
     int r = int(rng() % 10);
-    x.kind = r < 5 ? Interaction::P2P
-                   : r < 7 ? Interaction::Spanning : Interaction::Local;
+    x.kind = r < 5   ? Interaction::P2P
+             : r < 7 ? Interaction::Spanning
+                     : Interaction::Local;
     x.size = 2 << (rng() % 3);
     x.src = int(rng() % p.stages);
     x.dst = (x.src + 1 + int(rng() % (p.stages - 1))) % p.stages;
@@ -79,8 +80,8 @@ Program randomProgram(std::mt19937 &rng, bool wideP2P = false) {
   for (size_t i = 0; i < p.order.size(); ++i) {
     const Interaction &x = p.order[i];
     for (int s = 0; s < p.stages; ++s) {
-      bool takesPart = x.kind == Interaction::Spanning ||
-                       s == x.src || (x.kind == Interaction::P2P && s == x.dst);
+      bool takesPart = x.kind == Interaction::Spanning || s == x.src ||
+                       (x.kind == Interaction::P2P && s == x.dst);
       if (takesPart)
         p.calls[s].push_back({i, x.size});
     }
@@ -108,8 +109,8 @@ std::string render(const Program &p) {
       // Along [pp, dp], the peer's index is pp * 2 + dp.
       int scale = std::string(x.axes) == "[pp, dp]" ? 2 : 1;
       if (x.kind == Interaction::P2P && s == x.src)
-        os << "    cleave.send " << arg << " on @m axes = " << x.axes
-           << " to " << x.dst * scale << " : " << type << "\n";
+        os << "    cleave.send " << arg << " on @m axes = " << x.axes << " to "
+           << x.dst * scale << " : " << type << "\n";
       else if (x.kind == Interaction::P2P)
         os << "    %v" << v++ << " = cleave.recv on @m axes = " << x.axes
            << " from " << x.src * scale << " : " << type << "\n";
@@ -166,9 +167,9 @@ protected:
     std::string exhaustiveErrors;
     bool reduced = check(text, false, errors);
     bool exhaustive = check(text, true, exhaustiveErrors);
-    EXPECT_EQ(reduced, exhaustive)
-        << text << "reduced:\n" << errors << "exhaustive:\n"
-        << exhaustiveErrors;
+    EXPECT_EQ(reduced, exhaustive) << text << "reduced:\n"
+                                   << errors << "exhaustive:\n"
+                                   << exhaustiveErrors;
     return reduced;
   }
 
