@@ -959,3 +959,37 @@ func.func @f() {
   %0 = cleave.recv on @m axes = [pp] from -1 : tensor<8xf32>
   return
 }
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib, tp = 4 : nvlink)
+func.func @f(%x: tensor<8x16xf32>) -> tensor<8x8xf32> {
+  // expected-error @below {{result shape should be [8, 4] but is [8, 8]}}
+  %0 = cleave.shard %x on @m axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib, tp = 4 : nvlink)
+func.func @f() -> tensor<i64> {
+  // expected-error @below {{uses unknown axis 'sp' of mesh @m}}
+  %0 = cleave.axis_index on @m axes = [sp] : tensor<i64>
+  return %0 : tensor<i64>
+}
+
+// -----
+
+func.func @f(%x: tensor<8x4xf32>, %seed: tensor<i64>) -> tensor<8x4xf32> {
+  // expected-error @below {{global_shape [8, 6] is not a whole number of blocks of [8, 4] in dimension 1}}
+  %0 = cleave.dropout %x, %seed, %seed, %seed {global_shape = array<i64: 8, 6>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<8x4xf32>, %seed: tensor<i64>) -> tensor<8x4xf32> {
+  // expected-error @below {{a block of a sharded tensor needs one block index per dimension and global_shape of rank 2}}
+  %0 = cleave.dropout %x, %seed, %seed {global_shape = array<i64: 8, 8>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}

@@ -196,6 +196,22 @@ func.func @collectives(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   return %7 : tensor<8x16xf32>
 }
 
+// Per-device views and the per-device forms of position-dependent ops.
+// CHECK-LABEL: func.func @per_device
+func.func @per_device(%x: tensor<8x16xf32>, %table: tensor<5x8xf32>, %ids: tensor<2x4xi32>, %seed: tensor<i64>) -> (tensor<8x4xf32>, tensor<2x4x8xf32>, tensor<5x8xf32>, tensor<8x4xf32>) {
+  // CHECK: cleave.axis_index on @world axes = [dp, tp] : tensor<i64>
+  %i = cleave.axis_index on @world axes = [dp, tp] : tensor<i64>
+  // CHECK: cleave.shard %{{.*}} on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x4xf32>
+  %0 = cleave.shard %x on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x4xf32>
+  // CHECK: cleave.embedding %{{.*}}, %{{.*}}, %{{.*}} : (tensor<5x8xf32>, tensor<2x4xi32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %1 = cleave.embedding %table, %ids, %i : (tensor<5x8xf32>, tensor<2x4xi32>, tensor<i64>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.embedding_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<2x4x8xf32>, tensor<i64>) -> tensor<5x8xf32>
+  %2 = cleave.embedding_grad %ids, %1, %i : (tensor<2x4xi32>, tensor<2x4x8xf32>, tensor<i64>) -> tensor<5x8xf32>
+  // CHECK: cleave.dropout %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {global_shape = array<i64: 8, 16>, rate = 1.000000e-01 : f64, stream = 1 : i64}
+  %3 = cleave.dropout %0, %seed, %i, %i {global_shape = array<i64: 8, 16>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
+  return %0, %1, %2, %3 : tensor<8x4xf32>, tensor<2x4x8xf32>, tensor<5x8xf32>, tensor<8x4xf32>
+}
+
 // Plan annotations (docs/plans.md).
 // CHECK-LABEL: module @planned
 // CHECK-SAME: cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}
