@@ -172,7 +172,7 @@ private:
     std::vector<uint32_t> arrived;
   };
 
-  FailureOr<MeshOp> findMesh();
+  LogicalResult checkMesh();
   LogicalResult setUp(const CheckOptions &options);
   LogicalResult run(uint32_t d);
   LogicalResult arrive(uint32_t d, const CommEvent &event, bool &blocked);
@@ -205,49 +205,37 @@ private:
   int64_t calls = 0;
 };
 
-/// The mesh of the programs' calls; an error if they use several.
-FailureOr<MeshOp> Checker::findMesh() {
-  const CommEvent *first = nullptr;
+/// Every call must be on the programs' mesh.
+LogicalResult Checker::checkMesh() {
+  const CommEvent *onMesh = nullptr, *offMesh = nullptr;
   for (const CommTrace *t : programs.traces)
     for (const CommEvent &e : *t) {
-      if (!first)
-        first = &e;
-      MeshOp mine = table.comm(first->comm).mesh;
-      MeshOp other = table.comm(e.comm).mesh;
-      if (other == mine)
-        continue;
-      InFlightDiagnostic diag =
-          e.op->emitError() << "cleave-verify-collectives needs one mesh per "
-                               "program, but this op uses @"
-                            << other.getSymName();
-      diag.attachNote(first->op->getLoc())
-          << "and this op uses @" << mine.getSymName();
-      return failure();
+      const CommEvent *&slot =
+          table.comm(e.comm).mesh == programs.mesh ? onMesh : offMesh;
+      if (!slot)
+        slot = &e;
     }
-  return table.comm(first->comm).mesh;
+  if (!offMesh)
+    return success();
+  MeshOp mesh = programs.mesh, other = table.comm(offMesh->comm).mesh;
+  InFlightDiagnostic diag =
+      offMesh->op->emitError()
+      << "cleave-verify-collectives needs one mesh per program, but this op "
+         "uses @"
+      << other.getSymName() << " and the program @" << mesh.getSymName();
+  if (onMesh)
+    diag.attachNote(onMesh->op->getLoc())
+        << "this op uses @" << mesh.getSymName();
+  return diag;
 }
 
 LogicalResult Checker::setUp(const CheckOptions &options) {
-  FailureOr<MeshOp> found = findMesh();
-  if (failed(found))
+  if (failed(checkMesh()))
     return failure();
-  MeshOp meshOp = *found;
+  MeshOp meshOp = programs.mesh;
   SmallVector<bool> kept(meshOp.getRank(), options.exhaustive);
-  std::optional<unsigned> stageAxis;
-  if (programs.stageAxis) {
-    stageAxis = meshOp.getAxisIndex(*programs.stageAxis);
-    if (!stageAxis)
-      return emitError(programs.loc)
-             << "cleave.pipeline: '" << *programs.stageAxis
-             << "' is not an axis of mesh @" << meshOp.getSymName();
-    int64_t size = meshOp.getShape()[*stageAxis];
-    if (size != int64_t(programs.traces.size()))
-      return emitError(programs.loc)
-             << "cleave.pipeline lists " << programs.traces.size()
-             << " stage functions, but axis '" << *programs.stageAxis
-             << "' of mesh @" << meshOp.getSymName() << " has size " << size;
-    kept[*stageAxis] = true;
-  }
+  for (unsigned a : programs.programAxes)
+    kept[a] = true;
   for (const CommTrace *t : programs.traces)
     for (const CommEvent &e : *t)
       if (e.kind != CommKind::Collective)
@@ -267,7 +255,10 @@ LogicalResult Checker::setUp(const CheckOptions &options) {
     }
   devices.resize(mesh->numDevices);
   for (uint32_t d = 0; d < devices.size(); ++d) {
-    devices[d].program = stageAxis ? uint32_t(mesh->coord(d, *stageAxis)) : 0;
+    int64_t program = 0;
+    for (unsigned a : programs.programAxes)
+      program = program * mesh->shape[a] + mesh->coord(d, a);
+    devices[d].program = uint32_t(program);
     work.push_back(d);
   }
   return success();

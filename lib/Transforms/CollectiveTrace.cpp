@@ -11,8 +11,10 @@
 #include "cleave/Transforms/CollectiveTrace.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/CallInterfaces.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -196,7 +198,15 @@ std::optional<int64_t> TraceReplayer::evaluate(Value value, Frame &frame,
   auto known = frame.find(value);
   if (known != frame.end())
     return known->second;
-  if (!value.getType().isIntOrIndex() || depth > 64)
+  if (depth > 64)
+    return std::nullopt;
+  // Per-device values: cleave.axis_index, read out of its 0-d tensor.
+  if (auto index = value.getDefiningOp<AxisIndexOp>())
+    return evaluateAxisIndex(index);
+  if (auto extract = value.getDefiningOp<tensor::ExtractOp>())
+    if (extract.getIndices().empty())
+      return evaluate(extract.getTensor(), frame, depth + 1);
+  if (!value.getType().isIntOrIndex())
     return std::nullopt;
   APInt constant;
   if (matchPattern(value, m_ConstantInt(&constant)))
@@ -225,6 +235,26 @@ std::optional<int64_t> TraceReplayer::evaluate(Value value, Frame &frame,
   if (folded.getDefiningOp() == def)
     return std::nullopt;
   return evaluate(folded, frame, depth + 1);
+}
+
+std::optional<int64_t> TraceReplayer::evaluateAxisIndex(AxisIndexOp op) {
+  if (!device || lookupMesh(op, op.getMeshAttr(), &symbols) != device->mesh)
+    return std::nullopt;
+  int64_t index = 0;
+  for (StringRef name : op.getAxisNames()) {
+    unsigned axis = *device->mesh.getAxisIndex(name);
+    if (!device->known[axis])
+      return std::nullopt;
+    index = index * device->mesh.getShape()[axis] + device->coords[axis];
+  }
+  return index;
+}
+
+void TraceReplayer::setDevice(std::optional<DeviceView> view) {
+  if (!view && !device)
+    return;
+  device = std::move(view);
+  calls.clear(); // Traces of calls may depend on the device.
 }
 
 void TraceReplayer::bindYield(Region &region, ValueRange results,
@@ -468,4 +498,82 @@ FailureOr<CommTrace> TraceReplayer::replay(func::FuncOp func) {
   if (failed(result))
     return failure();
   return (*result)->trace;
+}
+
+//===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Calls `fn` on every op of `func` and of the functions it calls.
+void walkProgram(func::FuncOp func, SymbolTableCollection &symbols,
+                 llvm::function_ref<void(Operation *)> fn) {
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  SmallVector<Operation *> todo = {func};
+  while (!todo.empty()) {
+    Operation *next = todo.pop_back_val();
+    if (!seen.insert(next).second)
+      continue;
+    next->walk([&](Operation *op) {
+      fn(op);
+      if (auto call = dyn_cast<CallOpInterface>(op))
+        if (Operation *callee = call.resolveCallable(&symbols))
+          todo.push_back(callee);
+    });
+  }
+}
+
+/// Can the value of `index` decide control flow? The replay sees it through
+/// 0-d tensor.extract and arith ops, so follow those to a loop, a branch, a
+/// yield, a call or a return.
+bool reachesControl(AxisIndexOp index) {
+  SmallVector<Value> todo = {index.getResult()};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!todo.empty()) {
+    Value value = todo.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (isa<scf::ForOp, scf::IfOp, scf::IndexSwitchOp, scf::WhileOp,
+              CallOpInterface>(user) ||
+          user->hasTrait<OpTrait::IsTerminator>())
+        return true;
+      bool extract =
+          isa<tensor::ExtractOp>(user) && user->getNumOperands() == 1;
+      if (extract || isa<arith::ArithDialect>(user->getDialect()))
+        llvm::append_range(todo, user->getResults());
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+MeshOp mlir::cleave::findProgramMesh(func::FuncOp func,
+                                     SymbolTableCollection &symbols) {
+  MeshOp mesh;
+  walkProgram(func, symbols, [&](Operation *op) {
+    if (!mesh && (isCommunicationOp(op) || isa<AxisIndexOp>(op)))
+      mesh = lookupMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"),
+                        &symbols);
+  });
+  return mesh;
+}
+
+SmallVector<unsigned>
+mlir::cleave::findControlAxes(func::FuncOp func, MeshOp mesh,
+                              SymbolTableCollection &symbols) {
+  SmallVector<unsigned> axes;
+  walkProgram(func, symbols, [&](Operation *op) {
+    auto index = dyn_cast<AxisIndexOp>(op);
+    if (!index || lookupMesh(op, index.getMeshAttr(), &symbols) != mesh ||
+        !reachesControl(index))
+      return;
+    for (StringRef name : index.getAxisNames())
+      if (!llvm::is_contained(axes, *mesh.getAxisIndex(name)))
+        axes.push_back(*mesh.getAxisIndex(name));
+  });
+  llvm::sort(axes);
+  return axes;
 }

@@ -244,3 +244,53 @@ func.func @step(%x: tensor<4xf32>) {
   return
 }
 
+
+// -----
+
+// Per-device control flow (cleave.axis_index): both sides of the branch
+// send first.
+cleave.mesh @world(pp = 2 : ib, tp = 2 : nvlink)
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %pp = cleave.axis_index on @world axes = [pp] : tensor<i64>
+  %p = tensor.extract %pp[] : tensor<i64>
+  %c0 = arith.constant 0 : i64
+  %first = arith.cmpi eq, %p, %c0 : i64
+  %r = scf.if %first -> tensor<4xf32> {
+    // expected-error @below {{deadlock: these calls wait for each other in a cycle: rank 0 (pp=0, tp=0) waits in send of tensor<4xf32> to rank 2 (pp=1, tp=0) along [pp] -> rank 2 (pp=1, tp=0) waits in send of tensor<4xf32> to rank 0 (pp=0, tp=0) along [pp] -> back to rank 0 (pp=0, tp=0)}}
+    cleave.send %x on @world axes = [pp] to 1 : tensor<4xf32>
+    %g = cleave.recv on @world axes = [pp] from 1 : tensor<4xf32>
+    scf.yield %g : tensor<4xf32>
+  } else {
+    // expected-note @below {{rank 2 (pp=1, tp=0) waits here in send of tensor<4xf32> to rank 0 (pp=0, tp=0) along [pp]}}
+    cleave.send %x on @world axes = [pp] to 0 : tensor<4xf32>
+    %a = cleave.recv on @world axes = [pp] from 0 : tensor<4xf32>
+    scf.yield %a : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// Only the first device of each tensor-parallel group reduces: the others
+// never join it.
+module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}} {
+  cleave.mesh @world(pp = 2 : ib, tp = 2 : nvlink)
+  // expected-note @below {{rank 1 (pp=0, tp=1) runs @s0, which ends here}}
+  func.func @s0(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %tp = cleave.axis_index on @world axes = [tp] : tensor<i64>
+    %t = tensor.extract %tp[] : tensor<i64>
+    %c0 = arith.constant 0 : i64
+    %lead = arith.cmpi eq, %t, %c0 : i64
+    %r = scf.if %lead -> tensor<4xf32> {
+      // expected-error @below {{rank 0 (pp=0, tp=0) waits forever in all_reduce(tensor<4xf32>, sum) (call #1 on its group along [tp]): rank 1 (pp=0, tp=1) returns from @s0 after 0 call(s) on that group}}
+      %s = cleave.all_reduce %x on @world axes = [tp] : tensor<4xf32>
+      scf.yield %s : tensor<4xf32>
+    } else {
+      scf.yield %x : tensor<4xf32>
+    }
+    return %r : tensor<4xf32>
+  }
+  func.func @s1(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}

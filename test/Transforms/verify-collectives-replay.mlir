@@ -76,9 +76,9 @@ func.func @step(%x: tensor<4xf32>, %n: i32) -> tensor<4xf32> {
 cleave.mesh @a(dp = 2 : ib)
 cleave.mesh @b(dp = 2 : ib)
 func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-note @below {{and this op uses @a}}
+  // expected-note @below {{this op uses @a}}
   %y = cleave.all_reduce %x on @a axes = [dp] : tensor<4xf32>
-  // expected-error @below {{cleave-verify-collectives needs one mesh per program, but this op uses @b}}
+  // expected-error @below {{cleave-verify-collectives needs one mesh per program, but this op uses @b and the program @a}}
   %z = cleave.all_reduce %y on @b axes = [dp] : tensor<4xf32>
   return %z : tensor<4xf32>
 }

@@ -346,3 +346,54 @@ module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1, @s2, @s3]
     return %dw : tensor<8x8xf32>
   }
 }
+
+// -----
+
+// Per-device control flow: every device runs @step, and its pp index
+// (cleave.axis_index) picks its side of the exchange; a 4-device ring along
+// tp orders each device's send and recv by the parity of its tp index.
+// CHECK-LABEL: func.func @step
+cleave.mesh @world(pp = 2 : ib, dp = 2 : ib, tp = 4 : nvlink)
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %pp = cleave.axis_index on @world axes = [pp] : tensor<i64>
+  %p = tensor.extract %pp[] : tensor<i64>
+  %c0 = arith.constant 0 : i64
+  %first = arith.cmpi eq, %p, %c0 : i64
+  %r = scf.if %first -> tensor<4xf32> {
+    cleave.send %x on @world axes = [pp] to 1 : tensor<4xf32>
+    %g = cleave.recv on @world axes = [pp] from 1 : tensor<4xf32>
+    scf.yield %g : tensor<4xf32>
+  } else {
+    %a = cleave.recv on @world axes = [pp] from 0 : tensor<4xf32>
+    cleave.send %a on @world axes = [pp] to 0 : tensor<4xf32>
+    scf.yield %a : tensor<4xf32>
+  }
+  %tp = cleave.axis_index on @world axes = [tp] : tensor<i64>
+  %t = tensor.extract %tp[] : tensor<i64>
+  %ti = arith.index_cast %t : i64 to index
+  scf.index_switch %ti
+  case 0 {
+    cleave.send %r on @world axes = [tp] to 1 : tensor<4xf32>
+    %u = cleave.recv on @world axes = [tp] from 3 : tensor<4xf32>
+    scf.yield
+  }
+  case 1 {
+    %u = cleave.recv on @world axes = [tp] from 0 : tensor<4xf32>
+    cleave.send %r on @world axes = [tp] to 2 : tensor<4xf32>
+    scf.yield
+  }
+  case 2 {
+    cleave.send %r on @world axes = [tp] to 3 : tensor<4xf32>
+    %u = cleave.recv on @world axes = [tp] from 1 : tensor<4xf32>
+    scf.yield
+  }
+  default {
+    %u = cleave.recv on @world axes = [tp] from 2 : tensor<4xf32>
+    cleave.send %r on @world axes = [tp] to 0 : tensor<4xf32>
+    scf.yield
+  }
+  // A data-only use of the index (an offset) does not split the program.
+  %dp = cleave.axis_index on @world axes = [dp] : tensor<i64>
+  %s = cleave.all_reduce %r on @world axes = [dp] : tensor<4xf32>
+  return %s : tensor<4xf32>
+}

@@ -147,19 +147,11 @@ protected:
     SymbolTableCollection symbols;
     CommTable table(symbols);
     TraceReplayer replayer(table, symbols);
-    std::vector<CommTrace> traces;
-    MeshPrograms programs{{}, {}, std::string("pp"), module->getLoc()};
-    for (auto func : module->getOps<func::FuncOp>()) {
-      FailureOr<CommTrace> trace = replayer.replay(func);
-      EXPECT_TRUE(succeeded(trace)) << errors;
-      traces.push_back(succeeded(trace) ? *trace : CommTrace());
-      programs.funcs.push_back(func);
-    }
-    for (const CommTrace &trace : traces)
-      programs.traces.push_back(&trace);
+    SmallVector<func::FuncOp> stages(module->getOps<func::FuncOp>());
     CheckOptions options;
     options.exhaustive = exhaustive;
-    return succeeded(checkPrograms(programs, table, options));
+    return succeeded(verifyEntry(stages, StringRef("pp"), module->getLoc(),
+                                 replayer, table, symbols, options));
   }
 
   /// Both simulations agree; returns whether the program passed.

@@ -95,6 +95,14 @@ private:
   llvm::DenseMap<Operation *, CommEvent> cache;
 };
 
+/// The device a program is replayed for: its coordinates on the mesh axes
+/// that are known (those its `cleave.axis_index` values may depend on).
+struct DeviceView {
+  MeshOp mesh;
+  llvm::SmallVector<int64_t> coords; ///< One per mesh axis.
+  llvm::SmallVector<bool> known;     ///< Which coordinates are meaningful.
+};
+
 /// Replays functions into traces. Errors (loops whose bounds are not
 /// compile-time values around communication, recursion, ...) are emitted as
 /// diagnostics at the offending op.
@@ -107,6 +115,10 @@ public:
   /// The communication calls of `func` run from its entry with unknown
   /// arguments.
   FailureOr<CommTrace> replay(func::FuncOp func);
+
+  /// Replays from now on as `device` (std::nullopt: any device, so
+  /// `cleave.axis_index` values are unknown).
+  void setDevice(std::optional<DeviceView> device);
 
   /// Whether `op` (or a function it calls) contains communication.
   bool mayCommunicate(Operation *op);
@@ -139,25 +151,43 @@ private:
   void bindYield(Region &region, ValueRange results, Frame &frame);
   InFlightDiagnostic emitUnreplayable(Operation *op, const llvm::Twine &why);
 
+  std::optional<int64_t> evaluateAxisIndex(AxisIndexOp op);
+
   CommTable &table;
   SymbolTableCollection &symbols;
   size_t maxEvents;
+  std::optional<DeviceView> device;
   llvm::DenseMap<Operation *, bool> communicates;
   llvm::SmallVector<Operation *> callStack;
   std::map<CallKey, CallResult> calls;
 };
 
-/// The programs the devices of a mesh run for one entry: one trace for
-/// every device (SPMD), or one per coordinate of `stageAxis` (pipeline).
+/// The mesh a function communicates on: the mesh of the first
+/// communication or `cleave.axis_index` op in it or in a function it calls;
+/// null if there is none.
+MeshOp findProgramMesh(func::FuncOp func, SymbolTableCollection &symbols);
+
+/// The axes of `mesh` whose coordinates may decide the control flow of
+/// `func` (or of a function it calls): the axes of every
+/// `cleave.axis_index` whose value reaches a loop, a branch, a yield or a
+/// call. Devices that differ only on other axes replay alike.
+llvm::SmallVector<unsigned> findControlAxes(func::FuncOp func, MeshOp mesh,
+                                            SymbolTableCollection &symbols);
+
+/// The programs the devices of a mesh run for one entry. A device's program
+/// is selected by its coordinates on `programAxes` (the pipeline's stage
+/// axis, and the axes `cleave.axis_index` decides control flow on): one
+/// trace for every device (SPMD without per-device control flow), else one
+/// per combination of those coordinates.
 struct MeshPrograms {
-  /// The traces, indexed by stage (a single one without a stage axis).
+  MeshOp mesh;
+  /// Mesh axis indices, the first one major.
+  llvm::SmallVector<unsigned> programAxes;
+  /// The traces, indexed row-major by a device's coordinates on
+  /// `programAxes`.
   llvm::SmallVector<const CommTrace *> traces;
   /// The function each trace comes from (for diagnostics).
   llvm::SmallVector<func::FuncOp> funcs;
-  /// The axis whose coordinate selects the program, by name.
-  std::optional<std::string> stageAxis;
-  /// Where to report problems with the programs as a whole.
-  Location loc;
 };
 
 /// Options of the check.
@@ -169,9 +199,11 @@ struct CheckOptions {
 
 /// What the check did.
 struct CheckStats {
-  int64_t meshDevices = 0;      ///< Devices of the mesh.
-  int64_t simulatedDevices = 0; ///< Devices the simulation ran.
-  int64_t calls = 0;            ///< Communication calls simulated.
+  int64_t meshDevices = 0;          ///< Devices of the mesh.
+  int64_t simulatedDevices = 0;     ///< Devices the simulation ran.
+  int64_t calls = 0;                ///< Communication calls simulated.
+  int64_t programs = 0;             ///< Traces replayed (verifyEntry).
+  double replayMs = 0, checkMs = 0; ///< Wall times (verifyEntry).
 };
 
 /// Runs every device on its program under blocking semantics and proves
@@ -181,6 +213,19 @@ LogicalResult checkPrograms(const MeshPrograms &programs,
                             const CommTable &table,
                             const CheckOptions &options = {},
                             CheckStats *stats = nullptr);
+
+/// Verifies one entry of a module: `funcs` holds one function per
+/// coordinate of `stageAxis` (a pipeline) or, without a stage axis, the one
+/// function every device runs. Finds the mesh, the axes that select a
+/// device's program, replays one trace per program and checks them; errors
+/// about the entry as a whole go to `loc`.
+LogicalResult verifyEntry(llvm::ArrayRef<func::FuncOp> funcs,
+                          std::optional<llvm::StringRef> stageAxis,
+                          Location loc, TraceReplayer &replayer,
+                          const CommTable &table,
+                          SymbolTableCollection &symbols,
+                          const CheckOptions &options = {},
+                          CheckStats *stats = nullptr);
 
 } // namespace mlir::cleave
 

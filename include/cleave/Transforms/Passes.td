@@ -149,7 +149,9 @@ def CleaveVerifyCollectivesPass
     `scf.for` loops whose bounds are compile-time values, and takes the
     branch of `scf.if` / `scf.index_switch` that compile-time values select
     (a branch decided at run time is fine if its alternatives communicate
-    alike). Anything else around communication is an error.
+    alike). A device's `cleave.axis_index` is known: when it decides control
+    flow, one program per combination of the coordinates it reads is
+    replayed. Anything else around communication is an error.
 
     Blocking follows the runtime (`lib/Runtime`): a collective completes
     when every member of the group has reached it; `send` completes only
@@ -179,9 +181,10 @@ def CleaveVerifyCollectivesPass
 
     Every failure is one error at an operation of one rank, naming the
     ranks with their mesh coordinates and both operations, with a note at
-    the other operation. Devices that differ only on axes no send or recv
-    names run identical programs in lockstep, so the check simulates one
-    device per class: a pipeline on a 8 x 64 x 8 mesh simulates 8 devices.
+    the other operation. Devices that differ only on axes that neither a
+    send or recv names nor selects a program run identical programs in
+    lockstep, so the check simulates one device per class: a pipeline on an
+    8 x 64 x 8 mesh simulates 8 devices.
     The pass runs at the start of the CPU lowering pipeline; programs
     without communication pass at the cost of one walk over their ops.
   }];
