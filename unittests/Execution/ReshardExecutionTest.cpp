@@ -61,6 +61,11 @@ struct Case {
   std::vector<std::string> shardings; ///< of a tensor<4x8x6xf32>
 };
 
+/// How ctest lists a case.
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << c.ranks << " ranks on mesh (" << c.mesh << ")";
+}
+
 class ReshardExecutionTest : public ::testing::TestWithParam<Case> {};
 
 /// The module: one function per (from, to) pair, plus matmuls whose
