@@ -101,3 +101,27 @@ func.func @blocks(%x: tensor<8xf32> {cleave.sharding = #cleave.sharding<@m, [dp]
 ^next:
   return %x : tensor<8xf32>
 }
+
+// -----
+
+// An argument that is not a ranked tensor is named as such (not as missing
+// a sharding that propagation cannot give it).
+cleave.mesh @m(dp = 2 : ib)
+
+// expected-error @below {{argument #1 has type 'f32', but partitioning handles ranked tensors only}}
+func.func @scalar_argument(%x: tensor<8xf32> {cleave.sharding = #cleave.sharding<@m, [dp]>}, %s: f32) -> (tensor<8xf32> {cleave.sharding = #cleave.sharding<@m, [dp]>}) {
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+// A call has no sharding rule (inline first).
+cleave.mesh @m(dp = 2 : ib)
+
+func.func private @ext(tensor<8xf32>) -> tensor<8xf32>
+
+func.func @call(%x: tensor<8xf32> {cleave.sharding = #cleave.sharding<@m, [dp]>}) -> (tensor<8xf32> {cleave.sharding = #cleave.sharding<@m, [dp]>}) {
+  // expected-error @below {{cannot be partitioned: 'func.call' has no sharding rule}}
+  %0 = func.call @ext(%x) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
