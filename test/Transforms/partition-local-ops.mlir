@@ -24,6 +24,25 @@ func.func @embedding_vocab_parallel(%table: tensor<10x8xf32> {cleave.sharding = 
 
 // -----
 
+// The gradient of a vocabulary-parallel table: each device scatters the
+// rows of its block (no communication, the ids and output gradient are
+// whole).
+cleave.mesh @m(tp = 2 : nvlink)
+
+// CHECK-LABEL: func.func @embedding_grad_vocab_parallel
+// CHECK-SAME: -> (tensor<5x8xf32> {cleave.layout = #cleave.sharding<@m, [tp, _]>})
+// CHECK: %[[I:.*]] = cleave.axis_index on @m axes = [tp] : tensor<i64>
+// CHECK: %[[G:.*]] = cleave.embedding_grad %{{.*}}, %{{.*}}, %[[I]] : (tensor<2x4xi32>, tensor<2x4x8xf32>, tensor<i64>) -> tensor<5x8xf32>
+// CHECK-NOT: cleave.all_
+// CHECK: return %[[G]]
+func.func @embedding_grad_vocab_parallel(%ids: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>)
+    -> (tensor<10x8xf32> {cleave.sharding = #cleave.sharding<@m, [tp, _]>}) {
+  %g = cleave.embedding_grad %ids, %dy : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>
+  return %g : tensor<10x8xf32>
+}
+
+// -----
+
 // An embedding whose table is split by features needs no index.
 cleave.mesh @m(tp = 2 : nvlink)
 
