@@ -135,8 +135,8 @@ func.func @multi_axis_2d(%x: tensor<8x16xf32> {cleave.sharding = #cleave.shardin
 // -----
 
 // A 3-d mesh: a batch split over dp, a tensor-parallel product over tp
-// whose pending sum is reduced over tp only, and a pipeline-free third axis
-// that stays replicated.
+// whose pending sum is all-reduced over tp only, and a result that also
+// splits its rows over the third axis, cp, by a local slice.
 cleave.mesh @m(cp = 2 : ib, dp = 2 : ib, tp = 2 : nvlink)
 
 // CHECK-LABEL: func.func @multi_axis_3d
