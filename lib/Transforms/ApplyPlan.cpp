@@ -103,14 +103,19 @@ BlockArgument parameterOf(func::FuncOp f, Value v) {
 
 LogicalResult PlanWriter::splitMatmuls(func::FuncOp f) {
   SmallVector<MatmulOp> matmuls(f.getOps<MatmulOp>());
-  // A weight that tp does not divide stays whole (a vocabulary of 65 under
-  // tp = 2); a plan that can split no weight at all is an error.
+  // The first matmul that uses a weight decides its split, also when it
+  // leaves it whole: later ones are its gradients, whose "output features"
+  // are the forward's input features. A weight that tp does not divide stays
+  // whole (a vocabulary of 65 under tp = 2); a plan that can split no weight
+  // at all is an error.
+  llvm::SmallDenseSet<BlockArgument> decided;
   int64_t split = 0;
   BlockArgument unsplit;
   for (MatmulOp mm : matmuls) {
     BlockArgument w = parameterOf(f, mm.getRhs());
     auto type = w ? cast<RankedTensorType>(w.getType()) : RankedTensorType();
-    if (!w || type.getRank() != 2 || argSharding(f, w.getArgNumber()))
+    if (!w || type.getRank() != 2 || argSharding(f, w.getArgNumber()) ||
+        !decided.insert(w).second)
       continue;
     // Do the activations arrive split over tp along the contraction?
     auto shardings = propagateShardings(f, mesh);

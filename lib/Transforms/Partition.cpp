@@ -188,7 +188,12 @@ LogicalResult Partitioner::run() {
     auto global = dyn_cast<RankedTensorType>(arg.getType());
     auto sharding = func.getArgAttrOfType<ShardingAttr>(
         arg.getArgNumber(), CleaveDialect::kShardingAttrName);
-    if (!global || !sharding)
+    if (!global)
+      return func.emitError()
+             << "argument #" << arg.getArgNumber() << " has type "
+             << arg.getType()
+             << ", but partitioning handles ranked tensors only";
+    if (!sharding)
       return func.emitError()
              << "argument #" << arg.getArgNumber() << " has no '"
              << CleaveDialect::kShardingAttrName
