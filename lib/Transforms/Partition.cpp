@@ -37,7 +37,8 @@ public:
 
 private:
   LogicalResult partitionOp(Operation *op);
-  LogicalResult partitionRuled(ShardingRuleOpInterface op);
+  LogicalResult partitionRuled(ShardingRuleOpInterface op,
+                               const ShardingRule &rule);
   LogicalResult partitionReturn(func::ReturnOp ret);
   /// The local value of `global` resharded to `target`, built before `at`.
   FailureOr<Value> reshard(Value global, ShardingAttr target, Operation *at);
@@ -50,6 +51,9 @@ private:
   /// Reshardings already built, so consumers that want the same layout of a
   /// value share the collectives.
   llvm::DenseMap<std::pair<Value, Attribute>, Value> reshardCache;
+  /// Every op's rule, read from global types before the arguments take
+  /// their local ones (a rule may read an argument's shape).
+  llvm::DenseMap<Operation *, ShardingRule> rules;
 };
 
 FailureOr<Value> Partitioner::reshardLocal(Local local, ShardingAttr target,
@@ -82,8 +86,8 @@ FailureOr<Value> Partitioner::reshard(Value global, ShardingAttr target,
   return value;
 }
 
-LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
-  ShardingRule rule = op.getShardingRule();
+LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op,
+                                          const ShardingRule &rule) {
   auto recorded =
       op->getAttrOfType<ArrayAttr>(CleaveDialect::kShardingsAttrName);
   if (op->getNumResults() != 0 &&
@@ -171,13 +175,16 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     return success();
   }
   if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
-    return partitionRuled(ruled);
+    return partitionRuled(ruled, rules.find(op)->second);
   return op->emitError() << "cannot be partitioned: '" << op->getName()
                          << "' has no sharding rule";
 }
 
 LogicalResult Partitioner::run() {
   Block &body = func.getBody().front();
+  for (Operation &op : body)
+    if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
+      rules[&op] = ruled.getShardingRule();
   SmallVector<Type> argTypes;
   for (BlockArgument arg : body.getArguments()) {
     auto global = dyn_cast<RankedTensorType>(arg.getType());
@@ -198,9 +205,17 @@ LogicalResult Partitioner::run() {
   SmallVector<Operation *> globalOps;
   for (Operation &op : body)
     globalOps.push_back(&op);
-  for (Operation *op : globalOps)
+  for (Operation *op : globalOps) {
+    Operation *before = op->getPrevNode();
     if (failed(partitionOp(op)))
       return failure();
+    // What was built for an op of a pipeline stage belongs to that stage.
+    if (Attribute stage = op->getAttr(CleaveDialect::kStageAttrName))
+      for (Operation *built = before ? before->getNextNode() : &body.front();
+           built != op; built = built->getNextNode())
+        if (!built->hasAttr(CleaveDialect::kStageAttrName))
+          built->setAttr(CleaveDialect::kStageAttrName, stage);
+  }
   // The global ops are dead now; the return was updated in place.
   for (Operation *op : llvm::reverse(globalOps))
     if (!isa<func::ReturnOp>(op)) {
