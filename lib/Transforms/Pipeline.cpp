@@ -80,7 +80,7 @@ struct CleavePipelinePass final
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>(entry);
     if (!func || func.isExternal()) {
-      module.emitError() << "cleave-pipeline: no function @" << entry
+      module.emitError() << "cleave-pipeline: no function @" << entry.getValue()
                          << " with a body";
       return signalPassFailure();
     }

@@ -267,17 +267,31 @@ LogicalResult Analyzer::assignStages() {
   DenseMap<Operation *, unsigned> position;
   for (auto [i, op] : llvm::enumerate(ops))
     position[op] = i;
+  // Report a stage beyond the plan on an op the user wrote if there is one
+  // (ops built by autodiff or canonicalization may have no location).
+  Operation *beyond = nullptr;
+  for (Operation *op : ops)
+    if (std::optional<int64_t> tag = tagOf(op); tag && *tag >= n)
+      if (!beyond ||
+          (isa<UnknownLoc>(beyond->getLoc()) && !isa<UnknownLoc>(op->getLoc())))
+        beyond = op;
+  if (beyond)
+    return beyond->emitError()
+           << "cleave-pipeline: stage " << *tagOf(beyond)
+           << " is beyond the plan's " << n << " stages (pp = " << a.plan.pp
+           << ", virtual stages = " << a.plan.virtualStages << ")";
   for (Operation *op : ops)
     if (std::optional<int64_t> tag = tagOf(op)) {
-      if (*tag >= n)
-        return op->emitError()
-               << "cleave-pipeline: stage " << *tag << " is beyond the plan's "
-               << n << " stages (pp = " << a.plan.pp
-               << ", virtual stages = " << a.plan.virtualStages << ")";
       highest = std::max(highest, *tag);
       if (a.region[op] != Phase::Const)
         a.stage[op] = *tag;
     }
+  if (highest < 0 && n > 1)
+    return func.emitError()
+           << "cleave-pipeline: the plan has " << n
+           << " stages but no op has a cleave.stage annotation (annotate the "
+              "forward function or run cleave-pipeline-stages before "
+              "cleave-autodiff)";
   if (highest >= 0 && highest + 1 != n)
     return func.emitError() << "cleave-pipeline: the plan has " << n
                             << " stages but the ops are annotated with "

@@ -50,8 +50,8 @@ void CleavePipelineStagesPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto func = module.lookupSymbol<func::FuncOp>(entry);
   if (!func || func.isExternal() || !func.getBody().hasOneBlock()) {
-    module.emitError() << "cleave-pipeline-stages: no function @" << entry
-                       << " with one block";
+    module.emitError() << "cleave-pipeline-stages: no function @"
+                       << entry.getValue() << " with one block";
     return signalPassFailure();
   }
   if (stages < 1) {
@@ -61,7 +61,7 @@ void CleavePipelineStagesPass::runOnOperation() {
   Block &body = func.getBody().front();
   for (Operation &op : body.without_terminator())
     if (op.hasAttr(CleaveDialect::kStageAttrName)) {
-      op.emitError() << "cleave-pipeline-stages: @" << entry
+      op.emitError() << "cleave-pipeline-stages: @" << entry.getValue()
                      << " already has stage annotations";
       return signalPassFailure();
     }
@@ -75,7 +75,7 @@ void CleavePipelineStagesPass::runOnOperation() {
         layerStage[*layer] = 0;
   int64_t layers = layerStage.size();
   if (layers < stages) {
-    func.emitError() << "cleave-pipeline-stages: " << stages
+    func.emitError() << "cleave-pipeline-stages: " << stages.getValue()
                      << " stages need at least as many layers; the "
                         "parameters name "
                      << layers << " (numbered components like 'h.3.')";
