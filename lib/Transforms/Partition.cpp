@@ -37,8 +37,7 @@ public:
 
 private:
   LogicalResult partitionOp(Operation *op);
-  LogicalResult partitionRuled(ShardingRuleOpInterface op,
-                               const ShardingRule &rule);
+  LogicalResult partitionRuled(ShardingRuleOpInterface op);
   LogicalResult partitionReturn(func::ReturnOp ret);
   /// The local value of `global` resharded to `target`, built before `at`.
   FailureOr<Value> reshard(Value global, ShardingAttr target, Operation *at);
@@ -48,12 +47,11 @@ private:
   func::FuncOp func;
   MeshOp mesh;
   llvm::DenseMap<Value, Local> locals;
+  /// Every op's rule, taken while all types are still global.
+  llvm::DenseMap<Operation *, ShardingRule> rules;
   /// Reshardings already built, so consumers that want the same layout of a
   /// value share the collectives.
   llvm::DenseMap<std::pair<Value, Attribute>, Value> reshardCache;
-  /// Every op's rule, read from global types before the arguments take
-  /// their local ones (a rule may read an argument's shape).
-  llvm::DenseMap<Operation *, ShardingRule> rules;
 };
 
 FailureOr<Value> Partitioner::reshardLocal(Local local, ShardingAttr target,
@@ -86,8 +84,8 @@ FailureOr<Value> Partitioner::reshard(Value global, ShardingAttr target,
   return value;
 }
 
-LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op,
-                                          const ShardingRule &rule) {
+LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
+  const ShardingRule &rule = rules[op];
   auto recorded =
       op->getAttrOfType<ArrayAttr>(CleaveDialect::kShardingsAttrName);
   if (op->getNumResults() != 0 &&
@@ -101,10 +99,9 @@ LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op,
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (auto it = locals.find(v); it != locals.end())
       offers.push_back({it->second.sharding, false, unsigned(i), false, {}});
-  FailureOr<FactorAxes> axes = assignFactors(
-      op, rule, mesh, offers, ReductionPolicy::MatchResultPartials);
-  if (failed(axes))
-    return failure();
+  FactorAxes assigned = assignFactors(op, rule, mesh, offers,
+                                      ReductionPolicy::MatchResultPartials);
+  FactorAxes *axes = &assigned;
 
   SmallVector<Value> operands;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
@@ -175,13 +172,14 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     return success();
   }
   if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
-    return partitionRuled(ruled, rules.find(op)->second);
+    return partitionRuled(ruled);
   return op->emitError() << "cannot be partitioned: '" << op->getName()
                          << "' has no sharding rule";
 }
 
 LogicalResult Partitioner::run() {
   Block &body = func.getBody().front();
+  // Rules depend on types; arguments are about to take local types.
   for (Operation &op : body)
     if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
       rules[&op] = ruled.getShardingRule();
