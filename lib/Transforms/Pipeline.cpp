@@ -10,7 +10,9 @@
 #include "cleave/CostModel/Plan.h"
 #include "cleave/Sharding/FactorAssignment.h"
 #include "cleave/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #define DEBUG_TYPE "cleave-pipeline"
 

@@ -94,6 +94,9 @@ struct Analysis {
   /// Per-micro-batch values summed over the micro-batches (what the
   /// per-step ops read).
   llvm::SetVector<Value> accumulated;
+  /// `cleave.axis_index` ops naming the micro-batch axis: the position of
+  /// the micro-batch, an operand of every pass that reads it.
+  llvm::DenseSet<Operation *> microBatchIndices;
   /// The stage each result of the function is produced on.
   llvm::SmallVector<int64_t> resultStage;
   /// Index of the result named "loss".

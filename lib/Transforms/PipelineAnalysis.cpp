@@ -165,11 +165,13 @@ LogicalResult Analyzer::classifyOps() {
              << "cleave-pipeline: this op communicates across micro-batches "
                 "(its axes name '"
              << mb << "'); only sums over micro-batches can be pipelined";
-    if (isa<AxisIndexOp>(op) && namesMb)
-      return op.emitError()
-             << "cleave-pipeline: the position of a micro-batch (axis_index "
-                "over '"
-             << mb << "', e.g. for dropout) is not supported yet";
+    if (isa<AxisIndexOp>(op) && namesMb) {
+      // The position of the micro-batch (dropout counters): each pass call
+      // gets it as an operand (PipelineBuild.cpp).
+      a.region[&op] = Phase::Forward;
+      a.microBatchIndices.insert(&op);
+      continue;
+    }
     if (isa<SendOp, RecvOp>(op))
       return op.emitError() << "cleave-pipeline: the program already has "
                                "point-to-point communication";
@@ -440,7 +442,7 @@ PassGroups pipeline::collectPassGroups(const Analysis &a) {
   func::FuncOp func = a.func;
   for (Operation &op : func.getBody().front().without_terminator()) {
     Phase r = a.region.lookup(&op);
-    if (!isPerMicroBatch(r))
+    if (!isPerMicroBatch(r) || a.microBatchIndices.contains(&op))
       continue;
     PassGroup &g = groups[{r, a.stage.lookup(&op)}];
     g.ops.push_back(&op);

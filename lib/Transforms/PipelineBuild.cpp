@@ -18,7 +18,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Pipeline.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
 #include <map>
@@ -50,6 +52,8 @@ struct RankFunction {
   /// Per-micro-batch values.
   std::map<std::pair<Value, int64_t>, Value, ValueLess> perMb;
   DenseMap<Value, Value> mbArgs;
+  /// Positions of micro-batches, by axes of the axis_index and micro-batch.
+  DenseMap<std::pair<Attribute, int64_t>, Value> microBatchIndices;
 
   explicit RankFunction(MLIRContext *ctx) : builder(ctx) {}
 };
@@ -82,6 +86,9 @@ private:
   void emitEpilogue();
   void emitReturns();
   Value sliceMicroBatch(RankFunction &rf, Value arg, int64_t mb);
+  /// The value of `index` (an axis_index naming the micro-batch axis) for
+  /// micro-batch `mb` on this device.
+  Value microBatchIndex(RankFunction &rf, AxisIndexOp index, int64_t mb);
   LogicalResult finish();
 
   const Analysis &a;
@@ -289,6 +296,42 @@ Value PipelineBuilder::sliceMicroBatch(RankFunction &rf, Value arg,
   return slot;
 }
 
+Value PipelineBuilder::microBatchIndex(RankFunction &rf, AxisIndexOp index,
+                                       int64_t mb) {
+  Value &slot = rf.microBatchIndices[{index.getAxes(), mb}];
+  if (slot)
+    return slot;
+  // The linear index over `axes` (major first) with the micro-batch axis at
+  // coordinate mb: before * (M * after) + mb * after + the axes after it.
+  OpBuilder &b = rf.builder;
+  Location loc = index.getLoc();
+  SmallVector<StringRef> axes = index.getAxisNames(), before, after;
+  auto at = llvm::find(axes, plan.mbAxis);
+  before.assign(axes.begin(), at);
+  after.assign(std::next(at), axes.end());
+  int64_t afterSize = 1;
+  for (StringRef axis : after)
+    afterSize *= a.mesh.getAxisSize(axis);
+  auto scalarType = RankedTensorType::get({}, b.getI64Type());
+  auto indexOf = [&](ArrayRef<StringRef> names) -> Value {
+    Value i = b.create<AxisIndexOp>(loc, scalarType, index.getMeshAttr(),
+                                    b.getStrArrayAttr(names));
+    return b.create<tensor::ExtractOp>(loc, i, ValueRange());
+  };
+  Value linear =
+      b.create<arith::ConstantIntOp>(loc, mb * afterSize, b.getI64Type());
+  if (!before.empty()) {
+    Value stride = b.create<arith::ConstantIntOp>(
+        loc, plan.numMicroBatches * afterSize, b.getI64Type());
+    linear = b.create<arith::AddIOp>(
+        loc, linear, b.create<arith::MulIOp>(loc, indexOf(before), stride));
+  }
+  if (!after.empty())
+    linear = b.create<arith::AddIOp>(loc, linear, indexOf(after));
+  slot = b.create<tensor::FromElementsOp>(loc, scalarType, linear);
+  return slot;
+}
+
 LogicalResult PipelineBuilder::emitMain(int64_t rank) {
   RankFunction &rf = *ranks[rank];
   StringRef mesh = a.mesh.getSymName();
@@ -312,6 +355,9 @@ LogicalResult PipelineBuilder::emitMain(int64_t rank) {
       if (auto arg = dyn_cast<BlockArgument>(v);
           arg && a.argPerMicroBatch[arg.getArgNumber()])
         operands.push_back(sliceMicroBatch(rf, v, mb));
+      else if (Operation *def = v.getDefiningOp();
+               def && a.microBatchIndices.contains(def))
+        operands.push_back(microBatchIndex(rf, cast<AxisIndexOp>(def), mb));
       else if (a.isPerMicroBatchValue(v))
         operands.push_back(rf.perMb.at({v, mb}));
       else

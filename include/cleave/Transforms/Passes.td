@@ -428,7 +428,8 @@ def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
     back at the end). Every rank returns the loss (summed over `pp` with
     zeros from the other ranks). The micro-batch axis leaves the mesh;
     inputs split over it become one block of all micro-batches, sliced per
-    micro-batch.
+    micro-batch, and a `cleave.axis_index` naming it (the block numbers of
+    dropout) becomes an operand of the passes, the micro-batch's position.
 
     Errors name the op and the reason: communication across micro-batches
     other than sums, values that flow backwards between stages, stage
@@ -444,8 +445,10 @@ def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
            "The mesh axis standing for micro-batches (cleave-apply-plan)">
   ];
   let dependentDialects = [
+    "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
-    "::mlir::func::FuncDialect"
+    "::mlir::func::FuncDialect",
+    "::mlir::tensor::TensorDialect"
   ];
 }
 
