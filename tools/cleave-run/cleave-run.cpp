@@ -23,6 +23,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <dlfcn.h>
@@ -108,8 +109,8 @@ cl::opt<std::string> planSpec(
     cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 or "
              "pp=2,dp=2,schedule=1f1b,micro=4 (cleave-apply-plan; pipelines: "
              "pp, micro, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=V); "
-             "default with several ranks and no mesh in the program: "
-             "dp=<ranks>"));
+             "dp defaults to the ranks left over by tp and pp; without "
+             "--plan, several ranks and no mesh in the program: dp=<ranks>"));
 
 int fail(const Twine &message) {
   outs().flush();
@@ -192,9 +193,11 @@ int launcherWorldSize() {
 }
 
 /// Parses "dp=2,tp=2,sp,zero=1,pp=2,micro=4,schedule=1f1b,virtual=2" into
-/// cleave-apply-plan options.
-Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
+/// cleave-apply-plan options; without dp, the ranks that tensor and
+/// pipeline parallelism leave over (of `world`, if known) are data parallel.
+Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text, int world) {
   CleaveApplyPlanPassOptions o;
+  bool dpGiven = false;
   SmallVector<StringRef> parts;
   text.split(parts, ',', -1, false);
   for (StringRef part : parts) {
@@ -204,7 +207,7 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
     if (key == "sp" && value.empty())
       o.sp = true;
     else if (key == "dp" && numeric)
-      o.dp = n;
+      o.dp = n, dpGiven = true;
     else if (key == "tp" && numeric)
       o.tp = n;
     else if (key == "zero" && numeric)
@@ -226,6 +229,9 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
   }
   if (o.virtualStages > 1 && o.schedule == "1f1b")
     o.schedule = "interleaved";
+  if (!dpGiven && world > 0 && o.tp > 0 && o.pp > 0 &&
+      world % (o.tp * o.pp) == 0)
+    o.dp = world / (o.tp * o.pp);
   return o;
 }
 
@@ -233,7 +239,7 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
 bool plansPipeline() {
   if (planSpec.empty())
     return false;
-  Expected<CleaveApplyPlanPassOptions> o = parsePlan(planSpec);
+  Expected<CleaveApplyPlanPassOptions> o = parsePlan(planSpec, 0);
   if (!o) {
     consumeError(o.takeError());
     return false;
@@ -244,7 +250,7 @@ bool plansPipeline() {
 /// Before differentiation: stages by layer (unless the program has them)
 /// for a pipelined plan.
 LogicalResult splitStages(mlir::ModuleOp module) {
-  Expected<CleaveApplyPlanPassOptions> o = parsePlan(planSpec);
+  Expected<CleaveApplyPlanPassOptions> o = parsePlan(planSpec, 0);
   if (!o)
     return failure(); // reported when the plan is applied
   auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
@@ -278,7 +284,7 @@ Error partition(mlir::ModuleOp module, int world) {
       return createStringError(inconvertibleErrorCode(),
                                "--plan: the program already has a mesh and "
                                "sharding annotations");
-    Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan);
+    Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan, world);
     if (!options)
       return options.takeError();
     pm.addPass(createCleaveApplyPlanPass(*options));
@@ -477,8 +483,13 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  // Diagnostics on a program file quote its source lines (not the IR).
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   if (!input.empty()) {
-    module = mlir::parseSourceFile<mlir::ModuleOp>(input, &context);
+    module = mlir::parseSourceFile<mlir::ModuleOp>(input, sourceMgr,
+                                                   &context);
     if (!module)
       return fail("cannot read the program " + input);
     if (tokens && vocab < 0)
@@ -545,7 +556,8 @@ int main(int argc, char **argv) {
     return fail("the program has no @train_step");
   const std::optional<MeshSpec> &mesh = job.manifest.mesh;
   if (mesh && mesh->numDevices() != world)
-    return fail("the plan's mesh (" + mesh->toString() + ") has " +
+    return fail(Twine(planSpec.empty() ? "the program's" : "the plan's") +
+                " mesh (" + mesh->toString() + ") has " +
                 Twine(mesh->numDevices()) + " devices but there are " +
                 Twine(world) + " ranks" +
                 (nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
