@@ -92,6 +92,7 @@ private:
   void keepInvariantsNearUse();
   LogicalResult splitForward();
   LogicalResult assignStages();
+  void assignHomes();
   LogicalResult checkDirections();
   void splitWeightGradients();
   bool isMbReduction(Operation *op) const {
@@ -320,7 +321,13 @@ LogicalResult Analyzer::assignStages() {
         s = std::max(s, a.stage[def]);
     a.stage[op] = s;
   }
-  // Parameters and state live where they are updated, else where first used.
+  assignHomes();
+  return success();
+}
+
+/// Parameters and state live where they are updated, else where first used;
+/// results are produced where their value is.
+void Analyzer::assignHomes() {
   Operation *ret = func.getBody().front().getTerminator();
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -345,7 +352,6 @@ LogicalResult Analyzer::assignStages() {
   }
   for (Value v : ret->getOperands())
     a.resultStage.push_back(std::max<int64_t>(a.stageOfValue(v), 0));
-  return success();
 }
 
 /// Forward values flow to the same or later stages, gradients to the same
