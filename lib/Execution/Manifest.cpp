@@ -33,6 +33,27 @@ const FunctionSpec *ProgramManifest::lookup(StringRef name) const {
   return nullptr;
 }
 
+std::string ProgramManifest::entryFor(StringRef step, int64_t rank) const {
+  if (!pipeline || !mesh)
+    return step.str();
+  int64_t stage = mesh->coordinates(rank)[pipeline->axis];
+  return pipeline->stages[stage];
+}
+
+std::vector<const FunctionSpec *>
+ProgramManifest::stepFunctions(StringRef step) const {
+  std::vector<const FunctionSpec *> found;
+  if (!pipeline) {
+    if (const FunctionSpec *f = lookup(step))
+      found.push_back(f);
+    return found;
+  }
+  for (const std::string &name : pipeline->stages)
+    if (const FunctionSpec *f = lookup(name))
+      found.push_back(f);
+  return found;
+}
+
 bool BufferSpec::isSplit() const {
   return llvm::any_of(layout, [](const auto &axes) { return !axes.empty(); });
 }
@@ -238,7 +259,40 @@ FailureOr<ProgramManifest> mlir::cleave::extractManifest(ModuleOp module) {
       return failure();
     manifest.functions.push_back(std::move(*fs));
   }
+  if (failed(extractPipeline(module, manifest)))
+    return failure();
   return manifest;
+}
+
+LogicalResult mlir::cleave::extractPipeline(ModuleOp module,
+                                           ProgramManifest &manifest) {
+  auto dict =
+      module->getAttrOfType<DictionaryAttr>(CleaveDialect::kPipelineAttrName);
+  if (!dict)
+    return success();
+  if (!manifest.mesh)
+    return module.emitError() << "is pipelined but has no per-device mesh";
+  auto axis = dict.getAs<StringAttr>("axis");
+  auto it = llvm::find(manifest.mesh->axes, axis.getValue());
+  if (it == manifest.mesh->axes.end())
+    return module.emitError() << "pipeline axis '" << axis.getValue()
+                              << "' is not an axis of the mesh";
+  PipelineSpec spec;
+  spec.axis = it - manifest.mesh->axes.begin();
+  for (Attribute stage : dict.getAs<ArrayAttr>("stages")) {
+    StringRef name = cast<FlatSymbolRefAttr>(stage).getValue();
+    if (!manifest.lookup(name))
+      return module.emitError() << "pipeline stage function @" << name
+                                << " is missing or not public";
+    spec.stages.push_back(name.str());
+  }
+  if (int64_t(spec.stages.size()) != manifest.mesh->shape[spec.axis])
+    return module.emitError()
+           << "the pipeline has " << spec.stages.size()
+           << " stage functions but the mesh axis '" << axis.getValue()
+           << "' has " << manifest.mesh->shape[spec.axis] << " coordinates";
+  manifest.pipeline = std::move(spec);
+  return success();
 }
 
 LogicalResult mlir::cleave::extractGroups(ModuleOp module,
@@ -299,6 +353,10 @@ llvm::json::Value ProgramManifest::toJSON() const {
                                       {"shape", llvm::json::Array(mesh->shape)}};
     root["groups"] = toJSONArray(groups);
   }
+  if (pipeline)
+    root["pipeline"] =
+        llvm::json::Object{{"axis", pipeline->axis},
+                           {"stages", llvm::json::Array(pipeline->stages)}};
   return root;
 }
 
@@ -402,6 +460,23 @@ llvm::Expected<ProgramManifest> ProgramManifest::fromJSON(StringRef text) {
     if (const llvm::json::Array *groups = root->getArray("groups"))
       if (!readNested(*groups, m.groups))
         return fail("groups: a list of axis-index lists");
+  }
+  if (const llvm::json::Object *pipeline = root->getObject("pipeline")) {
+    std::optional<int64_t> axis = pipeline->getInteger("axis");
+    const llvm::json::Array *stages = pipeline->getArray("stages");
+    if (!m.mesh || !axis || !stages || *axis < 0 ||
+        *axis >= int64_t(m.mesh->axes.size()) ||
+        int64_t(stages->size()) != m.mesh->shape[*axis])
+      return fail("pipeline: needs a mesh, 'axis' (a mesh axis index) and "
+                  "one name in 'stages' per coordinate of that axis");
+    PipelineSpec spec;
+    spec.axis = *axis;
+    for (const llvm::json::Value &name : *stages) {
+      if (!name.getAsString() || !m.lookup(*name.getAsString()))
+        return fail("pipeline.stages: names of functions of the manifest");
+      spec.stages.push_back(name.getAsString()->str());
+    }
+    m.pipeline = std::move(spec);
   }
   return m;
 }

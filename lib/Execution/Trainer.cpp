@@ -236,6 +236,67 @@ llvm::Expected<std::vector<char>> Trainer::gatherGlobal(int64_t index) const {
   return global;
 }
 
+llvm::Expected<std::vector<char>>
+Trainer::gatherFromStage(const BufferSpec &b, int64_t stage) const {
+  const MeshSpec &mesh = *options.mesh;
+  int64_t devices = mesh.numDevices();
+  int64_t mine = spec.find(b.role, b.name);
+  bool here =
+      mesh.coordinates(options.rank)[options.pipelineAxis] == stage && mine >= 0;
+  std::vector<char> zeros(here ? 0 : b.numBytes());
+  const void *local = here ? buffer(mine) : zeros.data();
+  std::vector<char> blocks(b.numBytes() * devices);
+  cleave_rt_all_gather(CLEAVE_WORLD_GROUP, b.dtype, local, blocks.data(),
+                       b.numElements());
+  if (cleave_rt_failed())
+    return makeError("rank " + llvm::Twine(options.rank) + ": gathering '" +
+                     b.name + "' from pipeline stage " + llvm::Twine(stage) +
+                     ": " + cleave_rt_error_message());
+  std::vector<int64_t> shape = globalShape(b, mesh);
+  int64_t elementBytes = cleave_rt_dtype_size(b.dtype);
+  std::vector<char> global(b.numBytes() * devices);
+  for (int64_t r = 0; r < devices; ++r)
+    if (mesh.coordinates(r)[options.pipelineAxis] == stage)
+      copyBlock(global.data(), shape, blocks.data() + r * b.numBytes(),
+                blockOf(b, mesh, r), elementBytes, /*intoBlock=*/false);
+  int64_t bytes = elementBytes;
+  for (int64_t d : shape)
+    bytes *= d;
+  global.resize(bytes);
+  return global;
+}
+
+llvm::Expected<std::vector<std::pair<BufferSpec, std::vector<char>>>>
+Trainer::gatherSaved(bool withState) const {
+  std::vector<std::pair<BufferSpec, std::vector<char>>> saved;
+  auto wanted = [&](const BufferSpec &b) {
+    return b.role == BufferSpec::Role::Param ||
+           (withState && b.role == BufferSpec::Role::State);
+  };
+  if (options.stages.empty() || !options.mesh) {
+    for (auto [i, b] : llvm::enumerate(spec.buffers)) {
+      if (!wanted(b))
+        continue;
+      llvm::Expected<std::vector<char>> global = gatherGlobal(i);
+      if (!global)
+        return global.takeError();
+      saved.emplace_back(b, std::move(*global));
+    }
+    return saved;
+  }
+  // Every rank walks every stage's tensors in the same order.
+  for (auto [stage, fs] : llvm::enumerate(options.stages))
+    for (const BufferSpec &b : fs.buffers) {
+      if (!wanted(b))
+        continue;
+      llvm::Expected<std::vector<char>> global = gatherFromStage(b, stage);
+      if (!global)
+        return global.takeError();
+      saved.emplace_back(b, std::move(*global));
+    }
+  return saved;
+}
+
 llvm::Error Trainer::initParameters() {
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     if (b.role == BufferSpec::Role::State)
@@ -303,6 +364,12 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
     if (err)
       problems.push_back(llvm::toString(std::move(err)));
   }
+  // In a pipeline, the other stages hold the rest of the model.
+  for (const FunctionSpec &stage : options.stages)
+    for (const BufferSpec &b : stage.buffers)
+      if (b.role == BufferSpec::Role::Param ||
+          b.role == BufferSpec::Role::State)
+        known.insert(b.name);
   for (int64_t i = 0, e = cleave_tensor_file_count(file); i < e; ++i) {
     std::string name = cleave_tensor_file_name(file, i);
     if (!known.contains(name))
@@ -318,24 +385,15 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
 llvm::Error Trainer::saveParameters(llvm::StringRef path,
                                     bool withState) const {
   // Every rank gathers (a collective); rank 0 writes.
-  std::vector<std::pair<int64_t, std::vector<char>>> globals;
-  for (auto [i, b] : llvm::enumerate(spec.buffers)) {
-    bool save = b.role == BufferSpec::Role::Param ||
-                (withState && b.role == BufferSpec::Role::State);
-    if (!save)
-      continue;
-    llvm::Expected<std::vector<char>> global = gatherGlobal(i);
-    if (!global)
-      return global.takeError();
-    globals.emplace_back(i, std::move(*global));
-  }
+  auto globals = gatherSaved(withState);
+  if (!globals)
+    return globals.takeError();
   if (options.rank != 0)
     return llvm::Error::success();
   cleave_tensor_writer *w = cleave_tensor_writer_create(path.str().c_str());
   if (!w)
     return makeError(cleave_rt_error_message());
-  for (auto &[i, data] : globals) {
-    const BufferSpec &b = spec.buffers[i];
+  for (auto &[b, data] : *globals) {
     std::vector<int64_t> shape =
         options.mesh ? globalShape(b, *options.mesh) : b.shape;
     if (cleave_tensor_writer_add(w, b.name.c_str(), b.dtype, shape.size(),

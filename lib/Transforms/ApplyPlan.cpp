@@ -23,7 +23,7 @@ using namespace mlir::cleave;
 
 namespace {
 
-constexpr StringLiteral kDp = "dp", kTp = "tp";
+constexpr StringLiteral kDp = "dp", kTp = "tp", kPp = "pp", kMb = "mb";
 
 using DimAxes = SmallVector<SmallVector<StringRef>>;
 
@@ -36,8 +36,9 @@ DimAxes dimsOf(ShardingAttr s) {
 
 class PlanWriter {
 public:
-  PlanWriter(ModuleOp module, int64_t dp, int64_t tp, bool sp, int64_t zero)
-      : module(module), dp(dp), tp(tp), sp(sp), zero(zero) {}
+  PlanWriter(ModuleOp module, const CleaveApplyPlanPassOptions &o)
+      : module(module), dp(o.dp), tp(o.tp), sp(o.sp), zero(o.zero), pp(o.pp),
+        micro(o.micro), schedule(o.schedule), virtualStages(o.virtualStages) {}
   LogicalResult run();
 
 private:
@@ -50,6 +51,21 @@ private:
   }
   void setArgSharding(func::FuncOp f, unsigned i, const DimAxes &dims) {
     f.setArgAttr(i, CleaveDialect::kShardingAttrName, sharding(dims));
+  }
+  LogicalResult validate();
+  void createMesh();
+  void writePlanAttribute();
+  /// Pipelining or micro-batching asked for: the mesh gets `pp` and the
+  /// micro-batch axis `mb` (cleave-pipeline turns it into a loop).
+  bool microBatched() const { return pp > 1 || micro > 1; }
+  /// The axes splitting the batch dimension of data: [dp, mb] (those used).
+  DimAxes::value_type batchAxes() const {
+    DimAxes::value_type axes;
+    if (dp > 1)
+      axes.push_back(kDp);
+    if (microBatched())
+      axes.push_back(kMb);
+    return axes;
   }
   LogicalResult splitInputs(func::FuncOp f);
   LogicalResult splitMatmuls(func::FuncOp f);
@@ -65,7 +81,9 @@ private:
   MeshOp mesh;
   int64_t dp, tp;
   bool sp;
-  int64_t zero;
+  int64_t zero, pp, micro;
+  std::string schedule;
+  int64_t virtualStages;
 };
 
 LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
@@ -75,13 +93,17 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!name || !type || type.getRank() == 0)
       continue;
-    if (type.getDimSize(0) % dp != 0)
-      return f.emitError() << "data parallelism over " << dp
-                           << " devices needs the batch of input '"
-                           << name.getValue() << "' (" << type.getDimSize(0)
-                           << ") to be divisible by " << dp;
+    if (type.getDimSize(0) % (dp * micro) != 0) {
+      InFlightDiagnostic diag = f.emitError()
+                                << "data parallelism over " << dp << " devices";
+      if (micro > 1)
+        diag << " and " << micro << " micro-batches";
+      return diag << " needs the batch of input '" << name.getValue() << "' ("
+                  << type.getDimSize(0) << ") to be divisible by "
+                  << dp * micro;
+    }
     DimAxes dims(type.getRank());
-    dims[0].push_back(kDp);
+    dims[0] = batchAxes();
     setArgSharding(f, arg.getArgNumber(), dims);
   }
   return success();
@@ -161,8 +183,8 @@ void PlanWriter::pinSequence(func::FuncOp f) {
     if (type.getRank() != 3 || type.getDimSize(1) % tp != 0)
       continue;
     DimAxes dims(3);
-    if (dp > 1 && type.getDimSize(0) % dp == 0)
-      dims[0].push_back(kDp);
+    if (type.getDimSize(0) % (dp * micro) == 0)
+      dims[0] = batchAxes();
     dims[1].push_back(kTp);
     OpBuilder b(op);
     op->setOperand(0, pin(b, op->getLoc(), op->getOperand(0), dims));
@@ -244,38 +266,87 @@ LogicalResult PlanWriter::shardOptimizer(func::FuncOp f) {
   return success();
 }
 
-LogicalResult PlanWriter::run() {
+LogicalResult PlanWriter::validate() {
   if (!module.getOps<MeshOp>().empty())
     return module.emitError()
            << "cleave-apply-plan: the module already has a cleave.mesh";
-  if (dp < 1 || tp < 1 || zero < 0 || zero > 3)
-    return module.emitError() << "cleave-apply-plan: dp and tp must be >= 1 "
-                                 "and zero in 0..3";
+  if (dp < 1 || tp < 1 || pp < 1 || micro < 1 || zero < 0 || zero > 3)
+    return module.emitError() << "cleave-apply-plan: dp, tp, pp and micro "
+                                 "must be >= 1 and zero in 0..3";
   if (sp && tp == 1)
     return module.emitError()
            << "cleave-apply-plan: sequence parallelism (sp) needs tp > 1";
   if (zero > 0 && dp == 1)
     return module.emitError() << "cleave-apply-plan: ZeRO shards over the "
                                  "data-parallel axis; it needs dp > 1";
+  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},
+                          schedule))
+    return module.emitError()
+           << "cleave-apply-plan: unknown schedule '" << schedule
+           << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
+  if (virtualStages < 1 || (virtualStages > 1 && schedule != "interleaved"))
+    return module.emitError()
+           << "cleave-apply-plan: virtual-stages=" << virtualStages
+           << " needs schedule=interleaved (and must be >= 1)";
+  return success();
+}
+
+void PlanWriter::createMesh() {
   SmallVector<StringRef> axes;
   SmallVector<int64_t> shape;
   SmallVector<LinkKind> links;
-  if (dp > 1 || tp == 1) {
-    axes.push_back(kDp);
-    shape.push_back(dp);
-    links.push_back(LinkKind::InfiniBand);
-  }
-  if (tp > 1) {
-    axes.push_back(kTp);
-    shape.push_back(tp);
-    links.push_back(LinkKind::NVLink);
-  }
+  auto add = [&](StringRef axis, int64_t size, LinkKind link) {
+    axes.push_back(axis);
+    shape.push_back(size);
+    links.push_back(link);
+  };
+  if (microBatched())
+    add(kPp, pp, LinkKind::InfiniBand);
+  if (dp > 1 || tp == 1)
+    add(kDp, dp, LinkKind::InfiniBand);
+  // Not devices: micro-batches, which cleave-pipeline runs one after another.
+  if (microBatched())
+    add(kMb, micro, LinkKind::Host);
+  if (tp > 1)
+    add(kTp, tp, LinkKind::NVLink);
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   mesh = b.create<MeshOp>(module.getLoc(), "mesh", axes, shape, links);
+}
+
+void PlanWriter::writePlanAttribute() {
+  Builder b(module.getContext());
+  NamedAttrList entries;
+  if (auto old = module->getAttrOfType<DictionaryAttr>(
+          CleaveDialect::kPlanAttrName))
+    entries.append(old.getValue());
+  entries.set("zero", b.getI64IntegerAttr(zero));
+  if (microBatched()) {
+    entries.set("num_micro_batches", b.getI64IntegerAttr(micro));
+    entries.set("schedule", b.getStringAttr(schedule));
+    entries.set("virtual_stages", b.getI64IntegerAttr(virtualStages));
+    // Sequences per micro-batch per replica, from the first batched input.
+    for (auto f : module.getOps<func::FuncOp>())
+      for (BlockArgument arg : f.getArguments()) {
+        auto type = dyn_cast<RankedTensorType>(arg.getType());
+        if (type && type.getRank() > 0 &&
+            f.getArgAttr(arg.getArgNumber(), CleaveDialect::kInputAttrName) &&
+            !entries.get("micro_batch"))
+          entries.set("micro_batch", b.getI64IntegerAttr(
+                                         type.getDimSize(0) / (dp * micro)));
+      }
+  }
+  module->setAttr(CleaveDialect::kPlanAttrName,
+                  entries.getDictionary(module.getContext()));
+}
+
+LogicalResult PlanWriter::run() {
+  if (failed(validate()))
+    return failure();
+  createMesh();
   for (auto f : module.getOps<func::FuncOp>()) {
     if (f.isExternal())
       continue;
-    if (dp > 1 && failed(splitInputs(f)))
+    if (!batchAxes().empty() && failed(splitInputs(f)))
       return failure();
     if (tp > 1 && failed(splitMatmuls(f)))
       return failure();
@@ -284,9 +355,7 @@ LogicalResult PlanWriter::run() {
     if (zero > 0 && failed(shardOptimizer(f)))
       return failure();
   }
-  module->setAttr(CleaveDialect::kPlanAttrName,
-                  b.getDictionaryAttr(
-                      b.getNamedAttr("zero", b.getI64IntegerAttr(zero))));
+  writePlanAttribute();
   return success();
 }
 
@@ -294,7 +363,16 @@ struct CleaveApplyPlanPass final
     : cleave::impl::CleaveApplyPlanPassBase<CleaveApplyPlanPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (failed(PlanWriter(getOperation(), dp, tp, sp, zero).run()))
+    CleaveApplyPlanPassOptions o;
+    o.dp = dp;
+    o.tp = tp;
+    o.sp = sp;
+    o.zero = zero;
+    o.pp = pp;
+    o.micro = micro;
+    o.schedule = schedule;
+    o.virtualStages = virtualStages;
+    if (failed(PlanWriter(getOperation(), o).run()))
       signalPassFailure();
   }
 };

@@ -5,6 +5,11 @@
 // ops are visited in reverse and each op's VJPOpInterface builds its operand
 // gradients after the forward ops. The pass knows no op by name.
 //
+// Pipeline stages: when forward ops carry `cleave.stage`, every op built for
+// the gradient of an op gets that op's stage, a sum of two gradients the
+// earlier of their stages, and a parameter's update the stage of its first
+// use, so cleave-pipeline can cut the training step (docs/pipeline.md).
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Dialect/CleaveOps.h"
@@ -46,18 +51,59 @@ public:
 
 private:
   void accumulate(Value v, Value g);
+  /// Tags the ops built since `marker` (the op before the insertion point
+  /// then, or null for the block's start), up to the terminator, with
+  /// `stage`.
+  void tagSince(Operation *marker, std::optional<int64_t> stage);
 
   OpBuilder &builder;
   DenseMap<Value, Value> grads;
   DenseSet<Value> active;
 };
 
+/// The `cleave.stage` of the op defining `v`, if any.
+std::optional<int64_t> stageOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  auto stage = def ? def->getAttrOfType<IntegerAttr>(
+                         CleaveDialect::kStageAttrName)
+                   : IntegerAttr();
+  if (!stage)
+    return std::nullopt;
+  return stage.getInt();
+}
+
+void setStage(Operation *op, std::optional<int64_t> stage) {
+  if (stage)
+    op->setAttr(CleaveDialect::kStageAttrName,
+                IntegerAttr::get(IntegerType::get(op->getContext(), 64),
+                                 *stage));
+}
+
 } // namespace
+
+void Differentiator::tagSince(Operation *marker,
+                              std::optional<int64_t> stage) {
+  if (!stage)
+    return;
+  Block *block = builder.getInsertionBlock();
+  auto it = marker ? std::next(Block::iterator(marker)) : block->begin();
+  for (auto end = Block::iterator(block->getTerminator()); it != end; ++it)
+    if (!it->hasAttr(CleaveDialect::kStageAttrName))
+      setStage(&*it, stage);
+}
 
 void Differentiator::accumulate(Value v, Value g) {
   assert(g.getType() == v.getType() && "a VJP changed a value's type");
   Value &slot = grads[v];
-  slot = slot ? builder.create<AddOp>(g.getLoc(), slot, g).getResult() : g;
+  if (!slot) {
+    slot = g;
+    return;
+  }
+  std::optional<int64_t> a = stageOf(slot), b = stageOf(g);
+  auto sum = builder.create<AddOp>(g.getLoc(), slot, g);
+  if (a && b)
+    setStage(sum, std::min(*a, *b));
+  slot = sum;
 }
 
 LogicalResult Differentiator::run(Block &body, Value loss,
@@ -76,11 +122,13 @@ LogicalResult Differentiator::run(Block &body, Value loss,
 
   builder.setInsertionPoint(body.getTerminator());
   auto lossType = cast<RankedTensorType>(loss.getType());
-  grads[loss] = builder.create<ConstantOp>(
+  auto seed = builder.create<ConstantOp>(
       loss.getLoc(),
       DenseElementsAttr::get(lossType, builder.getFloatAttr(
                                            lossType.getElementType(), 1.0)
                                            .getValue()));
+  setStage(seed, stageOf(loss));
+  grads[loss] = seed;
 
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
@@ -101,6 +149,14 @@ LogicalResult Differentiator::run(Block &body, Value loss,
       return op->emitOpError()
              << "has no gradient rule (VJPOpInterface), but the loss depends "
                 "on parameters through it";
+    auto stageAttr =
+        op->getAttrOfType<IntegerAttr>(CleaveDialect::kStageAttrName);
+    std::optional<int64_t> stage;
+    if (stageAttr)
+      stage = stageAttr.getInt();
+    Operation *marker = builder.getInsertionPoint() == body.begin()
+                            ? nullptr
+                            : &*std::prev(builder.getInsertionPoint());
     for (auto [i, g] : llvm::enumerate(resultGrads))
       if (!g) // a result nothing depends on: its gradient is zero
         resultGrads[i] = builder.create<ConstantOp>(
@@ -110,6 +166,7 @@ LogicalResult Differentiator::run(Block &body, Value loss,
     OpBuilder::InsertionGuard guard(builder);
     if (failed(vjp.buildVJP(builder, resultGrads, operandGrads)))
       return op->emitOpError() << "failed to build its gradient";
+    tagSince(marker, stage);
     for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
       if (g && active.contains(operand))
         accumulate(operand, g);
@@ -258,8 +315,21 @@ void CleaveAutodiffPass::runOnOperation() {
       stepValue = addArg(step, scalar, CleaveDialect::kInputAttrName, "step");
   }
   SmallVector<std::pair<std::string, Value>> outputs;
-  for (Param &p : params)
+  for (Param &p : params) {
+    // The update runs on the stage of the parameter's first use.
+    std::optional<int64_t> home;
+    for (Operation *user : p.value.getUsers())
+      if (auto stage = user->getAttrOfType<IntegerAttr>(
+              CleaveDialect::kStageAttrName))
+        home = std::min(home.value_or(stage.getInt()), stage.getInt());
+    Operation *ret = body.getTerminator();
+    Operation *marker = ret->getPrevNode();
     update(b, p, lr, stepValue, outputs);
+    for (Operation *op = marker ? marker->getNextNode() : &body.front();
+         home && op != ret; op = op->getNextNode())
+      if (!op->hasAttr(CleaveDialect::kStageAttrName))
+        setStage(op, home);
+  }
   outputs.emplace_back("loss", loss);
 
   Operation *ret = body.getTerminator();

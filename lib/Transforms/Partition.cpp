@@ -208,9 +208,17 @@ LogicalResult Partitioner::run() {
   SmallVector<Operation *> globalOps;
   for (Operation &op : body)
     globalOps.push_back(&op);
-  for (Operation *op : globalOps)
+  for (Operation *op : globalOps) {
+    Operation *before = op->getPrevNode();
     if (failed(partitionOp(op)))
       return failure();
+    // What was built for an op of a pipeline stage belongs to that stage.
+    if (Attribute stage = op->getAttr(CleaveDialect::kStageAttrName))
+      for (Operation *built = before ? before->getNextNode() : &body.front();
+           built != op; built = built->getNextNode())
+        if (!built->hasAttr(CleaveDialect::kStageAttrName))
+          built->setAttr(CleaveDialect::kStageAttrName, stage);
+  }
   // The global ops are dead now; the return was updated in place.
   for (Operation *op : llvm::reverse(globalOps))
     if (!isa<func::ReturnOp>(op)) {

@@ -27,6 +27,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <dlfcn.h>
+#include <map>
 
 using namespace llvm;
 using namespace mlir::cleave;
@@ -105,9 +106,11 @@ cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
                              "environment"));
 cl::opt<std::string> planSpec(
     "plan", cl::init(""), cl::cat(parallelCat),
-    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan); "
-             "dp defaults to the ranks left over by tp; without --plan, "
-             "several ranks and no mesh in the program: dp=<ranks>"));
+    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 or "
+             "pp=2,dp=2,schedule=1f1b,micro=4 (cleave-apply-plan; pipelines: "
+             "pp, micro, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=V); "
+             "dp defaults to the ranks left over by tp and pp; without "
+             "--plan, several ranks and no mesh in the program: dp=<ranks>"));
 
 int fail(const Twine &message) {
   outs().flush();
@@ -189,8 +192,9 @@ int launcherWorldSize() {
   return 0;
 }
 
-/// Parses "dp=2,tp=2,sp,zero=1" into cleave-apply-plan options; without dp,
-/// the ranks that tensor parallelism leaves over are data parallel.
+/// Parses "dp=2,tp=2,sp,zero=1,pp=2,micro=4,schedule=1f1b,virtual=2" into
+/// cleave-apply-plan options; without dp, the ranks that tensor and
+/// pipeline parallelism leave over (of `world`, if known) are data parallel.
 Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text, int world) {
   CleaveApplyPlanPassOptions o;
   bool dpGiven = false;
@@ -208,14 +212,60 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text, int world) {
       o.tp = n;
     else if (key == "zero" && numeric)
       o.zero = n;
+    else if (key == "pp" && numeric)
+      o.pp = n;
+    else if (key == "micro" && numeric)
+      o.micro = n;
+    else if (key == "virtual" && numeric)
+      o.virtualStages = n;
+    else if (key == "schedule" && !value.empty())
+      o.schedule = value.str();
     else
-      return createStringError(inconvertibleErrorCode(),
-                               "--plan: cannot read '" + part +
-                                   "' (expected dp=N, tp=N, sp, zero=K)");
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--plan: cannot read '" + part +
+              "' (expected dp=N, tp=N, sp, zero=K, pp=N, micro=N, "
+              "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N)");
   }
-  if (!dpGiven && o.tp > 0 && world % o.tp == 0)
-    o.dp = world / o.tp;
+  if (o.virtualStages > 1 && o.schedule == "1f1b")
+    o.schedule = "interleaved";
+  if (!dpGiven && world > 0 && o.tp > 0 && o.pp > 0 &&
+      world % (o.tp * o.pp) == 0)
+    o.dp = world / (o.tp * o.pp);
   return o;
+}
+
+/// Whether the named plan pipelines or micro-batches the step.
+bool plansPipeline() {
+  if (planSpec.empty())
+    return false;
+  Expected<CleaveApplyPlanPassOptions> o = parsePlan(planSpec, 0);
+  if (!o) {
+    consumeError(o.takeError());
+    return false;
+  }
+  return o->pp > 1 || o->micro > 1;
+}
+
+/// Before differentiation: stages by layer (unless the program has them)
+/// for a pipelined plan.
+LogicalResult splitStages(mlir::ModuleOp module) {
+  Expected<CleaveApplyPlanPassOptions> o = parsePlan(planSpec, 0);
+  if (!o)
+    return failure(); // reported when the plan is applied
+  auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  bool annotated = false;
+  if (forward)
+    forward.walk([&](mlir::Operation *op) {
+      annotated |= op->hasAttr(mlir::cleave::CleaveDialect::kStageAttrName);
+    });
+  if (!forward || annotated || o->pp * o->virtualStages <= 1)
+    return success();
+  mlir::PassManager pm(module.getContext());
+  CleavePipelineStagesPassOptions stages;
+  stages.stages = o->pp * o->virtualStages;
+  pm.addPass(createCleavePipelineStagesPass(stages));
+  return pm.run(module);
 }
 
 /// Turns the global training step into the per-device program of `world`
@@ -244,34 +294,60 @@ Error partition(mlir::ModuleOp module, int world) {
   if (failed(pm.run(module)))
     return createStringError(inconvertibleErrorCode(),
                              "partitioning the training step failed");
+  // A mesh with a pipeline axis: run the stages as a schedule.
+  auto meshes = module.getOps<mlir::cleave::MeshOp>();
+  if (meshes.empty() || !(*meshes.begin()).getAxisIndex("pp"))
+    return Error::success();
+  mlir::PassManager pipeline(module.getContext());
+  pipeline.addPass(createCleavePipelinePass());
+  if (failed(pipeline.run(module)))
+    return createStringError(inconvertibleErrorCode(),
+                             "pipelining the training step failed");
   return Error::success();
 }
 
-/// Loads an AOT build: its manifest and the train_step entry point.
-Expected<std::pair<ProgramManifest, EntryFn>> loadShared(StringRef path) {
+/// The entry points of the step (one per pipeline stage), by name.
+using Entries = std::map<std::string, EntryFn>;
+
+/// Names of the functions some rank runs as the training step.
+std::vector<std::string> stepNames(const ProgramManifest &manifest) {
+  if (manifest.pipeline)
+    return manifest.pipeline->stages;
+  return {"train_step"};
+}
+
+/// Loads an AOT build: its manifest and the entry points of the step.
+Expected<std::pair<ProgramManifest, Entries>> loadShared(StringRef path) {
   void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle)
     return createStringError(inconvertibleErrorCode(), dlerror());
   auto manifestFn =
       reinterpret_cast<const char *(*)()>(dlsym(handle, "cleave_manifest_json"));
-  auto entry = reinterpret_cast<EntryFn>(
-      dlsym(handle, "cleave_entry_train_step"));
-  if (!manifestFn || !entry)
+  if (!manifestFn)
     return createStringError(inconvertibleErrorCode(),
                              path + " is not a cleave AOT build (no "
-                                    "cleave_manifest_json / "
-                                    "cleave_entry_train_step)");
+                                    "cleave_manifest_json)");
   Expected<ProgramManifest> manifest = ProgramManifest::fromJSON(manifestFn());
   if (!manifest)
     return manifest.takeError();
-  return std::make_pair(std::move(*manifest), entry);
+  Entries entries;
+  for (const std::string &name : stepNames(*manifest)) {
+    std::string symbol = "cleave_entry_" + name;
+    auto entry = reinterpret_cast<EntryFn>(dlsym(handle, symbol.c_str()));
+    if (!entry)
+      return createStringError(inconvertibleErrorCode(),
+                               path + " is not a cleave AOT build of a "
+                                      "training step (no " +
+                                   symbol + ")");
+    entries[name] = entry;
+  }
+  return std::make_pair(std::move(*manifest), std::move(entries));
 }
 
 /// What every rank needs; prepared once, before any rank starts.
 struct Job {
   ProgramManifest manifest;
-  const FunctionSpec *spec = nullptr;
-  EntryFn entry = nullptr;
+  Entries entries;
   BatchSource *source = nullptr;
   int world = 1;
 };
@@ -317,7 +393,14 @@ int runRank(Job &job) {
   trainerOptions.seed = seed;
   trainerOptions.mesh = job.manifest.mesh;
   trainerOptions.rank = rank;
-  auto trainer = Trainer::create(*job.spec, job.entry, trainerOptions);
+  if (job.manifest.pipeline) {
+    for (const FunctionSpec *f : job.manifest.stepFunctions("train_step"))
+      trainerOptions.stages.push_back(*f);
+    trainerOptions.pipelineAxis = job.manifest.pipeline->axis;
+  }
+  std::string name = job.manifest.entryFor("train_step", rank);
+  auto trainer = Trainer::create(*job.manifest.lookup(name),
+                                 job.entries.at(name), trainerOptions);
   if (!trainer)
     return fail(toString(trainer.takeError()));
   Error loaded = paramsPath.empty() ? (*trainer)->initParameters()
@@ -427,11 +510,15 @@ int main(int argc, char **argv) {
            << "): " << config->numParameters() << " parameters, batch "
            << config->batch << " x " << config->seqLen << "\n";
   }
+  bool pipelined = plansPipeline();
+  if (pipelined && failed(splitStages(*module)))
+    return fail("splitting the model into pipeline stages failed");
   if (failed(addTrainStep(*module)))
     return fail("building the training step failed");
   // Training needs only @train_step: the forward function (and anything
-  // else) would be partitioned and compiled for nothing.
-  if (emitObject.empty())
+  // else) would be partitioned and compiled for nothing. A pipelined plan
+  // cannot partition it at all (its micro-batches would stay a mesh axis).
+  if (emitObject.empty() || pipelined)
     for (auto func : llvm::make_early_inc_range(
              module->getOps<mlir::func::FuncOp>()))
       if (func.getSymName() != "train_step" &&
@@ -460,15 +547,16 @@ int main(int argc, char **argv) {
     auto loaded = loadShared(aotPath);
     if (!loaded)
       return fail(toString(loaded.takeError()));
-    std::tie(job.manifest, job.entry) = *loaded;
+    std::tie(job.manifest, job.entries) = *loaded;
   } else {
     FailureOr<ProgramManifest> extracted = extractManifest(*module);
     if (failed(extracted))
       return fail("the program's signature cannot be driven by cleave-run");
     job.manifest = std::move(*extracted);
   }
-  job.spec = job.manifest.lookup("train_step");
-  if (!job.spec)
+  std::vector<const FunctionSpec *> stepFunctions =
+      job.manifest.stepFunctions("train_step");
+  if (stepFunctions.empty())
     return fail("the program has no @train_step");
   const std::optional<MeshSpec> &mesh = job.manifest.mesh;
   if (mesh && mesh->numDevices() != world)
@@ -477,32 +565,34 @@ int main(int argc, char **argv) {
                 Twine(mesh->numDevices()) + " devices but there are " +
                 Twine(world) + " ranks" +
                 (nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
-  for (const BufferSpec &b : job.spec->buffers) {
-    if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
-        b.name == "step" || b.name == "seed")
-      continue;
-    BufferSpec global = b;
-    if (mesh)
-      global.shape = globalShape(b, *mesh);
-    global.layout.clear();
-    std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
-    if (Error err = source->fill(global, 0, scratch.data()))
-      return fail(toString(std::move(err)));
-  }
+  for (const FunctionSpec *f : stepFunctions)
+    for (const BufferSpec &b : f->buffers) {
+      if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
+          b.name == "step" || b.name == "seed")
+        continue;
+      BufferSpec global = b;
+      if (mesh)
+        global.shape = globalShape(b, *mesh);
+      global.layout.clear();
+      std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
+      if (Error err = source->fill(global, 0, scratch.data()))
+        return fail(toString(std::move(err)));
+    }
 
   std::unique_ptr<JitProgram> jit;
-  if (!job.entry) {
+  if (job.entries.empty()) {
     double compileStart = cleave_rt_now();
     auto compiled = JitProgram::compile(*module);
     if (!compiled)
       return fail(toString(compiled.takeError()));
     jit = std::move(*compiled);
-    auto e = jit->lookup("train_step");
-    if (!e)
-      return fail(toString(e.takeError()));
-    job.entry = *e;
     job.manifest = jit->getManifest();
-    job.spec = job.manifest.lookup("train_step");
+    for (const std::string &name : stepNames(job.manifest)) {
+      auto e = jit->lookup(name);
+      if (!e)
+        return fail(toString(e.takeError()));
+      job.entries[name] = *e;
+    }
     // The JIT emits machine code on the first lookup.
     double total = cleave_rt_now() - compileStart;
     const auto &stats = jit->getStats();

@@ -63,6 +63,15 @@ struct FunctionSpec {
   int64_t find(BufferSpec::Role role, llvm::StringRef name) const;
 };
 
+/// A pipelined program (cleave-pipeline): a device runs the stage function
+/// of its coordinate on the pipeline axis.
+struct PipelineSpec {
+  /// Index of the pipeline axis in MeshSpec::axes.
+  int64_t axis = 0;
+  /// The stage functions, by coordinate.
+  std::vector<std::string> stages;
+};
+
 struct ProgramManifest {
   std::vector<FunctionSpec> functions;
   /// Set for per-device programs (after cleave-partition).
@@ -70,8 +79,16 @@ struct ProgramManifest {
   /// The communicator groups generated code uses: for each group id, the
   /// mesh axes (indices, major first) it spans.
   std::vector<std::vector<int64_t>> groups;
+  /// Set for pipelined programs.
+  std::optional<PipelineSpec> pipeline;
 
   const FunctionSpec *lookup(llvm::StringRef name) const;
+  /// The name of the function `rank` runs for the step `step`: the stage
+  /// function of its pipeline coordinate in a pipelined program, else
+  /// `step` itself.
+  std::string entryFor(llvm::StringRef step, int64_t rank) const;
+  /// The functions of every pipeline stage, or of `step` alone.
+  std::vector<const FunctionSpec *> stepFunctions(llvm::StringRef step) const;
   llvm::json::Value toJSON() const;
   /// Parses a manifest; errors name the field.
   static llvm::Expected<ProgramManifest> fromJSON(llvm::StringRef text);
@@ -83,6 +100,11 @@ llvm::StringRef stringifyRole(BufferSpec::Role role);
 /// (tensor level, before lowering). Fails with a diagnostic on a signature
 /// the host cannot drive (dynamic shapes, unsupported element types).
 FailureOr<ProgramManifest> extractManifest(ModuleOp module);
+
+/// Reads the `cleave.pipeline` attribute of `module` (if any) into
+/// `manifest.pipeline`; fails naming the problem when its axis is not a
+/// mesh axis or a stage function is missing or not public.
+LogicalResult extractPipeline(ModuleOp module, ProgramManifest &manifest);
 
 /// Reads the `cleave.groups` attribute that cleave-lower-collectives leaves
 /// on `module` into `manifest.groups`.

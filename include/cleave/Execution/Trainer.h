@@ -48,6 +48,11 @@ struct TrainerOptions {
   /// loads, feeds and saves in their global form.
   std::optional<MeshSpec> mesh;
   int64_t rank = 0;
+  /// For a pipelined program: every stage's function, by stage, and the
+  /// index of the pipeline axis in the mesh. The trainer runs one of them;
+  /// each parameter lives on one stage, where saving gathers it from.
+  std::vector<FunctionSpec> stages;
+  int64_t pipelineAxis = -1;
 };
 
 /// Declares `manifest`'s mesh and communicator groups to the runtime
@@ -72,7 +77,8 @@ public:
   llvm::Error loadParameters(llvm::StringRef path);
   /// Writes parameters (and optimizer state if `withState`) atomically, in
   /// their global form. With a mesh every rank must call it (blocks are
-  /// gathered); rank 0 writes the file.
+  /// gathered, in a pipeline from the stage holding each tensor); rank 0
+  /// writes the file.
   llvm::Error saveParameters(llvm::StringRef path, bool withState) const;
 
   /// Runs step `step` (0-based) and returns the loss. Fails if the runtime
@@ -95,6 +101,13 @@ private:
   /// The global tensor of buffer `index`, gathered from every rank (every
   /// rank calls this; the result is complete everywhere).
   llvm::Expected<std::vector<char>> gatherGlobal(int64_t index) const;
+  /// Pipelined programs: the global tensor of `buffer`, held by the ranks of
+  /// stage `stage`, gathered from there (every rank calls this).
+  llvm::Expected<std::vector<char>> gatherFromStage(const BufferSpec &buffer,
+                                                    int64_t stage) const;
+  /// The tensors to save, by buffer spec, in their global form.
+  llvm::Expected<std::vector<std::pair<BufferSpec, std::vector<char>>>>
+  gatherSaved(bool withState) const;
 
   FunctionSpec spec;
   EntryFn entry;

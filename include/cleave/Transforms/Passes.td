@@ -243,11 +243,24 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       all-gather before every use, FSDP) are split over `dp` on their first
       divisible dimension.
 
-    Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices). The pass
-    only writes annotations. A global batch that `dp` does not divide is an
-    error naming the input; a weight whose dimension `tp` does not divide
-    stays whole (a vocabulary of 65 under `tp = 2`), and a `tp` that divides
-    no weight at all is an error naming the first one.
+    * `pp > 1` or `micro > 1` (pipelining, micro-batching): the mesh gets
+      a leading `pp` axis and an axis `mb` of size `micro` that stands for
+      the micro-batches, not for devices. Data inputs split their batch over
+      `[dp, mb]`, so partitioning yields the program of one micro-batch on
+      one device, with the gradients pending sums over `mb`;
+      `cleave-pipeline` then runs the micro-batches one after another, turns
+      those sums into accumulation and removes `mb` from the mesh
+      (docs/pipeline.md). The schedule, micro-batch count and virtual stages
+      are recorded in `cleave.plan`; the stages themselves are `cleave.stage`
+      annotations (`cleave-pipeline-stages`).
+
+    Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices, `pp=2
+    dp=2 tp=2 micro=4` on 8). The pass only writes annotations. A global
+    batch that `dp` times `micro` does not divide is an error naming the
+    input; a weight whose dimension `tp` does not divide stays whole (a
+    vocabulary of 65 under `tp = 2`), and a `tp` that divides no weight at
+    all is an error naming the first one. An existing `cleave.plan` keeps
+    its other entries.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel degree">,
@@ -255,7 +268,15 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     Option<"sp", "sp", "bool", /*default=*/"false",
            "Megatron sequence parallelism (needs tp > 1)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "ZeRO stage 0-3 (needs dp > 1)">
+           "ZeRO stage 0-3 (needs dp > 1)">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1",
+           "Pipeline stages (ranks along pp)">,
+    Option<"micro", "micro", "int64_t", /*default=*/"1",
+           "Micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank (interleaved)">
   ];
 }
 
@@ -326,6 +347,115 @@ def CleaveVerifyCollectivesPass
     Option<"exhaustive", "exhaustive", "bool", /*default=*/"false",
            "Simulate every device of the mesh instead of one per class of "
            "interchangeable devices (for testing and benchmarking)">
+  ];
+}
+
+def CleavePipelineStagesPass
+    : Pass<"cleave-pipeline-stages", "::mlir::ModuleOp"> {
+  let summary = "Assigns the ops of a forward function to pipeline stages by "
+                "layer.";
+  let description = [{
+    A manual stage split for `cleave-pipeline`: writes `cleave.stage = k` on
+    every op of the forward function `entry` (docs/plans.md). Layers are
+    found in parameter names, as their first numbered component (`h.3.`,
+    `layers.3.`, `transformer.h.3.`), and split evenly over `stages`
+    (virtual) stages in order; when they do not divide, the first stages get
+    one more, as the cost model assumes (`layersInChunk`). Each op runs on
+    the latest stage among its layer parameters and operands, so the
+    embedding lands on the first stage and the final norm, head and loss on
+    the last:
+
+    ```mlir
+    %x = cleave.embedding %wte, %tokens ... {cleave.stage = 0 : i64}
+    %a = cleave.layer_norm %x, %ln0 ...     {cleave.stage = 0 : i64}  // h.0.
+    %b = cleave.layer_norm %y, %ln1 ...     {cleave.stage = 1 : i64}  // h.1.
+    %l = cleave.cross_entropy %logits, ...  {cleave.stage = 1 : i64}
+    ```
+
+    Run it before `cleave-autodiff`, which gives each gradient and update
+    the stage of its forward op. A function that already has stage
+    annotations, or fewer layers than stages, is an error.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The forward function">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Pipeline stages (pp times the virtual stages per rank)">
+  ];
+}
+
+def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Runs a partitioned training step as a pipeline schedule.";
+  let description = [{
+    Takes the per-device training step `entry` (after `cleave-partition`)
+    whose mesh has the pipeline axis `axis` and, for micro-batching, the
+    axis `micro-batch-axis` that `cleave-apply-plan` adds: partitioning over
+    it made the step the program of one micro-batch, with the gradients and
+    the loss pending sums over micro-batches. Ops carry `cleave.stage`
+    (virtual stage `k` runs on pipeline rank `k mod pp`): the forward ops
+    from the user, a planner or `cleave-pipeline-stages`, their gradients
+    and updates from `cleave-autodiff`, the collectives from
+    `cleave-partition`; an op without one runs where its first user runs.
+
+    Every op falls in one region: per micro-batch (forward: what the loss
+    depends on; backward: the rest), per step after the micro-batches (what
+    reads a sum over micro-batches: the data-parallel reduction of the
+    accumulated gradients, the optimizer), per step before them (what reads
+    only parameters: casts, ZeRO-3 gathers) or constant. The pass then
+    builds one private function per stage and pass kind
+    (`@train_step_f1`, `@train_step_b1`, and with `schedule = "zb-h1"`
+    `@train_step_w1` for the weight gradients, which only feed the
+    accumulated parameter gradients) and one public function per pipeline
+    rank (`@train_step_s0`, ...), named in `cleave.pipeline`:
+
+    ```mlir
+    func.func @train_step_s0(...) -> (...) {
+      // prologue: invariants, parameters other stages read
+      %t0 = cleave.slice %tokens offsets = [0, 0] ...     // micro-batch 0
+      %a0 = call @train_step_f0(%t0, ...) loc("F mb=0 stage=0")
+      cleave.send %a0 on @mesh axes = [pp] to 1 : tensor<2x32x64xf32>
+      ...
+      %g0 = cleave.recv on @mesh axes = [pp] from 1 : tensor<2x32x64xf32>
+      %w0 = call @train_step_b0(%g0, ...) loc("B mb=0 stage=0")
+      %sum = cleave.add %w0, %w1 : tensor<...>   // gradients, summed
+      // epilogue: all_reduce over [dp] once, AdamW, loss summed over pp
+    }
+    ```
+
+    Each rank runs its passes in exactly the order `pipelineOrders` of the
+    cost model gives for the schedule in `cleave.plan` (`gpipe`, `1f1b`,
+    `interleaved` with `virtual_stages`, `zb-h1`), so the simulator and the
+    program agree. Sends are blocking rendezvous: transfers are ordered by
+    the time their value is produced in a unit-cost timing of the schedule,
+    one global order that every rank follows, so no cycle of waits can form
+    (`cleave-verify-collectives` proves it again before lowering). Values
+    cross directly from the rank producing them to every rank reading them;
+    parameters live on the stage that updates them (a tied embedding is
+    sent to the head's stage at the start of the step and its gradient
+    back at the end). Every rank returns the loss (summed over `pp` with
+    zeros from the other ranks). The micro-batch axis leaves the mesh;
+    inputs split over it become one block of all micro-batches, sliced per
+    micro-batch, and a `cleave.axis_index` naming it (the block numbers of
+    dropout) becomes an operand of the passes, the micro-batch's position.
+
+    Errors name the op and the reason: communication across micro-batches
+    other than sums, values that flow backwards between stages, stage
+    annotations beyond the plan, results computed per micro-batch.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The partitioned training step">,
+    Option<"axis", "axis", "std::string", /*default=*/"\"pp\"",
+           "The mesh axis of pipeline ranks">,
+    Option<"microBatchAxis", "micro-batch-axis", "std::string",
+           /*default=*/"\"mb\"",
+           "The mesh axis standing for micro-batches (cleave-apply-plan)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::tensor::TensorDialect"
   ];
 }
 
