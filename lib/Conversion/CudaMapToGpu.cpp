@@ -1,0 +1,774 @@
+//===- CudaMapToGpu.cpp - Bufferized linalg ops to GPU kernels ------------===//
+//
+// Implements -cleave-cuda-map-to-gpu. See Passes.td for the contract and
+// docs/cuda.md for the kernel shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernelBuilder.h"
+#include "cleave/Conversion/Passes.h"
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#define DEBUG_TYPE "cleave-cuda-map-to-gpu"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_CLEAVECUDAMAPTOGPUPASS
+#include "cleave/Conversion/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+/// How one operand is read or written along the vectorized dimension.
+enum class Access {
+  Scalar,  ///< Not a buffer (the value of a fill).
+  Uniform, ///< The same element for every lane.
+  Vector,  ///< Consecutive, aligned elements: one vector access.
+  Gather,  ///< One scalar access per lane.
+};
+
+/// How a generic maps onto the GPU.
+struct Plan {
+  /// One block per output element (reductions over the contiguous
+  /// dimension) rather than one thread per output element.
+  bool perBlock = false;
+  SmallVector<int64_t> ranges;
+  /// Loop dims distributed over threads (or blocks), slowest first.
+  SmallVector<unsigned> outer;
+  /// Loop dims iterated inside each thread (or block), slowest first; in a
+  /// per-block plan the last one is split over the block's threads.
+  SmallVector<unsigned> inner;
+  /// The dim consecutive threads (or lanes) walk; vectorized by `vector`.
+  std::optional<unsigned> fast;
+  int64_t vector = 1;
+  /// Per-block plans: the combiner of each output and its all_reduce kind.
+  SmallVector<Operation *> combiners;
+  SmallVector<gpu::AllReduceOperation> kinds;
+  int64_t threads = 1, blocks = 1, blockSize = 32;
+};
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+int64_t product(const Plan &plan, ArrayRef<unsigned> dims) {
+  int64_t n = 1;
+  for (unsigned d : dims)
+    n *= plan.ranges[d];
+  return n;
+}
+
+/// The loop dim that indexes the innermost dimension of `operand`, if any.
+std::optional<unsigned> contiguousDim(linalg::GenericOp op,
+                                      OpOperand &operand) {
+  auto type = dyn_cast<MemRefType>(operand.get().getType());
+  if (!type || type.getRank() == 0)
+    return std::nullopt;
+  auto dim = dyn_cast<AffineDimExpr>(
+      op.getMatchingIndexingMap(&operand).getResults().back());
+  if (!dim)
+    return std::nullopt;
+  return dim.getPosition();
+}
+
+/// Whether `operand` can be accessed `v` lanes at a time along `fast`.
+bool isVectorizable(linalg::GenericOp op, OpOperand &operand, unsigned fast,
+                    int64_t v) {
+  auto type = dyn_cast<MemRefType>(operand.get().getType());
+  if (!type || contiguousDim(op, operand) != fast)
+    return false;
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  for (AffineExpr e : map.getResults().drop_back())
+    if (e.isFunctionOfDim(fast))
+      return false;
+  Type element = type.getElementType();
+  unsigned bits = element.getIntOrFloatBitWidth();
+  if (!element.isIntOrFloat() || (bits != 16 && bits != 32 && bits != 64))
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getStridesAndOffset(type, strides, offset)) ||
+      strides.back() != 1 || offset % v != 0 || type.getShape().back() % v)
+    return false;
+  return llvm::all_of(ArrayRef(strides).drop_back(),
+                      [&](int64_t s) { return s % v == 0; });
+}
+
+/// The widest lane count along `fast` that the shapes allow (1 when no
+/// operand can be accessed as a vector).
+int64_t chooseVector(linalg::GenericOp op, const Plan &plan, unsigned fast,
+                     int64_t vectorBits) {
+  unsigned bits = 0;
+  for (OpOperand &operand : op->getOpOperands())
+    if (contiguousDim(op, operand) == fast)
+      bits = std::max(bits, getElementTypeOrSelf(operand.get().getType())
+                                .getIntOrFloatBitWidth());
+  if (bits == 0 || vectorBits <= 0)
+    return 1;
+  int64_t v = std::max<int64_t>(1, vectorBits / bits);
+  while (v > 1 && plan.ranges[fast] % v != 0)
+    v /= 2;
+  for (; v > 1; v /= 2)
+    for (OpOperand &operand : op->getOpOperands())
+      if (isVectorizable(op, operand, fast, v))
+        return v;
+  return 1;
+}
+
+std::optional<gpu::AllReduceOperation> allReduceKind(Operation *combiner) {
+  using K = gpu::AllReduceOperation;
+  return llvm::TypeSwitch<Operation *, std::optional<K>>(combiner)
+      .Case<arith::AddFOp, arith::AddIOp>([](auto) { return K::ADD; })
+      .Case<arith::MulFOp, arith::MulIOp>([](auto) { return K::MUL; })
+      .Case([](arith::MaximumFOp) { return K::MAXIMUMF; })
+      .Case([](arith::MinimumFOp) { return K::MINIMUMF; })
+      .Case([](arith::MaxNumFOp) { return K::MAXNUMF; })
+      .Case([](arith::MinNumFOp) { return K::MINNUMF; })
+      .Case([](arith::MaxSIOp) { return K::MAXSI; })
+      .Case([](arith::MinSIOp) { return K::MINSI; })
+      .Case([](arith::MaxUIOp) { return K::MAXUI; })
+      .Case([](arith::MinUIOp) { return K::MINUI; })
+      .Case([](arith::AndIOp) { return K::AND; })
+      .Case([](arith::OrIOp) { return K::OR; })
+      .Case([](arith::XOrIOp) { return K::XOR; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Fills the combiners of a per-block plan; fails if an output is not a
+/// plain fold `out = combiner(out, f(inputs))` with a known combiner.
+LogicalResult matchCombiners(linalg::GenericOp op, Plan &plan) {
+  Block &body = op.getRegion().front();
+  SmallVector<BlockArgument> outs(
+      body.getArguments().take_back(op.getNumDpsInits()));
+  for (unsigned k = 0, e = outs.size(); k < e; ++k) {
+    SmallVector<Operation *> combinerOps;
+    if (!matchReduction(outs, k, combinerOps) || combinerOps.size() != 1)
+      return failure();
+    std::optional<gpu::AllReduceOperation> kind =
+        allReduceKind(combinerOps[0]);
+    if (!kind || !arith::getNeutralElement(combinerOps[0]))
+      return failure();
+    plan.combiners.push_back(combinerOps[0]);
+    plan.kinds.push_back(*kind);
+  }
+  return success();
+}
+
+/// One block per output element when the reduction walks the contiguous
+/// dimension of the largest input and every output is a plain fold.
+bool planPerBlock(linalg::GenericOp op, Plan &plan, int64_t blockSize,
+                  int64_t vectorBits) {
+  SmallVector<unsigned> parallel, reduction;
+  for (auto [d, type] : llvm::enumerate(op.getIteratorTypesArray()))
+    (type == utils::IteratorType::parallel ? parallel : reduction)
+        .push_back(d);
+  OpOperand *largest = nullptr;
+  int64_t largestSize = -1;
+  for (OpOperand *operand : op.getDpsInputOperands())
+    if (auto type = dyn_cast<MemRefType>(operand->get().getType()))
+      if (type.getNumElements() > largestSize)
+        largest = operand, largestSize = type.getNumElements();
+  if (reduction.empty() || !largest)
+    return false;
+  std::optional<unsigned> c = contiguousDim(op, *largest);
+  if (!c || !llvm::is_contained(reduction, *c) || plan.ranges[*c] < 64 ||
+      failed(matchCombiners(op, plan)))
+    return false;
+  plan.perBlock = true;
+  plan.outer = parallel;
+  for (unsigned d : reduction)
+    if (d != *c)
+      plan.inner.push_back(d);
+  plan.inner.push_back(*c);
+  plan.fast = *c;
+  plan.vector = chooseVector(op, plan, *c, vectorBits);
+  int64_t lanes = plan.ranges[*c] / plan.vector;
+  plan.blockSize = std::min<int64_t>(
+      blockSize, std::max<int64_t>(32, llvm::PowerOf2Ceil(lanes)));
+  plan.blocks = product(plan, parallel);
+  plan.threads = plan.blocks * plan.blockSize;
+  return plan.blocks < (int64_t(1) << 31);
+}
+
+/// One thread per output element (V consecutive ones with vectors).
+void planPerThread(linalg::GenericOp op, Plan &plan, int64_t blockSize,
+                   int64_t vectorBits) {
+  SmallVector<unsigned> parallel;
+  for (auto [d, type] : llvm::enumerate(op.getIteratorTypesArray()))
+    (type == utils::IteratorType::parallel ? parallel : plan.inner)
+        .push_back(d);
+  std::optional<unsigned> fast;
+  if (op.getNumDpsInits() > 0)
+    fast = contiguousDim(op, *op.getDpsInitOperand(0));
+  if (fast && !llvm::is_contained(parallel, *fast))
+    fast = std::nullopt;
+  if (!fast && !parallel.empty())
+    fast = parallel.back();
+  for (unsigned d : parallel)
+    if (d != fast)
+      plan.outer.push_back(d);
+  if (fast) {
+    plan.outer.push_back(*fast);
+    plan.fast = fast;
+    plan.vector = chooseVector(op, plan, *fast, vectorBits);
+  }
+  plan.threads = product(plan, parallel) / plan.vector;
+  plan.blockSize = std::min(blockSize, roundUp(plan.threads, 32));
+  plan.blocks = ceilDiv(plan.threads, plan.blockSize);
+}
+
+Plan makePlan(linalg::GenericOp op, int64_t blockSize, int64_t vectorBits) {
+  Plan plan;
+  plan.ranges = op.getStaticLoopRanges();
+  Plan perBlock = plan;
+  if (planPerBlock(op, perBlock, blockSize, vectorBits))
+    return perBlock;
+  planPerThread(op, plan, blockSize, vectorBits);
+  return plan;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Emitting one kernel
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Emits the body of the kernel of one generic under a plan.
+class GenericEmitter {
+public:
+  GenericEmitter(linalg::GenericOp op, const Plan &plan, KernelBuilder &kb)
+      : op(op), plan(plan), kb(kb), b(kb.body()), loc(kb.loc()) {
+    for (OpOperand &operand : op->getOpOperands())
+      access.push_back(classify(operand));
+  }
+
+  LogicalResult emit() {
+    if (failed(captureBodyValues()))
+      return failure();
+    return plan.perBlock ? emitPerBlock() : emitPerThread();
+  }
+
+private:
+  Access classify(OpOperand &operand) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      return Access::Scalar;
+    if (!plan.fast ||
+        !op.getMatchingIndexingMap(&operand).isFunctionOfDim(*plan.fast))
+      return Access::Uniform;
+    if (plan.vector > 1 && isVectorizable(op, operand, *plan.fast, plan.vector))
+      return Access::Vector;
+    return plan.vector > 1 ? Access::Gather : Access::Uniform;
+  }
+
+  Value index(int64_t v) {
+    return b.create<arith::ConstantIndexOp>(loc, v).getResult();
+  }
+
+  /// The loop indices of lane `lane`: `ivs` with lane added to the fast dim.
+  SmallVector<Value> laneIvs(ArrayRef<Value> ivs, int64_t lane) {
+    SmallVector<Value> out(ivs);
+    if (lane > 0)
+      out[*plan.fast] =
+          b.create<arith::AddIOp>(loc, ivs[*plan.fast], index(lane));
+    return out;
+  }
+
+  SmallVector<Value> indices(OpOperand &operand, ArrayRef<Value> ivs) {
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    SmallVector<Value> result;
+    for (AffineExpr e : map.getResults()) {
+      if (auto d = dyn_cast<AffineDimExpr>(e))
+        result.push_back(ivs[d.getPosition()]);
+      else if (auto c = dyn_cast<AffineConstantExpr>(e))
+        result.push_back(index(c.getValue()));
+      else
+        result.push_back(b.create<affine::AffineApplyOp>(
+            loc, AffineMap::get(map.getNumDims(), 0, e), ivs));
+    }
+    return result;
+  }
+
+  /// The value of `operand` for each lane at `ivs`.
+  FailureOr<SmallVector<Value>> read(OpOperand &operand, ArrayRef<Value> ivs) {
+    FailureOr<Value> source = kb.lookup(operand.get());
+    if (failed(source))
+      return failure();
+    Access a = access[operand.getOperandNumber()];
+    if (a == Access::Scalar)
+      return SmallVector<Value>(plan.vector, *source);
+    if (a == Access::Uniform) {
+      Value v = b.create<memref::LoadOp>(loc, *source, indices(operand, ivs));
+      return SmallVector<Value>(plan.vector, v);
+    }
+    SmallVector<Value> lanes;
+    if (a == Access::Vector) {
+      auto type = VectorType::get({plan.vector},
+                                  getElementTypeOrSelf(source->getType()));
+      Value v = b.create<vector::LoadOp>(loc, type, *source,
+                                         indices(operand, ivs));
+      for (int64_t l = 0; l < plan.vector; ++l)
+        lanes.push_back(b.create<vector::ExtractOp>(loc, v, l));
+      return lanes;
+    }
+    for (int64_t l = 0; l < plan.vector; ++l)
+      lanes.push_back(b.create<memref::LoadOp>(
+          loc, *source, indices(operand, laneIvs(ivs, l))));
+    return lanes;
+  }
+
+  LogicalResult write(OpOperand &operand, ArrayRef<Value> ivs,
+                      ArrayRef<Value> lanes) {
+    FailureOr<Value> target = kb.lookup(operand.get());
+    if (failed(target))
+      return failure();
+    if (access[operand.getOperandNumber()] == Access::Vector) {
+      auto type = VectorType::get({plan.vector}, lanes[0].getType());
+      Value v = b.create<vector::FromElementsOp>(loc, type, lanes);
+      b.create<vector::StoreOp>(loc, v, *target, indices(operand, ivs));
+      return success();
+    }
+    for (int64_t l = 0; l < int64_t(lanes.size()); ++l)
+      b.create<memref::StoreOp>(loc, lanes[l], *target,
+                                indices(operand, laneIvs(ivs, l)));
+    return success();
+  }
+
+  /// Host values the body uses (scalars, tables read by gathers).
+  LogicalResult captureBodyValues() {
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(op.getRegion(), captured);
+    for (Value v : captured)
+      if (failed(kb.lookup(v)))
+        return failure();
+    return success();
+  }
+
+  /// Clones the body for one element: `args` are the block arguments.
+  SmallVector<Value> applyBody(ArrayRef<Value> ivs, ArrayRef<Value> args) {
+    Block &body = op.getRegion().front();
+    IRMapping &m = kb.getMapping();
+    for (auto [arg, value] : llvm::zip(body.getArguments(), args))
+      if (value)
+        m.map(arg, value);
+    for (Operation &inner : body.without_terminator()) {
+      if (auto idx = dyn_cast<linalg::IndexOp>(inner))
+        m.map(idx.getResult(), ivs[idx.getDim()]);
+      else
+        b.clone(inner, m);
+    }
+    SmallVector<Value> yields;
+    for (Value v : body.getTerminator()->getOperands())
+      yields.push_back(m.lookupOrDefault(v));
+    return yields;
+  }
+
+  /// Reads every input (and the outputs whose current value the body uses
+  /// when `withOutputs`); result[lane][operand].
+  FailureOr<SmallVector<SmallVector<Value>>> readAll(ArrayRef<Value> ivs,
+                                                     bool withOutputs) {
+    SmallVector<SmallVector<Value>> perLane(plan.vector);
+    Block &body = op.getRegion().front();
+    for (OpOperand &operand : op->getOpOperands()) {
+      bool isInput = op.isDpsInput(&operand);
+      BlockArgument arg = body.getArgument(operand.getOperandNumber());
+      if (!isInput && (!withOutputs || arg.use_empty())) {
+        for (auto &lane : perLane)
+          lane.push_back(Value());
+        continue;
+      }
+      FailureOr<SmallVector<Value>> lanes = read(operand, ivs);
+      if (failed(lanes))
+        return failure();
+      for (int64_t l = 0; l < plan.vector; ++l)
+        perLane[l].push_back((*lanes)[l]);
+    }
+    return perLane;
+  }
+
+  /// Splits `linear` over `dims` (slowest first) into `ivs`; the fast dim
+  /// counts groups of `plan.vector` elements.
+  void decompose(Value linear, ArrayRef<unsigned> dims,
+                 SmallVector<Value> &ivs) {
+    for (unsigned d : llvm::reverse(dims)) {
+      int64_t size = plan.ranges[d];
+      bool fast = plan.fast && d == *plan.fast && !plan.perBlock;
+      if (fast)
+        size /= plan.vector;
+      Value i = linear;
+      if (d != dims.front())
+        i = b.create<arith::RemUIOp>(loc, linear, index(size));
+      if (fast && plan.vector > 1)
+        i = b.create<arith::MulIOp>(loc, i, index(plan.vector));
+      ivs[d] = i;
+      if (d != dims.front())
+        linear = b.create<arith::DivUIOp>(loc, linear, index(size));
+    }
+  }
+
+  /// The reduction loops of a thread; `step` updates the accumulators at
+  /// the given loop indices.
+  using StepFn = function_ref<FailureOr<SmallVector<Value>>(
+      ArrayRef<Value> ivs, ArrayRef<Value> accs)>;
+  FailureOr<SmallVector<Value>> loopNest(ArrayRef<unsigned> dims,
+                                         ArrayRef<Value> lbs,
+                                         ArrayRef<Value> ubs,
+                                         ArrayRef<Value> steps,
+                                         SmallVector<Value> ivs,
+                                         ValueRange accs, StepFn step) {
+    bool failedStep = false;
+    scf::LoopNest nest = scf::buildLoopNest(
+        b, loc, lbs, ubs, steps, accs,
+        [&](OpBuilder &nb, Location, ValueRange loopIvs, ValueRange iter) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          for (auto [d, iv] : llvm::zip(dims, loopIvs))
+            ivs[d] = iv;
+          SmallVector<Value> current(iter.begin(), iter.end());
+          FailureOr<SmallVector<Value>> next = step(ivs, current);
+          if (failed(next)) {
+            failedStep = true;
+            return scf::ValueVector(iter.begin(), iter.end());
+          }
+          return scf::ValueVector(next->begin(), next->end());
+        });
+    if (failedStep)
+      return failure();
+    return SmallVector<Value>(nest.results);
+  }
+
+  LogicalResult emitPerThread();
+  LogicalResult emitPerBlock();
+
+  linalg::GenericOp op;
+  const Plan &plan;
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  SmallVector<Access> access;
+};
+
+LogicalResult GenericEmitter::emitPerThread() {
+  Value gid = kb.globalThreadId();
+  if (plan.blocks * plan.blockSize != plan.threads)
+    kb.guardThreads(gid, plan.threads);
+  SmallVector<Value> ivs(plan.ranges.size(), index(0));
+  if (!plan.outer.empty())
+    decompose(gid, plan.outer, ivs);
+  unsigned numOutputs = op.getNumDpsInits();
+  auto outputs = op.getDpsInitsMutable();
+  if (plan.inner.empty()) {
+    auto values = readAll(ivs, /*withOutputs=*/true);
+    if (failed(values))
+      return failure();
+    SmallVector<SmallVector<Value>> results(numOutputs);
+    for (int64_t l = 0; l < plan.vector; ++l) {
+      SmallVector<Value> y = applyBody(laneIvs(ivs, l), (*values)[l]);
+      for (unsigned k = 0; k < numOutputs; ++k)
+        results[k].push_back(y[k]);
+    }
+    for (unsigned k = 0; k < numOutputs; ++k)
+      if (failed(write(outputs[k], ivs, results[k])))
+        return failure();
+    return success();
+  }
+  // Reductions inside the thread, in loop order: accs[lane * K + k] starts
+  // from the output's current value.
+  SmallVector<Value> accs;
+  SmallVector<SmallVector<Value>> init(numOutputs);
+  for (unsigned k = 0; k < numOutputs; ++k) {
+    auto lanes = read(outputs[k], ivs);
+    if (failed(lanes))
+      return failure();
+    init[k] = *lanes;
+  }
+  for (int64_t l = 0; l < plan.vector; ++l)
+    for (unsigned k = 0; k < numOutputs; ++k)
+      accs.push_back(init[k][l]);
+  SmallVector<Value> lbs, ubs, steps;
+  for (unsigned d : plan.inner) {
+    lbs.push_back(index(0));
+    ubs.push_back(index(plan.ranges[d]));
+    steps.push_back(index(1));
+  }
+  auto step = [&](ArrayRef<Value> at,
+                  ArrayRef<Value> acc) -> FailureOr<SmallVector<Value>> {
+    auto values = readAll(at, /*withOutputs=*/false);
+    if (failed(values))
+      return failure();
+    SmallVector<Value> next;
+    for (int64_t l = 0; l < plan.vector; ++l) {
+      SmallVector<Value> args = (*values)[l];
+      for (unsigned k = 0; k < numOutputs; ++k)
+        args[op.getNumDpsInputs() + k] = acc[l * numOutputs + k];
+      llvm::append_range(next, applyBody(laneIvs(at, l), args));
+    }
+    return next;
+  };
+  auto final = loopNest(plan.inner, lbs, ubs, steps, ivs, accs, step);
+  if (failed(final))
+    return failure();
+  for (unsigned k = 0; k < numOutputs; ++k) {
+    SmallVector<Value> lanes;
+    for (int64_t l = 0; l < plan.vector; ++l)
+      lanes.push_back((*final)[l * numOutputs + k]);
+    if (failed(write(outputs[k], ivs, lanes)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult GenericEmitter::emitPerBlock() {
+  Value bid = kb.blockId();
+  Value tid = kb.threadId();
+  SmallVector<Value> ivs(plan.ranges.size(), index(0));
+  if (!plan.outer.empty())
+    decompose(bid, plan.outer, ivs);
+  unsigned numOutputs = op.getNumDpsInits();
+  SmallVector<Value> accs;
+  for (auto [k, combiner] : llvm::enumerate(plan.combiners)) {
+    Type type = op.getRegion().front().getArgument(op.getNumDpsInputs() + k)
+                    .getType();
+    TypedAttr neutral = *arith::getNeutralElement(combiner);
+    accs.push_back(b.create<arith::ConstantOp>(
+        loc, type, cast<TypedAttr>(neutral)));
+  }
+  // Outer reduction dims sequentially; the fast dim split over the threads,
+  // `vector` elements at a time.
+  SmallVector<Value> lbs, ubs, steps;
+  for (unsigned d : plan.inner) {
+    bool fast = d == *plan.fast;
+    lbs.push_back(fast ? b.create<arith::MulIOp>(loc, tid, index(plan.vector))
+                             .getResult()
+                       : index(0));
+    ubs.push_back(index(plan.ranges[d]));
+    steps.push_back(index(fast ? plan.blockSize * plan.vector : 1));
+  }
+  auto step = [&](ArrayRef<Value> at,
+                  ArrayRef<Value> acc) -> FailureOr<SmallVector<Value>> {
+    auto values = readAll(at, /*withOutputs=*/false);
+    if (failed(values))
+      return failure();
+    SmallVector<Value> current(acc);
+    for (int64_t l = 0; l < plan.vector; ++l) {
+      SmallVector<Value> args = (*values)[l];
+      for (unsigned k = 0; k < numOutputs; ++k)
+        args[op.getNumDpsInputs() + k] = current[k];
+      current = applyBody(laneIvs(at, l), args);
+    }
+    return current;
+  };
+  auto partial = loopNest(plan.inner, lbs, ubs, steps, ivs, accs, step);
+  if (failed(partial))
+    return failure();
+  SmallVector<Value> reduced;
+  for (auto [k, value] : llvm::enumerate(*partial))
+    reduced.push_back(b.create<gpu::AllReduceOp>(
+        loc, value,
+        gpu::AllReduceOperationAttr::get(b.getContext(), plan.kinds[k]),
+        /*uniform=*/true));
+  // Thread 0 folds in the output's initial value and stores.
+  Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid,
+                                        index(0));
+  auto ifFirst = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
+  Block &body = op.getRegion().front();
+  for (unsigned k = 0; k < numOutputs; ++k) {
+    OpOperand &out = op.getDpsInitsMutable()[k];
+    FailureOr<Value> target = kb.lookup(out.get());
+    if (failed(target))
+      return failure();
+    SmallVector<Value> at = indices(out, ivs);
+    Value init = b.create<memref::LoadOp>(loc, *target, at);
+    Operation *combiner = plan.combiners[k];
+    IRMapping m;
+    BlockArgument outArg = body.getArgument(op.getNumDpsInputs() + k);
+    for (Value operand : combiner->getOperands())
+      m.map(operand, operand == outArg ? init : reduced[k]);
+    Value result = b.clone(*combiner, m)->getResult(0);
+    b.create<memref::StoreOp>(loc, result, *target, at);
+  }
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The buffer a view is a view of.
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// Whether every use of `buffer` (through views) only reads it.
+bool isOnlyRead(Value buffer) {
+  for (OpOperand &use : buffer.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<memref::LoadOp>(user))
+      continue;
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
+      if (!isOnlyRead(view->getResult(0)))
+        return false;
+      continue;
+    }
+    if (auto copy = dyn_cast<memref::CopyOp>(user)) {
+      if (use.get() == copy.getTarget())
+        return false;
+      continue;
+    }
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+    if (!linalgOp || !linalgOp.isDpsInput(&use))
+      return false;
+  }
+  return true;
+}
+
+/// A copy generic replacing `memref.copy` (so that it becomes a kernel).
+void replaceCopy(memref::CopyOp copy) {
+  OpBuilder b(copy);
+  auto type = cast<MemRefType>(copy.getTarget().getType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  b.create<linalg::GenericOp>(
+      copy.getLoc(), copy.getSource(), copy.getTarget(),
+      ArrayRef<AffineMap>{id, id}, iterators,
+      [](OpBuilder &nb, Location loc, ValueRange args) {
+        nb.create<linalg::YieldOp>(loc, args[0]);
+      });
+  copy.erase();
+}
+
+const char *kindName(const Plan &plan) {
+  if (plan.perBlock)
+    return "block_reduce";
+  return plan.inner.empty() ? "ew" : "thread_reduce";
+}
+
+struct CleaveCudaMapToGpuPass final
+    : cleave::impl::CleaveCudaMapToGpuPassBase<CleaveCudaMapToGpuPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0) {
+      module.emitError() << "block-size " << int64_t(blockSize)
+                         << " is not a multiple of 32 in [32, 1024]";
+      return signalPassFailure();
+    }
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>()))
+      if (!func.isExternal() && failed(mapFunction(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult mapFunction(func::FuncOp func) {
+    if (failed(generalize(func)))
+      return failure();
+    DenseSet<Value> readOnly;
+    for (BlockArgument arg : func.getArguments())
+      if (isa<MemRefType>(arg.getType()) && isOnlyRead(arg))
+        readOnly.insert(arg);
+    SmallVector<linalg::GenericOp> generics;
+    func.walk([&](linalg::GenericOp op) { generics.push_back(op); });
+    gpu::GPUModuleOp kernels;
+    for (linalg::GenericOp op : generics) {
+      if (!kernels)
+        kernels = getOrCreateKernelModule(func->getParentOfType<ModuleOp>());
+      if (failed(mapGeneric(op, kernels, readOnly)))
+        return failure();
+    }
+    eraseDeadHostOps(func);
+    return checkHost(func);
+  }
+
+  /// Named linalg ops become generics and copies become copy generics.
+  LogicalResult generalize(func::FuncOp func) {
+    SmallVector<linalg::LinalgOp> named;
+    func.walk([&](linalg::LinalgOp op) {
+      if (!isa<linalg::GenericOp>(op))
+        named.push_back(op);
+    });
+    IRRewriter rewriter(func.getContext());
+    for (linalg::LinalgOp op : named) {
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::generalizeNamedOp(rewriter, op)))
+        return op.emitError("cannot turn this op into a GPU kernel");
+    }
+    SmallVector<memref::CopyOp> copies;
+    func.walk([&](memref::CopyOp op) { copies.push_back(op); });
+    for (memref::CopyOp copy : copies)
+      replaceCopy(copy);
+    return success();
+  }
+
+  LogicalResult mapGeneric(linalg::GenericOp op, gpu::GPUModuleOp kernels,
+                           const DenseSet<Value> &readOnly) {
+    if (!op.hasPureBufferSemantics())
+      return op.emitError("expected a bufferized linalg op");
+    if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
+      return op.emitError("GPU kernels need static loop ranges");
+    Plan plan = makePlan(op, blockSize, vectorBits);
+    auto func = op->getParentOfType<func::FuncOp>();
+    std::string name = (func.getName() + "_k" + Twine(counter++) + "_" +
+                        kindName(plan))
+                           .str();
+    KernelBuilder kb(kernels, op, name, plan.blockSize);
+    kb.setLoadFilter([&](memref::LoadOp load) {
+      return readOnly.contains(rootOf(load.getMemRef()));
+    });
+    GenericEmitter emitter(op, plan, kb);
+    if (failed(emitter.emit()))
+      return failure();
+    kb.launch(plan.blocks);
+    op.erase();
+    return success();
+  }
+
+  /// Host computations whose only users were kernel bodies are dead now.
+  static void eraseDeadHostOps(func::FuncOp func) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      func.walk<WalkOrder::PostOrder>([&](Operation *op) {
+        if (op->use_empty() && op->getNumRegions() == 0 &&
+            !op->hasTrait<OpTrait::IsTerminator>() &&
+            (isPure(op) || isa<memref::LoadOp>(op))) {
+          op->erase();
+          changed = true;
+        }
+      });
+    }
+  }
+
+  /// Host code must not touch device memory any more.
+  static LogicalResult checkHost(func::FuncOp func) {
+    WalkResult result = func.walk([](Operation *op) {
+      if (isa<memref::LoadOp, memref::StoreOp, memref::CopyOp,
+              linalg::LinalgOp>(op)) {
+        op->emitError("host code would access device memory here: this op "
+                      "could not be moved into a GPU kernel");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+
+  int64_t counter = 0;
+};
+
+} // namespace
