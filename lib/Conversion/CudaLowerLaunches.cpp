@@ -26,6 +26,7 @@ constexpr StringLiteral kLaunch = "cleave_rt_cuda_launch";
 constexpr StringLiteral kAlloc = "cleave_rt_cuda_alloc";
 constexpr StringLiteral kFree = "cleave_rt_cuda_free";
 constexpr StringLiteral kSynchronize = "cleave_rt_cuda_synchronize";
+constexpr StringLiteral kStepBegin = "cleave_rt_cuda_step_begin";
 
 /// The globals of one cubin: its bytes and the runtime's module handle.
 struct Image {
@@ -224,14 +225,17 @@ private:
     return success();
   }
 
-  /// cleave_entry_* returns once the device finished the step.
+  /// cleave_entry_* marks the start of a step and returns once the device
+  /// finished it.
   void synchronizeEntries() {
-    LLVM::LLVMFuncOp sync = nullptr;
+    Type voidType = LLVM::LLVMVoidType::get(ctx);
     for (auto func : llvm::to_vector(module.getOps<LLVM::LLVMFuncOp>())) {
       if (!func.getName().starts_with("cleave_entry_") || func.isExternal())
         continue;
-      if (!sync)
-        sync = declare(kSynchronize, LLVM::LLVMVoidType::get(ctx), {});
+      LLVM::LLVMFuncOp begin = declare(kStepBegin, voidType, {});
+      LLVM::LLVMFuncOp sync = declare(kSynchronize, voidType, {});
+      OpBuilder::atBlockBegin(&func.getBody().front())
+          .create<LLVM::CallOp>(func.getLoc(), begin, ValueRange{});
       func.walk([&](LLVM::ReturnOp ret) {
         OpBuilder(ret).create<LLVM::CallOp>(ret.getLoc(), sync, ValueRange{});
       });

@@ -5,6 +5,7 @@
 //   cleave-run --model gpt2-small --data train.bin --token-bytes 2 --steps 10
 //   cleave-run --model tiny-gpt --emit-object step.o    # ahead of time
 //   cleave-run --model tiny-gpt --aot step.so           # run an AOT build
+//   cleave-run --model gpt2-small --backend cuda        # one process per GPU
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +92,12 @@ cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
                              cl::desc("Run an AOT-compiled shared library"));
+
+cl::OptionCategory deviceCat("Device");
+cl::opt<std::string> backendOpt(
+    "backend", cl::init("cpu"), cl::cat(deviceCat),
+    cl::desc("cpu (Gloo, OpenBLAS) or cuda (NCCL, cuBLASLt; one process per "
+             "GPU, LOCAL_RANK selects the device)"));
 
 int fail(const Twine &message) {
   outs().flush();
@@ -190,10 +197,17 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Train a cleave program\n");
 
+  if (backendOpt != "cpu" && backendOpt != "cuda")
+    return fail("unknown --backend '" + backendOpt + "' (cpu or cuda)");
+  bool cuda = backendOpt == "cuda";
   cleave_rt_options_t rtOptions;
   cleave_rt_default_options(&rtOptions);
+  // Emitting an object needs no device: only running does.
+  rtOptions.backend = cuda && emitObject.empty() ? "cuda" : "cpu";
   if (cleave_rt_init(&rtOptions) != 0)
     return fail(cleave_rt_error_message());
+  CompileOptions compileOptions;
+  compileOptions.target = cuda ? Target::CUDA : Target::CPU;
 
   // Data: per-step tensors, a token file, or the embedded corpus.
   std::unique_ptr<BatchSource> source;
@@ -254,7 +268,7 @@ int main(int argc, char **argv) {
     source = makeTokenSource(tokens, seed, vocab);
 
   if (!emitObject.empty()) {
-    if (Error err = compileToObject(*module, emitObject))
+    if (Error err = compileToObject(*module, emitObject, compileOptions))
       return fail(toString(std::move(err)));
     outs() << "wrote " << emitObject << "; link it with: cc -shared -o step.so "
            << emitObject << " -L<build>/lib -lCleaveRuntime\n";
@@ -301,7 +315,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<JitProgram> jit;
   if (!entry) {
     double compileStart = cleave_rt_now();
-    auto compiled = JitProgram::compile(*module);
+    auto compiled = JitProgram::compile(*module, compileOptions);
     if (!compiled)
       return fail(toString(compiled.takeError()));
     jit = std::move(*compiled);

@@ -320,14 +320,16 @@ def CleaveCudaLowerLaunchesPass
                                int32_t shared_bytes, void **args);
     ```
 
-    with a function handle slot per launch site, so the runtime loads each
+    with a function handle slot per kernel, so the runtime loads each
     cubin once and looks each kernel up once (LLVM 19's own lowering loads
     and unloads the module around every launch). Host allocations
     (`malloc` / `free` from `memref.alloc` / `memref.dealloc`) become
     `cleave_rt_cuda_alloc` / `cleave_rt_cuda_free` (the runtime's caching,
     stream-ordered device allocator), and every `cleave_entry_*` function
-    calls `cleave_rt_cuda_synchronize()` before it returns, so a host that
-    reads the loss after a step reads the finished value. Any other call of
+    calls `cleave_rt_cuda_step_begin()` first and
+    `cleave_rt_cuda_synchronize()` before it returns, so that the step's
+    work is enqueued without host waits and a host that reads the loss
+    after a step reads the finished value. Any other call of
     the C library that touches memory is an error.
 
     ```mlir
