@@ -78,16 +78,19 @@ void *pluginSymbol(const char *name) {
   return symbol;
 }
 
-CudaBackend &requireCuda(const char *what) {
+/// The cuda backend; the callers' guard() names the call in the message.
+CudaBackend &requireCuda() {
   CudaBackend *cuda = currentCudaBackend();
   if (cuda)
     return *cuda;
   Backend *backend = currentBackend();
-  throw RuntimeError(concat(
-      what, ": this program was compiled for CUDA but the runtime's backend "
-            "is ",
-      backend ? concat("'", backend->name(), "'") : "not initialized",
-      " (call cleave_rt_init with backend \"cuda\")"));
+  if (!backend)
+    throw RuntimeError("the runtime is not initialized (call cleave_rt_init "
+                       "with backend \"cuda\")");
+  throw RuntimeError(concat("this program was compiled for CUDA but the "
+                            "runtime's backend is '",
+                            backend->name(),
+                            "' (call cleave_rt_init with backend \"cuda\")"));
 }
 
 } // namespace
@@ -120,7 +123,7 @@ void cleave_rt_cuda_launch(void **function, void **module, const void *image,
   guard("cuda_launch", 0, [&] {
     int64_t grid[3] = {grid_x, grid_y, grid_z};
     int64_t block[3] = {block_x, block_y, block_z};
-    requireCuda("cuda_launch")
+    requireCuda()
         .launch(function, module, image, name, grid, block, shared_bytes,
                 args);
     return 0;
@@ -130,7 +133,7 @@ void cleave_rt_cuda_launch(void **function, void **module, const void *image,
 void *cleave_rt_cuda_alloc(int64_t bytes) {
   return guard("cuda_alloc", static_cast<void *>(nullptr), [&] {
     require(bytes >= 0, concat("cannot allocate ", bytes, " bytes"));
-    return requireCuda("cuda_alloc").deviceAlloc(bytes);
+    return requireCuda().deviceAlloc(bytes);
   });
 }
 
@@ -138,21 +141,21 @@ void cleave_rt_cuda_free(void *ptr) {
   if (!ptr)
     return;
   guard("cuda_free", 0, [&] {
-    requireCuda("cuda_free").deviceFree(ptr);
+    requireCuda().deviceFree(ptr);
     return 0;
   });
 }
 
 void cleave_rt_cuda_step_begin(void) {
   guard("cuda_step_begin", 0, [&] {
-    requireCuda("cuda_step_begin").stepBegin();
+    requireCuda().stepBegin();
     return 0;
   });
 }
 
 void cleave_rt_cuda_synchronize(void) {
   guard("cuda_synchronize", 0, [&] {
-    requireCuda("cuda_synchronize").synchronize();
+    requireCuda().synchronize();
     return 0;
   });
 }
@@ -193,7 +196,7 @@ void cleave_rt_cuda_gemm_epilogue(int32_t dtype, int32_t trans_a,
                   a,     lda,          0,            b, ldb, 0, 0.0, c,
                   ldc,   0};
     checkGemm(args);
-    requireCuda("gemm_epilogue").gemmEpilogue(args, epilogue, bias);
+    requireCuda().gemmEpilogue(args, epilogue, bias);
     return 0;
   });
 }

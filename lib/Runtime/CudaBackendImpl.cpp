@@ -23,6 +23,7 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 namespace cleave::rt {
 namespace {
@@ -51,10 +52,6 @@ public:
       device_.wait(device_.compute(), [] { return hasFailed(); });
     } catch (const std::exception &) {
     }
-    // Generated code caches module and kernel handles in its own globals:
-    // forget them with the context they belong to.
-    for (void **slot : slots_)
-      *slot = nullptr;
   }
 
   const char *name() const override { return "cuda"; }
@@ -124,18 +121,12 @@ public:
   void launch(void **function, void **module, const void *image,
               const char *name, const int64_t grid[3], const int64_t block[3],
               int32_t sharedBytes, void **args) override {
-    if (!*function) {
-      if (!*module) {
-        cudaCheck(cuModuleLoadData(reinterpret_cast<CUmodule *>(module), image),
-                  concat("loading the program's kernels on ",
-                         device_.describe(), " (a cubin for another GPU?)"));
-        slots_.push_back(module);
-      }
-      cudaCheck(cuModuleGetFunction(reinterpret_cast<CUfunction *>(function),
-                                    static_cast<CUmodule>(*module), name),
-                concat("looking up kernel ", name));
-      slots_.push_back(function);
-    }
+    // The slots are the generated code's globals; a handle counts only if
+    // this backend (this context) put it there, so a program that outlives
+    // a cleave_rt_finalize loads its kernels again.
+    auto known = functions_.find(function);
+    if (known == functions_.end() || known->second != *function)
+      lookUp(function, module, image, name);
     cudaCheck(cuLaunchKernel(static_cast<CUfunction>(*function),
                              unsigned(grid[0]), unsigned(grid[1]),
                              unsigned(grid[2]), unsigned(block[0]),
@@ -181,6 +172,26 @@ public:
   }
 
 private:
+  /// Loads the cubin (once per module slot) and looks the kernel up.
+  void lookUp(void **function, void **module, const void *image,
+              const char *name) {
+    auto loaded = modules_.find(module);
+    if (loaded == modules_.end() || loaded->second != *module) {
+      CUmodule handle;
+      cudaCheck(cuModuleLoadData(&handle, image),
+                concat("loading the program's kernels on ", device_.describe(),
+                       " (a cubin for another GPU?)"));
+      *module = handle;
+      modules_[module] = handle;
+    }
+    CUfunction handle;
+    cudaCheck(cuModuleGetFunction(&handle, static_cast<CUmodule>(*module),
+                                  name),
+              concat("looking up kernel ", name));
+    *function = handle;
+    functions_[function] = handle;
+  }
+
   void waitCompute() {
     CUresult r = device_.wait(device_.compute(), [] { return hasFailed(); });
     if (watchdog_.fired() && !reported_) {
@@ -203,7 +214,7 @@ private:
   NcclWatchdog watchdog_;
   CUmemoryPool pool_ = nullptr;
   NcclCommunicator *world_ = nullptr;
-  std::vector<void **> slots_;
+  std::unordered_map<void **, void *> modules_, functions_;
   bool inStep_ = false;
   bool reported_ = false;
 };
