@@ -51,6 +51,9 @@ struct Plan {
   /// Per-block plans: the combiner of each output and its all_reduce kind.
   SmallVector<Operation *> combiners;
   SmallVector<gpu::AllReduceOperation> kinds;
+  /// Per output of a reduction: the host scalar a fill wrote into it just
+  /// before (the fill is folded into the kernel), or null.
+  SmallVector<Value> inits;
   int64_t threads = 1, blocks = 1, blockSize = 32;
 };
 
@@ -484,6 +487,13 @@ LogicalResult GenericEmitter::emitPerThread() {
   SmallVector<Value> accs;
   SmallVector<SmallVector<Value>> init(numOutputs);
   for (unsigned k = 0; k < numOutputs; ++k) {
+    if (Value filled = plan.inits[k]) {
+      FailureOr<Value> value = kb.lookup(filled);
+      if (failed(value))
+        return failure();
+      init[k].assign(plan.vector, *value);
+      continue;
+    }
     auto lanes = read(outputs[k], ivs);
     if (failed(lanes))
       return failure();
@@ -587,7 +597,15 @@ LogicalResult GenericEmitter::emitPerBlock() {
     if (failed(target))
       return failure();
     SmallVector<Value> at = indices(out, ivs);
-    Value init = b.create<memref::LoadOp>(loc, *target, at);
+    Value init;
+    if (Value filled = plan.inits[k]) {
+      FailureOr<Value> value = kb.lookup(filled);
+      if (failed(value))
+        return failure();
+      init = *value;
+    } else {
+      init = b.create<memref::LoadOp>(loc, *target, at);
+    }
     Operation *combiner = plan.combiners[k];
     IRMapping m;
     BlockArgument outArg = body.getArgument(op.getNumDpsInputs() + k);
@@ -653,6 +671,54 @@ void replaceCopy(memref::CopyOp copy) {
   copy.erase();
 }
 
+/// The scalar a fill generic writes into every element of its output.
+Value fillValue(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() != 0 ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
+    return nullptr;
+  Value in = op.getDpsInputOperand(0)->get();
+  Block &body = op.getRegion().front();
+  if (isa<ShapedType>(in.getType()) || body.getOperations().size() != 1 ||
+      body.getTerminator()->getOperand(0) != body.getArgument(0))
+    return nullptr;
+  return in;
+}
+
+/// Folds the fills that initialize the outputs of a reduction into it: the
+/// kernel starts from the value instead of reading it (one kernel, one pass
+/// over the output less). A fill counts when only side-effect-free ops lie
+/// between it and the reduction. Returns the value per output (or null).
+SmallVector<Value> foldInitFills(linalg::GenericOp op) {
+  SmallVector<Value> inits(op.getNumDpsInits());
+  if (op.getNumReductionLoops() == 0)
+    return inits;
+  for (Operation *prev = op->getPrevNode(); prev;) {
+    Operation *before = prev->getPrevNode();
+    auto fill = dyn_cast<linalg::GenericOp>(prev);
+    Value value = fill ? fillValue(fill) : Value();
+    if (!value) {
+      if (!isPure(prev))
+        break;
+      prev = before;
+      continue;
+    }
+    // A fill of anything but one of the outputs ends the search.
+    Value target = fill.getDpsInitOperand(0)->get();
+    auto outputs = op.getDpsInitsMutable();
+    auto it = llvm::find_if(outputs, [&](OpOperand &init) {
+      return init.get() == target && !inits[init.getOperandNumber() -
+                                            op.getNumDpsInputs()];
+    });
+    if (it == outputs.end())
+      break;
+    inits[it->getOperandNumber() - op.getNumDpsInputs()] = value;
+    fill.erase();
+    prev = before;
+  }
+  return inits;
+}
+
 const char *kindName(const Plan &plan) {
   if (plan.perBlock)
     return "block_reduce";
@@ -682,13 +748,24 @@ struct CleaveCudaMapToGpuPass final
     for (BlockArgument arg : func.getArguments())
       if (isa<MemRefType>(arg.getType()) && isOnlyRead(arg))
         readOnly.insert(arg);
+    // Fills that initialize reductions go into the reductions' kernels.
+    SmallVector<linalg::GenericOp> reductions;
+    func.walk([&](linalg::GenericOp op) {
+      if (op.getNumReductionLoops() > 0)
+        reductions.push_back(op);
+    });
+    DenseMap<Operation *, SmallVector<Value>> inits;
+    for (linalg::GenericOp op : reductions)
+      inits[op] = foldInitFills(op);
     SmallVector<linalg::GenericOp> generics;
     func.walk([&](linalg::GenericOp op) { generics.push_back(op); });
     gpu::GPUModuleOp kernels;
     for (linalg::GenericOp op : generics) {
       if (!kernels)
         kernels = getOrCreateKernelModule(func->getParentOfType<ModuleOp>());
-      if (failed(mapGeneric(op, kernels, readOnly)))
+      SmallVector<Value> init = inits.lookup(op);
+      init.resize(op.getNumDpsInits());
+      if (failed(mapGeneric(op, kernels, readOnly, init)))
         return failure();
     }
     eraseDeadHostOps(func);
@@ -716,12 +793,14 @@ struct CleaveCudaMapToGpuPass final
   }
 
   LogicalResult mapGeneric(linalg::GenericOp op, gpu::GPUModuleOp kernels,
-                           const DenseSet<Value> &readOnly) {
+                           const DenseSet<Value> &readOnly,
+                           ArrayRef<Value> inits) {
     if (!op.hasPureBufferSemantics())
       return op.emitError("expected a bufferized linalg op");
     if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
       return op.emitError("GPU kernels need static loop ranges");
     Plan plan = makePlan(op, blockSize, vectorBits);
+    plan.inits.assign(inits.begin(), inits.end());
     auto func = op->getParentOfType<func::FuncOp>();
     std::string name = (func.getName() + "_k" + Twine(counter++) + "_" +
                         kindName(plan))

@@ -158,3 +158,29 @@ func.func @fill_copy(%x: memref<16xf32>, %y: memref<16xf32>) {
   memref.copy %x, %y : memref<16xf32> to memref<16xf32>
   return
 }
+
+// -----
+
+// The fill that initializes a reduction is folded into the reduction's
+// kernel: one launch, and the output is written but never read.
+// CHECK-LABEL: func.func @fill_then_sum
+// CHECK: gpu.launch_func @cleave_kernels::@fill_then_sum_k0_block_reduce
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.func @fill_then_sum_k0_block_reduce
+// CHECK-NOT: memref.load %{{.*}} : memref<16xf32>
+// CHECK: %[[SUM:.*]] = gpu.all_reduce add
+// CHECK: %[[R:.*]] = arith.addf %cst{{.*}}, %[[SUM]]
+// CHECK: memref.store %[[R]], %{{.*}} : memref<16xf32>
+#in = affine_map<(d0, d1) -> (d0, d1)>
+#out = affine_map<(d0, d1) -> (d0)>
+func.func @fill_then_sum(%x: memref<16x512xf32>, %s: memref<16xf32>) {
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%one : f32) outs(%s : memref<16xf32>)
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<16x512xf32>) outs(%s : memref<16xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %acc, %in : f32
+    linalg.yield %r : f32
+  }
+  return
+}
