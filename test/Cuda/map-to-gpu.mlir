@@ -169,7 +169,7 @@ func.func @fill_copy(%x: memref<16xf32>, %y: memref<16xf32>) {
 // CHECK: gpu.func @fill_then_sum_k0_block_reduce
 // CHECK-NOT: memref.load %{{.*}} : memref<16xf32>
 // CHECK: %[[SUM:.*]] = gpu.all_reduce add
-// CHECK: %[[R:.*]] = arith.addf %cst{{.*}}, %[[SUM]]
+// CHECK: %[[R:.*]] = arith.addf %[[SUM]], %cst
 // CHECK: memref.store %[[R]], %{{.*}} : memref<16xf32>
 #in = affine_map<(d0, d1) -> (d0, d1)>
 #out = affine_map<(d0, d1) -> (d0)>
