@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernelBuilder.h"
+#include "CudaPlan.h"
 #include "cleave/Conversion/Passes.h"
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -34,207 +35,6 @@ enum class Access {
   Gather,  ///< One scalar access per lane.
 };
 
-/// How a generic maps onto the GPU.
-struct Plan {
-  /// One block per output element (reductions over the contiguous
-  /// dimension) rather than one thread per output element.
-  bool perBlock = false;
-  SmallVector<int64_t> ranges;
-  /// Loop dims distributed over threads (or blocks), slowest first.
-  SmallVector<unsigned> outer;
-  /// Loop dims iterated inside each thread (or block), slowest first; in a
-  /// per-block plan the last one is split over the block's threads.
-  SmallVector<unsigned> inner;
-  /// The dim consecutive threads (or lanes) walk; vectorized by `vector`.
-  std::optional<unsigned> fast;
-  int64_t vector = 1;
-  /// Per-block plans: the combiner of each output and its all_reduce kind.
-  SmallVector<Operation *> combiners;
-  SmallVector<gpu::AllReduceOperation> kinds;
-  /// Per output of a reduction: the host scalar a fill wrote into it just
-  /// before (the fill is folded into the kernel), or null.
-  SmallVector<Value> inits;
-  int64_t threads = 1, blocks = 1, blockSize = 32;
-};
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
-
-int64_t product(const Plan &plan, ArrayRef<unsigned> dims) {
-  int64_t n = 1;
-  for (unsigned d : dims)
-    n *= plan.ranges[d];
-  return n;
-}
-
-/// The loop dim that indexes the innermost dimension of `operand`, if any.
-std::optional<unsigned> contiguousDim(linalg::GenericOp op,
-                                      OpOperand &operand) {
-  auto type = dyn_cast<MemRefType>(operand.get().getType());
-  if (!type || type.getRank() == 0)
-    return std::nullopt;
-  auto dim = dyn_cast<AffineDimExpr>(
-      op.getMatchingIndexingMap(&operand).getResults().back());
-  if (!dim)
-    return std::nullopt;
-  return dim.getPosition();
-}
-
-/// Whether `operand` can be accessed `v` lanes at a time along `fast`.
-bool isVectorizable(linalg::GenericOp op, OpOperand &operand, unsigned fast,
-                    int64_t v) {
-  auto type = dyn_cast<MemRefType>(operand.get().getType());
-  if (!type || contiguousDim(op, operand) != fast)
-    return false;
-  AffineMap map = op.getMatchingIndexingMap(&operand);
-  for (AffineExpr e : map.getResults().drop_back())
-    if (e.isFunctionOfDim(fast))
-      return false;
-  Type element = type.getElementType();
-  unsigned bits = element.getIntOrFloatBitWidth();
-  if (!element.isIntOrFloat() || (bits != 16 && bits != 32 && bits != 64))
-    return false;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(getStridesAndOffset(type, strides, offset)) ||
-      strides.back() != 1 || offset % v != 0 || type.getShape().back() % v)
-    return false;
-  return llvm::all_of(ArrayRef(strides).drop_back(),
-                      [&](int64_t s) { return s % v == 0; });
-}
-
-/// The widest lane count along `fast` that the shapes allow (1 when no
-/// operand can be accessed as a vector).
-int64_t chooseVector(linalg::GenericOp op, const Plan &plan, unsigned fast,
-                     int64_t vectorBits) {
-  unsigned bits = 0;
-  for (OpOperand &operand : op->getOpOperands())
-    if (contiguousDim(op, operand) == fast)
-      bits = std::max(bits, getElementTypeOrSelf(operand.get().getType())
-                                .getIntOrFloatBitWidth());
-  if (bits == 0 || vectorBits <= 0)
-    return 1;
-  int64_t v = std::max<int64_t>(1, vectorBits / bits);
-  while (v > 1 && plan.ranges[fast] % v != 0)
-    v /= 2;
-  for (; v > 1; v /= 2)
-    for (OpOperand &operand : op->getOpOperands())
-      if (isVectorizable(op, operand, fast, v))
-        return v;
-  return 1;
-}
-
-std::optional<gpu::AllReduceOperation> allReduceKind(Operation *combiner) {
-  using K = gpu::AllReduceOperation;
-  return llvm::TypeSwitch<Operation *, std::optional<K>>(combiner)
-      .Case<arith::AddFOp, arith::AddIOp>([](auto) { return K::ADD; })
-      .Case<arith::MulFOp, arith::MulIOp>([](auto) { return K::MUL; })
-      .Case([](arith::MaximumFOp) { return K::MAXIMUMF; })
-      .Case([](arith::MinimumFOp) { return K::MINIMUMF; })
-      .Case([](arith::MaxNumFOp) { return K::MAXNUMF; })
-      .Case([](arith::MinNumFOp) { return K::MINNUMF; })
-      .Case([](arith::MaxSIOp) { return K::MAXSI; })
-      .Case([](arith::MinSIOp) { return K::MINSI; })
-      .Case([](arith::MaxUIOp) { return K::MAXUI; })
-      .Case([](arith::MinUIOp) { return K::MINUI; })
-      .Case([](arith::AndIOp) { return K::AND; })
-      .Case([](arith::OrIOp) { return K::OR; })
-      .Case([](arith::XOrIOp) { return K::XOR; })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
-/// Fills the combiners of a per-block plan; fails if an output is not a
-/// plain fold `out = combiner(out, f(inputs))` with a known combiner.
-LogicalResult matchCombiners(linalg::GenericOp op, Plan &plan) {
-  Block &body = op.getRegion().front();
-  SmallVector<BlockArgument> outs(
-      body.getArguments().take_back(op.getNumDpsInits()));
-  for (unsigned k = 0, e = outs.size(); k < e; ++k) {
-    SmallVector<Operation *> combinerOps;
-    if (!matchReduction(outs, k, combinerOps) || combinerOps.size() != 1)
-      return failure();
-    std::optional<gpu::AllReduceOperation> kind =
-        allReduceKind(combinerOps[0]);
-    if (!kind || !arith::getNeutralElement(combinerOps[0]))
-      return failure();
-    plan.combiners.push_back(combinerOps[0]);
-    plan.kinds.push_back(*kind);
-  }
-  return success();
-}
-
-/// One block per output element when the reduction walks the contiguous
-/// dimension of the largest input and every output is a plain fold.
-bool planPerBlock(linalg::GenericOp op, Plan &plan, int64_t blockSize,
-                  int64_t vectorBits) {
-  SmallVector<unsigned> parallel, reduction;
-  for (auto [d, type] : llvm::enumerate(op.getIteratorTypesArray()))
-    (type == utils::IteratorType::parallel ? parallel : reduction)
-        .push_back(d);
-  OpOperand *largest = nullptr;
-  int64_t largestSize = -1;
-  for (OpOperand *operand : op.getDpsInputOperands())
-    if (auto type = dyn_cast<MemRefType>(operand->get().getType()))
-      if (type.getNumElements() > largestSize)
-        largest = operand, largestSize = type.getNumElements();
-  if (reduction.empty() || !largest)
-    return false;
-  std::optional<unsigned> c = contiguousDim(op, *largest);
-  if (!c || !llvm::is_contained(reduction, *c) || plan.ranges[*c] < 64 ||
-      failed(matchCombiners(op, plan)))
-    return false;
-  plan.perBlock = true;
-  plan.outer = parallel;
-  for (unsigned d : reduction)
-    if (d != *c)
-      plan.inner.push_back(d);
-  plan.inner.push_back(*c);
-  plan.fast = *c;
-  plan.vector = chooseVector(op, plan, *c, vectorBits);
-  int64_t lanes = plan.ranges[*c] / plan.vector;
-  plan.blockSize = std::min<int64_t>(
-      blockSize, std::max<int64_t>(32, llvm::PowerOf2Ceil(lanes)));
-  plan.blocks = product(plan, parallel);
-  plan.threads = plan.blocks * plan.blockSize;
-  return plan.blocks < (int64_t(1) << 31);
-}
-
-/// One thread per output element (V consecutive ones with vectors).
-void planPerThread(linalg::GenericOp op, Plan &plan, int64_t blockSize,
-                   int64_t vectorBits) {
-  SmallVector<unsigned> parallel;
-  for (auto [d, type] : llvm::enumerate(op.getIteratorTypesArray()))
-    (type == utils::IteratorType::parallel ? parallel : plan.inner)
-        .push_back(d);
-  std::optional<unsigned> fast;
-  if (op.getNumDpsInits() > 0)
-    fast = contiguousDim(op, *op.getDpsInitOperand(0));
-  if (fast && !llvm::is_contained(parallel, *fast))
-    fast = std::nullopt;
-  if (!fast && !parallel.empty())
-    fast = parallel.back();
-  for (unsigned d : parallel)
-    if (d != fast)
-      plan.outer.push_back(d);
-  if (fast) {
-    plan.outer.push_back(*fast);
-    plan.fast = fast;
-    plan.vector = chooseVector(op, plan, *fast, vectorBits);
-  }
-  plan.threads = product(plan, parallel) / plan.vector;
-  plan.blockSize = std::min(blockSize, roundUp(plan.threads, 32));
-  plan.blocks = ceilDiv(plan.threads, plan.blockSize);
-}
-
-Plan makePlan(linalg::GenericOp op, int64_t blockSize, int64_t vectorBits) {
-  Plan plan;
-  plan.ranges = op.getStaticLoopRanges();
-  Plan perBlock = plan;
-  if (planPerBlock(op, perBlock, blockSize, vectorBits))
-    return perBlock;
-  planPerThread(op, plan, blockSize, vectorBits);
-  return plan;
-}
 
 } // namespace
 
@@ -757,6 +557,8 @@ struct CleaveCudaMapToGpuPass final
     DenseMap<Operation *, SmallVector<Value>> inits;
     for (linalg::GenericOp op : reductions)
       inits[op] = foldInitFills(op);
+    for (linalg::GenericOp op : reductions)
+      splitIfNarrow(op, inits);
     SmallVector<linalg::GenericOp> generics;
     func.walk([&](linalg::GenericOp op) { generics.push_back(op); });
     gpu::GPUModuleOp kernels;
@@ -815,6 +617,30 @@ struct CleaveCudaMapToGpuPass final
     kb.launch(plan.blocks);
     op.erase();
     return success();
+  }
+
+  /// A reduction that one thread per output would run on fewer than
+  /// kMinThreads threads becomes two (partial folds, then their fold).
+  void splitIfNarrow(linalg::GenericOp op,
+                     DenseMap<Operation *, SmallVector<Value>> &inits) {
+    constexpr int64_t kMinThreads = 16384;
+    Plan plan = makePlan(op, blockSize, vectorBits);
+    if (plan.perBlock || plan.threads >= kMinThreads)
+      return;
+    SmallVector<Value> init = inits.lookup(op);
+    Operation *original = op;
+    auto split = splitReduction(op, kMinThreads * plan.vector);
+    if (failed(split))
+      return;
+    inits.erase(original);
+    inits[split->second] = init;
+    // The partials start from the combiners' neutral elements.
+    OpBuilder b(split->first);
+    SmallVector<Value> neutral;
+    for (Operation *combiner : matchFolds(split->first)->combiners)
+      neutral.push_back(b.create<arith::ConstantOp>(
+          split->first.getLoc(), *arith::getNeutralElement(combiner)));
+    inits[split->first] = neutral;
   }
 
   /// Host computations whose only users were kernel bodies are dead now.

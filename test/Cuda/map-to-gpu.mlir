@@ -81,15 +81,26 @@ func.func @row_max(%x: memref<128x1024xf32>, %m: memref<128xf32>) {
 
 // -----
 
-// A reduction over rows (a bias gradient): one thread per output column,
-// 4 columns per thread, the rows summed in order inside the thread.
-// CHECK-LABEL: gpu.func @column_sum_k0_thread_reduce
+// A reduction over rows (a bias gradient): one thread per output column
+// (4 columns each, summed in order) would make 192 threads, so the rows are
+// split: 64 slices of 64 rows give 48 blocks of partial sums, then one
+// thread per 4 columns sums the 64 partials into the initial values.
+// CHECK-LABEL: func.func @column_sum
+// CHECK: %[[PART:.*]] = memref.alloc() {alignment = 64 : i64} : memref<64x768xf32>
+// CHECK: gpu.launch_func @cleave_kernels::@column_sum_k0_thread_reduce blocks in (%c48, %c1, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<4096x768xf32>, %[[PART]] : memref<64x768xf32>)
+// CHECK: gpu.launch_func @cleave_kernels::@column_sum_k1_thread_reduce blocks in (%c1, %c1, %c1) threads in (%c192, %c1, %c1) args(%arg1 : memref<768xf32>, %[[PART]] : memref<64x768xf32>)
+// CHECK: memref.dealloc %[[PART]]
+// CHECK: gpu.func @column_sum_k0_thread_reduce
+// CHECK: %[[ROWS:.*]] = memref.expand_shape %{{.*}} {{\[\[}}0, 1], [2]] output_shape [64, 64, 768]
+// CHECK: scf.for %[[ROW:.*]] = %c0 to %c64 step %c1 iter_args
+// CHECK: vector.load %[[ROWS]][%{{.*}}, %[[ROW]], %{{.*}}] : memref<64x64x768xf32>, vector<4xf32>
+// CHECK-COUNT-4: arith.addf
+// CHECK: vector.store %{{.*}} : memref<64x768xf32>, vector<4xf32>
+// CHECK: gpu.func @column_sum_k1_thread_reduce
 // CHECK-SAME: known_block_size = array<i32: 192, 1, 1>
 // CHECK: %[[INIT:.*]] = vector.load %{{.*}} : memref<768xf32>, vector<4xf32>
-// CHECK: scf.for %[[ROW:.*]] = %c0 to %c4096 step %c1 iter_args
-// CHECK: vector.load %{{.*}}[%[[ROW]], %{{.*}}] : memref<4096x768xf32>, vector<4xf32>
-// CHECK-COUNT-4: arith.addf
-// CHECK: vector.store
+// CHECK: scf.for %{{.*}} = %c0 to %c64 step %c1 iter_args
+// CHECK: vector.store %{{.*}} : memref<768xf32>, vector<4xf32>
 #in = affine_map<(d0, d1) -> (d0, d1)>
 #out = affine_map<(d0, d1) -> (d1)>
 func.func @column_sum(%x: memref<4096x768xf32>, %s: memref<768xf32>) {
