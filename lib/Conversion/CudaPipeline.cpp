@@ -52,6 +52,7 @@ static void addBufferization(OpPassManager &pm) {
   outParams.hoistStaticAllocs = true;
   outParams.filterFn = allFunctions;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(createCleaveCudaGemmEpiloguesPass());
   pm.addPass(createCleaveLinalgToRuntimePass());
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);

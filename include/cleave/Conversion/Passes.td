@@ -245,6 +245,38 @@ def CleaveCudaMapToGpuPass
   ];
 }
 
+def CleaveCudaGemmEpiloguesPass
+    : Pass<"cleave-cuda-gemm-epilogues", "::mlir::ModuleOp"> {
+  let summary = "Fuses bias additions into the GEMMs that produce them.";
+  let description = [{
+    Runs on bufferized code before `cleave-linalg-to-runtime`. A linear
+    layer's `linalg.matmul` (or `_transpose_a` / `_transpose_b`, f32, bf16
+    or f16) whose result is only read by an elementwise generic adding a
+    bias along its last dimension, `y[.., j] = c[.., j] + bias[j]`, becomes
+    one call of `cleave_rt_cuda_gemm_epilogue` with the cuBLASLt bias
+    epilogue writing `y` directly: the GEMM's output buffer, the zero fill
+    before it and the elementwise kernel go. Only side-effect-free ops and
+    allocations may lie between the GEMM and the addition (the GEMM moves to
+    the addition), and the operands need unit inner strides.
+
+    ```mlir
+    linalg.fill ins(%zero : f32) outs(%c : memref<128x64xf32>)
+    linalg.matmul_transpose_b ins(%x, %w : memref<128x32xf32>, memref<64x32xf32>)
+                              outs(%c : memref<128x64xf32>)
+    %c3 = memref.expand_shape %c [[0, 1], [2]] output_shape [4, 32, 64] : ...
+    linalg.generic {...} ins(%c3, %bias : memref<4x32x64xf32>, memref<64xf32>)
+                         outs(%y : memref<4x32x64xf32>) { addf }
+    // becomes
+    call @cleave_rt_cuda_gemm_epilogue(%f32, %false, %true, %c128, %c64, %c32,
+        %px, %c32, %pw, %c32, %py, %c64, %bias_epilogue, %pbias) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
 def CleaveCudaAlignVectorAccessPass
     : Pass<"cleave-cuda-align-vector-access", "::mlir::ModuleOp"> {
   let summary = "Gives the vector loads and stores of kernels their alignment.";
