@@ -103,7 +103,9 @@ static void addHostLowering(OpPassManager &pm) {
 
 void mlir::cleave::buildCUDALoweringPipeline(
     OpPassManager &pm, const CUDAPipelineOptions &options) {
-  // Tensor level: the CPU pipeline's front half.
+  // Tensor level: the CPU pipeline's front half (communication becomes
+  // runtime calls, on device buffers here).
+  pm.addPass(createCleaveLowerCollectivesPass());
   pm.addPass(createCleaveLowerToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

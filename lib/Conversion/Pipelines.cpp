@@ -50,7 +50,8 @@ static bool allFunctions(func::FuncOp *) { return true; }
 
 void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
                                             const CPUPipelineOptions &options) {
-  // Tensor level.
+  // Tensor level: communication becomes runtime calls, compute linalg.
+  pm.addPass(createCleaveLowerCollectivesPass());
   pm.addPass(createCleaveLowerToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
