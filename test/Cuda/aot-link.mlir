@@ -1,10 +1,12 @@
-// A CUDA training step compiled ahead of time links into an executable:
+// A CUDA training step, partitioned for 4 GPUs (data parallel 2 x tensor
+// parallel 2 with sequence parallelism), compiled ahead of time, links into
+// an executable:
 // against libCleaveRuntime alone (the cuda backend is loaded when asked
 // for), and explicitly against the backend with NCCL, cuBLASLt and the
 // driver (the stub library links; the driver comes with the GPU).
 // REQUIRES: ptxas, cuda-backend
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: cleave-run --model tiny-gpt --backend cuda --emit-object %t/step.o | FileCheck %s --check-prefix=EMIT
+// RUN: cleave-run --model tiny-gpt --backend cuda -n 4 --plan dp=2,tp=2,sp --emit-object %t/step.o | FileCheck %s --check-prefix=EMIT
 // EMIT: wrote {{.*}}step.o
 // RUN: nm -u %t/step.o | FileCheck %s --check-prefix=UNDEF
 // UNDEF-DAG: U cleave_rt_cuda_alloc
@@ -13,6 +15,10 @@
 // UNDEF-DAG: U cleave_rt_cuda_step_begin
 // UNDEF-DAG: U cleave_rt_cuda_synchronize
 // UNDEF-DAG: U cleave_rt_gemm
+// UNDEF-DAG: U cleave_rt_cuda_gemm_epilogue
+// UNDEF-DAG: U cleave_rt_all_reduce
+// UNDEF-DAG: U cleave_rt_all_gather
+// UNDEF-DAG: U cleave_rt_group_rank
 // UNDEF-NOT: U {{malloc|free|memrefCopy|mgpu}}
 
 // RUN: %host_cc -I%cleave_src/include %S/Inputs/run_step.c %t/step.o -o %t/step -L%cleave_lib -lCleaveRuntime -Wl,-rpath,%cleave_lib

@@ -33,9 +33,12 @@ using namespace ::cleave::test;
 
 namespace {
 
-/// A zoo model with its training step (AdamW), ready to compile.
+/// A zoo model with its training step (AdamW), ready to compile; with a
+/// plan, partitioned (data parallel x tensor parallel, optionally sequence
+/// parallel).
 OwningOpRef<ModuleOp> trainStep(MLIRContext &context, const char *preset,
-                                int64_t layers) {
+                                int64_t layers, int64_t dp = 1, int64_t tp = 1,
+                                bool sp = false) {
   std::optional<::cleave::ModelConfig> config = ::cleave::lookupPreset(preset);
   if (!config)
     return nullptr;
@@ -48,6 +51,15 @@ OwningOpRef<ModuleOp> trainStep(MLIRContext &context, const char *preset,
   pm.addPass(createCleaveAutodiffPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (dp * tp > 1) {
+    CleaveApplyPlanPassOptions plan;
+    plan.dp = dp;
+    plan.tp = tp;
+    plan.sp = sp;
+    pm.addPass(createCleaveApplyPlanPass(plan));
+    pm.addPass(createCleavePropagateShardingPass());
+    pm.addPass(createCleavePartitionPass());
+  }
   if (failed(pm.run(*module)))
     return nullptr;
   return module;
@@ -91,29 +103,46 @@ struct TrainRun {
   std::vector<std::vector<float>> params;
 };
 
-/// Trains tiny-gpt on `backend` in this process; returns 0 on success.
-int train(MLIRContext &context, const char *backend, int steps, TrainRun &run) {
+/// A compiled training step.
+struct Step {
+  std::unique_ptr<JitProgram> program;
+  const FunctionSpec *spec = nullptr;
+  EntryFn entry = nullptr;
+};
+
+/// Compiles `module` for `target`; false (with a test failure) on error.
+bool compileStep(ModuleOp module, Target target, Step &step) {
+  CompileOptions options;
+  options.target = target;
+  auto program = JitProgram::compile(module, options);
+  if (!program) {
+    ADD_FAILURE() << toString(program.takeError());
+    return false;
+  }
+  step.program = std::move(*program);
+  step.spec = step.program->getManifest().lookup("train_step");
+  step.entry = cantFail(step.program->lookup("train_step"));
+  return true;
+}
+
+/// Trains `steps` steps of `step` as this process's rank on `backend`
+/// (connecting the program's communicators); returns 0 on success.
+int train(const Step &step, const char *backend, int steps, TrainRun &run) {
   cleave_rt_options_t opts;
   cleave_rt_default_options(&opts);
   opts.backend = backend;
   RT_CHECK(cleave_rt_init(&opts) == 0, "%s", cleave_rt_error_message());
-  OwningOpRef<ModuleOp> module = trainStep(context, "tiny-gpt", 2);
-  RT_CHECK(module, "building the model failed");
-  CompileOptions options;
-  options.target =
-      std::strcmp(backend, "cuda") == 0 ? Target::CUDA : Target::CPU;
-  auto program = JitProgram::compile(*module, options);
-  RT_CHECK(static_cast<bool>(program), "%s",
-           toString(program.takeError()).c_str());
-  const FunctionSpec *spec = (*program)->getManifest().lookup("train_step");
-  EntryFn entry = cantFail((*program)->lookup("train_step"));
+  const ProgramManifest &manifest = step.program->getManifest();
+  RT_CHECK(!defineCommunicators(manifest), "defining communicators failed");
   TrainerOptions trainerOptions;
   trainerOptions.seed = 7;
-  auto trainer = Trainer::create(*spec, entry, trainerOptions);
+  trainerOptions.mesh = manifest.mesh;
+  trainerOptions.rank = cleave_rt_rank();
+  auto trainer = Trainer::create(*step.spec, step.entry, trainerOptions);
   RT_CHECK(static_cast<bool>(trainer), "%s",
            toString(trainer.takeError()).c_str());
   RT_CHECK(!(*trainer)->initParameters(), "init failed");
-  // The same token rows on both backends.
+  // The same token rows on every backend and plan.
   std::vector<uint16_t> text(4096);
   for (size_t i = 0; i < text.size(); ++i)
     text[i] = uint16_t((i * 7 + i / 13) % 65);
@@ -122,11 +151,10 @@ int train(MLIRContext &context, const char *backend, int steps, TrainRun &run) {
   auto source = makeTokenSource(tokens, 1, 65);
   for (int s = 0; s < steps; ++s) {
     auto loss = (*trainer)->runStep(s, *source);
-    RT_CHECK(static_cast<bool>(loss), "%s",
-             toString(loss.takeError()).c_str());
+    RT_CHECK(static_cast<bool>(loss), "%s", toString(loss.takeError()).c_str());
     run.losses.push_back(*loss);
   }
-  for (const BufferSpec &b : spec->buffers)
+  for (const BufferSpec &b : step.spec->buffers)
     if (b.role == BufferSpec::Role::Param) {
       auto *p = static_cast<const float *>((*trainer)->parameter(b.name));
       run.params.emplace_back(p, p + b.numElements());
@@ -138,26 +166,40 @@ int train(MLIRContext &context, const char *backend, int steps, TrainRun &run) {
   return 0;
 }
 
+/// Losses agree: the first exactly up to rounding (identical weights), the
+/// later ones after AdamW steps on gradients that differ in rounding only.
+int compareLosses(const TrainRun &want, const TrainRun &got, const char *what) {
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    RT_CHECK(std::fabs(want.losses[s] - got.losses[s]) <=
+                 (s == 0 ? 1e-5 : 1e-4) * std::fabs(want.losses[s]),
+             "%s, step %zu: loss %.7f, reference %.7f", what, s + 1,
+             got.losses[s], want.losses[s]);
+  return 0;
+}
+
 TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
   REQUIRE_GPUS(1);
+  const int steps = 3;
+  // The CPU reference here; the GPU in a child (this process must not
+  // initialize CUDA: later tests fork ranks).
+  OwningOpRef<ModuleOp> cpuModule = trainStep(*context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> gpuModule = trainStep(*context, "tiny-gpt", 2);
+  ASSERT_TRUE(cpuModule && gpuModule);
+  Step cpuStep, gpuStep;
+  ASSERT_TRUE(compileStep(*cpuModule, Target::CPU, cpuStep));
+  ASSERT_TRUE(compileStep(*gpuModule, Target::CUDA, gpuStep));
+  TrainRun cpu;
+  ASSERT_EQ(train(cpuStep, "cpu", steps, cpu), 0) << cleave_rt_error_message();
   RunOptions options;
-  options.deadlineSeconds = 600;
+  options.deadlineSeconds = 300;
   std::vector<RankResult> results = runRanks(
       1,
-      [this](int) {
-        const int steps = 3;
-        TrainRun cpu, gpu;
-        if (int rc = train(*context, "cpu", steps, cpu))
+      [&](int) {
+        TrainRun gpu;
+        if (int rc = train(gpuStep, "cuda", steps, gpu))
           return rc;
-        if (int rc = train(*context, "cuda", steps, gpu))
+        if (int rc = compareLosses(cpu, gpu, "cuda vs cpu"))
           return rc;
-        // The first loss is computed from identical weights; later ones
-        // after AdamW steps on gradients that differ in rounding only.
-        for (int s = 0; s < steps; ++s)
-          RT_CHECK(std::fabs(cpu.losses[s] - gpu.losses[s]) <=
-                       (s == 0 ? 1e-5 : 1e-4) * std::fabs(cpu.losses[s]),
-                   "step %d: loss %.7f on the GPU, %.7f on the CPU", s + 1,
-                   gpu.losses[s], cpu.losses[s]);
         // AdamW moves a parameter by at most about lr per step.
         double bound = 2e-3 * steps;
         for (size_t p = 0; p < cpu.params.size(); ++p)
@@ -165,8 +207,7 @@ TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
             RT_CHECK(std::fabs(cpu.params[p][i] - gpu.params[p][i]) <= bound,
                      "parameter %zu element %zu: %g on the GPU, %g on the "
                      "CPU",
-                     p, i, double(gpu.params[p][i]),
-                     double(cpu.params[p][i]));
+                     p, i, double(gpu.params[p][i]), double(cpu.params[p][i]));
         std::printf("losses (cpu, gpu):");
         for (int s = 0; s < steps; ++s)
           std::printf(" (%.6f, %.6f)", cpu.losses[s], gpu.losses[s]);
@@ -175,6 +216,34 @@ TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
       },
       options);
   EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+TEST_F(CudaProgram, PartitionedOnFourGpusTrainsLikeOneCpu) {
+  REQUIRE_GPUS(4);
+  const int steps = 3;
+  OwningOpRef<ModuleOp> cpuModule = trainStep(*context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> gpuModule =
+      trainStep(*context, "tiny-gpt", 2, /*dp=*/2, /*tp=*/2, /*sp=*/true);
+  ASSERT_TRUE(cpuModule && gpuModule);
+  Step cpuStep, gpuStep;
+  ASSERT_TRUE(compileStep(*cpuModule, Target::CPU, cpuStep));
+  ASSERT_TRUE(compileStep(*gpuModule, Target::CUDA, gpuStep));
+  TrainRun cpu;
+  ASSERT_EQ(train(cpuStep, "cpu", steps, cpu), 0) << cleave_rt_error_message();
+  RunOptions options;
+  options.timeoutMs = 120000;
+  options.deadlineSeconds = 600;
+  std::vector<RankResult> results = runRanks(
+      4,
+      [&](int) {
+        TrainRun gpu;
+        if (int rc = train(gpuStep, "cuda", steps, gpu))
+          return rc;
+        return compareLosses(cpu, gpu, "dp 2 x tp 2 + sp on 4 GPUs vs 1 CPU");
+      },
+      options);
+  for (const RankResult &r : results)
+    EXPECT_EQ(r.exitCode, 0) << describe(results);
 }
 
 } // namespace
