@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/OneShotAnalysis.h"
@@ -103,8 +104,10 @@ static void addHostLowering(OpPassManager &pm) {
 
 void mlir::cleave::buildCUDALoweringPipeline(
     OpPassManager &pm, const CUDAPipelineOptions &options) {
-  // Tensor level: the CPU pipeline's front half (communication becomes
-  // runtime calls, on device buffers here).
+  // Tensor level: the CPU pipeline's front half (once every rank's
+  // communication is proven to match, it becomes runtime calls, on device
+  // buffers here).
+  pm.addPass(createCleaveVerifyCollectivesPass());
   pm.addPass(createCleaveLowerCollectivesPass());
   pm.addPass(createCleaveLowerToLinalgPass());
   pm.addPass(createCanonicalizerPass());

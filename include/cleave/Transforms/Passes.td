@@ -148,13 +148,18 @@ def CleavePropagateShardingPass
     results without it as partial sums (`partial = [axis]`): the partitioner
     reduces them where a consumer needs the full value.
 
+    A user annotation that refines another (ZeRO's optimizer state is split
+    over `[tp, dp]` where its parameter is split over `[tp]`) wins over it.
     Two user annotations that contradict each other at one op (both split
-    the same dimension differently, or put one axis on two dimensions) are
-    an error naming both, with a note at each annotation:
+    the same dimension differently, or put one axis on two dimensions) get a
+    warning naming both, with a note at each annotation; the earlier one
+    wins and the partitioner reshards the other operand (that is what a
+    storage layout such as FSDP's needs, so it is not an error):
 
     ```mlir
-    // error: sharding annotations contradict each other: operand #1 splits
-    //   a dimension of size 16 over [tp], but operand #0 ... as [dp]
+    // warning: sharding annotations disagree: operand #1 splits a dimension
+    //   of size 16 over [tp], but operand #0 already splits it (or uses the
+    //   axes) as [dp]; the op follows operand #0 and operand #1 is resharded
     %y = cleave.add %a, %b : tensor<16x16xf32>
     ```
 
@@ -245,6 +250,76 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
            "Megatron sequence parallelism (needs tp > 1)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "ZeRO stage 0-3 (needs dp > 1)">
+  ];
+}
+
+def CleaveVerifyCollectivesPass
+    : Pass<"cleave-verify-collectives", "::mlir::ModuleOp"> {
+  let summary = "Proves that every rank's communication matches and no rank "
+                "can deadlock.";
+  let description = [{
+    Replays, for every device of the mesh, the program it runs and proves
+    that the devices' communication calls match and all complete:
+
+    * every member of every group (the devices that share their coordinates
+      on the axes an op does not name) issues the same collectives in the
+      same order, with the same kind, operand and result types (shapes and
+      element types), reduction, dimensions, permutation pairs and axes;
+    * every `cleave.send` meets a `cleave.recv` of the same type on the
+      same axes at the peer it names, which receives from the sender;
+    * no device waits forever: neither for a device that has finished, nor
+      in a cycle of waits.
+
+    The programs of a module are its public functions, each run by every
+    device (SPMD), and, with `cleave.pipeline = {axis = "pp", stages =
+    [@f_s0, @f_s1, ...]}`, the stage functions: a device runs the stage of
+    its `pp` coordinate (docs/plans.md). Replay follows calls, unrolls
+    `scf.for` loops whose bounds are compile-time values, and takes the
+    branch of `scf.if` / `scf.index_switch` that compile-time values select
+    (a branch decided at run time is fine if its alternatives communicate
+    alike). A device's `cleave.axis_index` is known: when it decides control
+    flow, one program per combination of the coordinates it reads is
+    replayed. Anything else around communication is an error.
+
+    Blocking follows the runtime (`lib/Runtime`): a collective completes
+    when every member of the group has reached it; `send` completes only
+    when the peer has posted the matching `recv` (a rendezvous) and `recv`
+    when the data has arrived. So two stages that both send first deadlock:
+
+    ```mlir
+    module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}} {
+      cleave.mesh @world(pp = 2 : ib)
+      func.func @s0(%a: tensor<4xf32>) -> tensor<4xf32> {
+        cleave.send %a on @world axes = [pp] to 1 : tensor<4xf32>
+        %g = cleave.recv on @world axes = [pp] from 1 : tensor<4xf32>
+        return %g : tensor<4xf32>
+      }
+      func.func @s1(%b: tensor<4xf32>) -> tensor<4xf32> {
+        cleave.send %b on @world axes = [pp] to 0 : tensor<4xf32>
+        %a = cleave.recv on @world axes = [pp] from 0 : tensor<4xf32>
+        return %a : tensor<4xf32>
+      }
+    }
+    // error: deadlock: these calls wait for each other in a cycle: rank 0
+    //   (pp=0) waits in send of tensor<4xf32> to rank 1 (pp=1) along [pp]
+    //   -> rank 1 (pp=1) waits in send of tensor<4xf32> to rank 0 (pp=0)
+    //   along [pp] -> back to rank 0 (pp=0) ...
+    // note: rank 1 (pp=1) waits here in send of tensor<4xf32> to rank 0 ...
+    ```
+
+    Every failure is one error at an operation of one rank, naming the
+    ranks with their mesh coordinates and both operations, with a note at
+    the other operation. Devices that differ only on axes that neither a
+    send or recv names nor selects a program run identical programs in
+    lockstep, so the check simulates one device per class: a pipeline on an
+    8 x 64 x 8 mesh simulates 8 devices.
+    The pass runs at the start of the CPU lowering pipeline; programs
+    without communication pass at the cost of one walk over their ops.
+  }];
+  let options = [
+    Option<"exhaustive", "exhaustive", "bool", /*default=*/"false",
+           "Simulate every device of the mesh instead of one per class of "
+           "interchangeable devices (for testing and benchmarking)">
   ];
 }
 
