@@ -105,4 +105,5 @@ void mlir::cleave::registerCleavePipelines() {
       "Lower a cleave program with local shapes to the LLVM dialect for the "
       "CPU, with runtime GEMM calls and cleave_entry_* functions",
       [](OpPassManager &pm) { buildCPULoweringPipeline(pm); });
+  registerCUDAPipeline();
 }

@@ -1,6 +1,7 @@
 //===- Compiler.cpp - JIT and AOT compilation for the CPU -----------------===//
 
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Runtime/CudaRuntime.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -54,6 +55,7 @@ static void limitFullUnrolling() {
 
 void mlir::cleave::registerCompilerDialects(DialectRegistry &registry) {
   registerCPULoweringDialects(registry);
+  registerCUDALoweringDialects(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
 }
@@ -103,6 +105,16 @@ llvm::Error mlir::cleave::lowerForCPU(ModuleOp module,
   return llvm::Error::success();
 }
 
+llvm::Error mlir::cleave::lowerForCUDA(ModuleOp module,
+                                       const CompileOptions &options) {
+  DiagnosticCollector diags(module.getContext());
+  PassManager pm(module.getContext());
+  buildCUDALoweringPipeline(pm, options.cuda);
+  if (failed(pm.run(module)))
+    return makeError("lowering for CUDA failed:\n" + diags.text);
+  return llvm::Error::success();
+}
+
 /// Extracts the manifest, lowers, and embeds the manifest.
 static llvm::Expected<ProgramManifest>
 prepare(ModuleOp module, const CompileOptions &options) {
@@ -110,7 +122,9 @@ prepare(ModuleOp module, const CompileOptions &options) {
   FailureOr<ProgramManifest> manifest = extractManifest(module);
   if (failed(manifest))
     return makeError("cannot describe the program's buffers:\n" + diags.text);
-  if (llvm::Error err = lowerForCPU(module, options))
+  if (llvm::Error err = options.target == Target::CUDA
+                            ? lowerForCUDA(module, options)
+                            : lowerForCPU(module, options))
     return std::move(err);
   if (failed(extractGroups(module, *manifest)))
     return makeError("cannot describe the program's communicators:\n" +
@@ -178,6 +192,13 @@ JitProgram::compile(ModuleOp module, const CompileOptions &options) {
     add("cleave_rt_barrier", &cleave_rt_barrier);
     add("cleave_rt_group_rank", &cleave_rt_group_rank);
     add("memrefCopy", &memrefCopy);
+    // Host code of the CUDA target (CudaRuntime.h).
+    add("cleave_rt_cuda_launch", &cleave_rt_cuda_launch);
+    add("cleave_rt_cuda_alloc", &cleave_rt_cuda_alloc);
+    add("cleave_rt_cuda_free", &cleave_rt_cuda_free);
+    add("cleave_rt_cuda_step_begin", &cleave_rt_cuda_step_begin);
+    add("cleave_rt_cuda_synchronize", &cleave_rt_cuda_synchronize);
+    add("cleave_rt_cuda_gemm_epilogue", &cleave_rt_cuda_gemm_epilogue);
     return map;
   });
   return std::move(program);

@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <malloc.h>
+#include "CudaBackend.h"
 #include "State.h"
 
 #include <cstdlib>
@@ -81,6 +82,21 @@ RankStatus snapshot(RuntimeState &state) {
   return status;
 }
 
+/// The backend the options ask for: cpu (Gloo binds `socketHost`) or cuda
+/// (loaded from libCleaveRuntimeCuda).
+std::unique_ptr<Backend> createBackend(const ResolvedOptions &o,
+                                       const std::string &socketHost) {
+  if (o.backend == "cuda") {
+    CudaBackendOptions cuda;
+    cuda.rank = o.rank;
+    cuda.localRank = o.localRank;
+    cuda.timeoutMs = o.timeoutMs;
+    return loadCudaBackend(cuda);
+  }
+  return createCpuBackend(socketHost,
+                          getEnv("CLEAVE_SOCKET_IFNAME").value_or(""));
+}
+
 void openStores(RuntimeState &state, std::unique_ptr<KvStore> &heartbeat) {
   const ResolvedOptions &o = state.options;
   RendezvousUrl url = parseRendezvousUrl(o.rendezvous);
@@ -106,8 +122,7 @@ void connectWorld(RuntimeState &state) {
       std::move(heartbeatStore), state.keyPrefix, o.rank, interval,
       [raw] { return snapshot(*raw); });
   std::string socketHost = chooseSocketHost(state);
-  state.backend =
-      createCpuBackend(socketHost, getEnv("CLEAVE_SOCKET_IFNAME").value_or(""));
+  state.backend = createBackend(o, socketHost);
 }
 
 /// A peer that dies mid-transfer makes the next write to its socket raise
@@ -137,9 +152,8 @@ void initialize(const cleave_rt_options_t *opts) {
   state->options = resolveOptions(opts);
   const ResolvedOptions &o = state->options;
   setInitializedRank(o.rank);
-  require(o.backend == "cpu",
-          concat("backend '", o.backend,
-                 "' is not available: this build has the cpu backend only"));
+  require(o.backend == "cpu" || o.backend == "cuda",
+          concat("unknown backend '", o.backend, "' (cpu or cuda)"));
   state->debugCollectives = envFlag("CLEAVE_DEBUG_COLLECTIVES");
   state->flightRecorderDir = getEnv("CLEAVE_FLIGHT_RECORDER_DIR").value_or("");
   int64_t capacity = envInt("CLEAVE_FLIGHT_RECORDER_SIZE", 64);
@@ -151,7 +165,7 @@ void initialize(const cleave_rt_options_t *opts) {
   if (o.worldSize > 1)
     connectWorld(*state);
   else
-    state->backend = createCpuBackend("127.0.0.1", "");
+    state->backend = createBackend(o, "127.0.0.1");
   auto world = std::make_unique<Group>();
   world->info.id = -1;
   world->info.axes = "world";

@@ -11,6 +11,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -19,6 +20,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::cleave::registerCPULoweringDialects(registry);
+  mlir::cleave::registerCUDALoweringDialects(registry);
 
   mlir::cleave::registerCleavePasses();
   mlir::cleave::registerCleaveConversionPasses();
@@ -31,6 +33,7 @@ int main(int argc, char **argv) {
   mlir::memref::registerMemRefPasses();
   mlir::bufferization::registerBufferizationPasses();
   mlir::bufferization::registerBufferizationPipelines();
+  mlir::registerGPUPasses();
 
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Cleave optimizer driver\n", registry));

@@ -5,6 +5,7 @@
 //   cleave-run --model gpt2-small --data train.bin --token-bytes 2 --steps 10
 //   cleave-run --model tiny-gpt --emit-object step.o    # ahead of time
 //   cleave-run --model tiny-gpt --aot step.so           # run an AOT build
+//   cleave-run --model gpt2-small --backend cuda        # one process per GPU
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,6 +97,12 @@ cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
                              cl::desc("Run an AOT-compiled shared library"));
+
+cl::OptionCategory deviceCat("Device");
+cl::opt<std::string> backendOpt(
+    "backend", cl::init("cpu"), cl::cat(deviceCat),
+    cl::desc("cpu (Gloo, OpenBLAS) or cuda (NCCL, cuBLASLt; one process per "
+             "GPU, LOCAL_RANK selects the device)"));
 
 cl::OptionCategory parallelCat("Parallelism");
 cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
@@ -383,6 +390,7 @@ Error saveLosses(const std::vector<double> &losses, int world, int rank) {
 int runRank(Job &job) {
   cleave_rt_options_t rtOptions;
   cleave_rt_default_options(&rtOptions);
+  rtOptions.backend = backendOpt == "cuda" ? "cuda" : "cpu";
   if (cleave_rt_init(&rtOptions) != 0)
     return fail(cleave_rt_error_message());
   int rank = cleave_rt_rank(), world = cleave_rt_world_size();
@@ -451,6 +459,11 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Train a cleave program\n");
   int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
+  if (backendOpt != "cpu" && backendOpt != "cuda")
+    return fail("unknown --backend '" + backendOpt + "' (cpu or cuda)");
+  // Compiling for CUDA needs no device: only running does.
+  CompileOptions compileOptions;
+  compileOptions.target = backendOpt == "cuda" ? Target::CUDA : Target::CPU;
 
   // Data: per-step tensors, a token file, or the embedded corpus.
   std::unique_ptr<BatchSource> source;
@@ -531,7 +544,7 @@ int main(int argc, char **argv) {
       return fail(toString(std::move(err)));
 
   if (!emitObject.empty()) {
-    if (Error err = compileToObject(*module, emitObject))
+    if (Error err = compileToObject(*module, emitObject, compileOptions))
       return fail(toString(std::move(err)));
     outs() << "wrote " << emitObject << "; link it with: cc -shared -o step.so "
            << emitObject << " -L<build>/lib -lCleaveRuntime\n";
@@ -582,7 +595,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<JitProgram> jit;
   if (job.entries.empty()) {
     double compileStart = cleave_rt_now();
-    auto compiled = JitProgram::compile(*module);
+    auto compiled = JitProgram::compile(*module, compileOptions);
     if (!compiled)
       return fail(toString(compiled.takeError()));
     jit = std::move(*compiled);

@@ -248,7 +248,12 @@ TEST(SingleRankTest, CollectivesAreCopiesAndErrorsAreSticky) {
   cleave_rt_default_options(&opts);
   opts.backend = "cuda";
   EXPECT_NE(cleave_rt_init(&opts), 0);
-  EXPECT_TRUE(has(cleave_rt_error_message(), "cpu backend only"));
+  EXPECT_TRUE(has(cleave_rt_error_message(), "no CUDA device: "))
+      << cleave_rt_error_message();
+  cleave_rt_clear_error();
+  opts.backend = "tpu";
+  EXPECT_NE(cleave_rt_init(&opts), 0);
+  EXPECT_TRUE(has(cleave_rt_error_message(), "unknown backend 'tpu'"));
   cleave_rt_clear_error();
   double t0 = cleave_rt_now();
   EXPECT_GE(cleave_rt_now(), t0);

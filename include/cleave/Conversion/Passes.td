@@ -219,4 +219,199 @@ def CleaveEmitEntryPointsPass
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// The CUDA target (docs/cuda.md)
+//===----------------------------------------------------------------------===//
+
+def CleaveCudaMapToGpuPass
+    : Pass<"cleave-cuda-map-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Turns bufferized linalg ops into GPU kernels and launches.";
+  let description = [{
+    Runs after bufferization and `cleave-linalg-to-runtime` (GEMMs are
+    runtime calls by then). Every `linalg` op left in a host function (named
+    ops are generalized first, `memref.copy` becomes a copy generic) becomes
+    one `gpu.func` kernel in the module's `gpu.module @cleave_kernels` and a
+    `gpu.launch_func` in its place, so the host code only launches kernels,
+    calls the runtime and manages buffers. Two kernel shapes:
+
+    - *one thread per output element* (elementwise generics, and reductions
+      whose contiguous dimension is parallel, such as the column sums of a
+      bias gradient): threads walk the output's contiguous dimension, so
+      neighbouring threads touch neighbouring addresses; each thread handles
+      `V` consecutive elements with 128-bit vector loads and stores when the
+      contiguous dimension and every stride are multiples of `V` (4 for f32,
+      8 for bf16/f16); reductions run sequentially inside the thread in the
+      order of the loop;
+    - *one block per output element* (reductions over the contiguous
+      dimension: softmax, norms, cross-entropy): the block's threads stride
+      over the reduced dimension with vector loads, fold their elements with
+      the generic's combiner (add, max, min, mul, and, or, xor) and combine
+      their partial results with `gpu.all_reduce`; thread 0 folds in the
+      output's initial value and stores it.
+
+    Values the kernel needs are rebuilt inside it where possible: constants,
+    view ops (`memref.subview`, `expand_shape`, `collapse_shape`) and scalar
+    computations on values loaded from memory (the bias correction of
+    AdamW reads the step counter from its buffer) are cloned into the kernel,
+    so kernel arguments are whole buffers with identity layouts and host
+    code never dereferences device memory. A host operation that still
+    reads or writes memory afterwards is an error.
+
+    ```mlir
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x : memref<64x256xf32>) outs(%y : memref<64x256xf32>) {...}
+    // becomes
+    gpu.launch_func @cleave_kernels::@f_k0_ew blocks in (%c16, %c1, %c1)
+        threads in (%c256, %c1, %c1) args(%x : memref<64x256xf32>, %y : memref<64x256xf32>)
+    gpu.module @cleave_kernels {
+      gpu.func @f_k0_ew(%x: memref<64x256xf32>, %y: memref<64x256xf32>) kernel
+          attributes {known_block_size = array<i32: 256, 1, 1>} {
+        ... %v = vector.load %x[%i, %j] : memref<64x256xf32>, vector<4xf32> ...
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block of elementwise kernels, and the most threads "
+           "a reduction block uses">,
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"128",
+           "Width of vector loads and stores (0 disables them)">,
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+def CleaveCudaGemmEpiloguesPass
+    : Pass<"cleave-cuda-gemm-epilogues", "::mlir::ModuleOp"> {
+  let summary = "Fuses bias additions into the GEMMs that produce them.";
+  let description = [{
+    Runs on bufferized code before `cleave-linalg-to-runtime`. A linear
+    layer's `linalg.matmul` (or `_transpose_a` / `_transpose_b`, f32, bf16
+    or f16) whose result is only read by an elementwise generic adding a
+    bias along its last dimension, `y[.., j] = c[.., j] + bias[j]`, becomes
+    one call of `cleave_rt_cuda_gemm_epilogue` with the cuBLASLt bias
+    epilogue writing `y` directly: the GEMM's output buffer, the zero fill
+    before it and the elementwise kernel go. Only side-effect-free ops and
+    allocations may lie between the GEMM and the addition (the GEMM moves to
+    the addition), and the operands need unit inner strides.
+
+    ```mlir
+    linalg.fill ins(%zero : f32) outs(%c : memref<128x64xf32>)
+    linalg.matmul_transpose_b ins(%x, %w : memref<128x32xf32>, memref<64x32xf32>)
+                              outs(%c : memref<128x64xf32>)
+    %c3 = memref.expand_shape %c [[0, 1], [2]] output_shape [4, 32, 64] : ...
+    linalg.generic {...} ins(%c3, %bias : memref<4x32x64xf32>, memref<64xf32>)
+                         outs(%y : memref<4x32x64xf32>) { addf }
+    // becomes
+    call @cleave_rt_cuda_gemm_epilogue(%f32, %false, %true, %c128, %c64, %c32,
+        %px, %c32, %pw, %c32, %py, %c64, %bias_epilogue, %pbias) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def CleaveCudaAlignVectorAccessPass
+    : Pass<"cleave-cuda-align-vector-access", "::mlir::ModuleOp"> {
+  let summary = "Gives the vector loads and stores of kernels their alignment.";
+  let description = [{
+    Runs on the kernels of `gpu.module`s after their lowering to the LLVM
+    and NVVM dialects. MLIR 19 lowers `vector.load` and `vector.store` with
+    the alignment of the element type, so NVPTX splits a `vector<4xf32>`
+    access into four 32-bit ones. `cleave-cuda-map-to-gpu` emits a vector
+    access only where it proved that the address is a multiple of the
+    vector's size (buffers are at least 16-byte aligned), so this pass sets
+    every vector `llvm.load` / `llvm.store` of a kernel to the alignment of
+    its vector type, and PTX gets `ld.global.v4.f32`.
+
+    ```mlir
+    %v = llvm.load %p {alignment = 4 : i64} : !llvm.ptr -> vector<4xf32>
+    // becomes
+    %v = llvm.load %p {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def CleaveCudaCompilePtxPass
+    : Pass<"cleave-cuda-compile-ptx", "::mlir::ModuleOp"> {
+  let summary = "Assembles the PTX of every gpu.binary into a cubin with ptxas.";
+  let description = [{
+    Takes the `gpu.binary` ops that `gpu-module-to-binary{format=isa}`
+    produced (PTX text), runs `ptxas` for the chip on each and replaces the
+    PTX by the cubin, so the program needs no JIT compilation at load time.
+    `ptxas` is the option's path, else `$CUDA_HOME/bin/ptxas`, else
+    `$CUDA_PATH/bin/ptxas`, else `/usr/local/cuda/bin/ptxas`, else the one
+    on `PATH`; a missing `ptxas` or a PTX error is a pass error that quotes
+    ptxas' message.
+
+    With `report=<file>` ptxas runs with `-v` and the pass writes, per
+    kernel, the registers, spill stores and loads, stack frame and shared
+    memory as JSON (`-` writes a table to stderr), which
+    `bench/cuda/kernels.py` summarizes.
+
+    ```mlir
+    gpu.binary @cleave_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "//\0A// Generated by LLVM NVPTX...">]
+    // becomes
+    gpu.binary @cleave_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, bin = "\7FELF...">]
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture ptxas compiles for">,
+    Option<"ptxas", "ptxas", "std::string", /*default=*/"\"\"",
+           "Path of ptxas (default: found under CUDA_HOME, CUDA_PATH, "
+           "/usr/local/cuda or PATH)">,
+    Option<"optLevel", "opt-level", "int64_t", /*default=*/"3",
+           "ptxas optimization level">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write ptxas' resource usage per kernel to this JSON file "
+           "('-': a table on stderr)">,
+  ];
+}
+
+def CleaveCudaLowerLaunchesPass
+    : Pass<"cleave-cuda-lower-launches", "::mlir::ModuleOp"> {
+  let summary = "Lowers kernel launches and buffers to the CUDA runtime ABI.";
+  let description = [{
+    Runs on the host module once it is in the LLVM dialect and its kernels
+    are cubins. Each `gpu.binary` becomes an internal constant holding the
+    cubin plus a module handle slot; each `gpu.launch_func` becomes a call of
+
+    ```c
+    void cleave_rt_cuda_launch(void **function, void **module,
+                               const void *image, const char *name,
+                               int64_t gx, int64_t gy, int64_t gz,
+                               int64_t bx, int64_t by, int64_t bz,
+                               int32_t shared_bytes, void **args);
+    ```
+
+    with a function handle slot per kernel, so the runtime loads each
+    cubin once and looks each kernel up once (LLVM 19's own lowering loads
+    and unloads the module around every launch). Host allocations
+    (`malloc` / `free` from `memref.alloc` / `memref.dealloc`) become
+    `cleave_rt_cuda_alloc` / `cleave_rt_cuda_free` (the runtime's caching,
+    stream-ordered device allocator), and every `cleave_entry_*` function
+    calls `cleave_rt_cuda_step_begin()` first and
+    `cleave_rt_cuda_synchronize()` before it returns, so that the step's
+    work is enqueued without host waits and a host that reads the loss
+    after a step reads the finished value. Any other call of
+    the C library that touches memory is an error.
+
+    ```mlir
+    gpu.launch_func @cleave_kernels::@f_k0_ew blocks in (%16, %1, %1) threads in (%256, %1, %1) args(%p : !llvm.ptr)
+    // becomes
+    llvm.call @cleave_rt_cuda_launch(%fslot, %mslot, %image, %name, %16, %1, %1, %256, %1, %1, %zero, %args) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // CLEAVE_CONVERSION_PASSES_TD

@@ -22,10 +22,19 @@ class ExecutionEngine;
 
 namespace mlir::cleave {
 
+/// What the generated code runs on.
+enum class Target {
+  CPU,  ///< Loops on the host, OpenBLAS GEMMs, Gloo collectives.
+  CUDA, ///< sm_90 kernels launched from host code, cuBLASLt, NCCL
+        ///< (docs/cuda.md); the runtime must use backend "cuda".
+};
+
 struct CompileOptions {
   /// LLVM optimization level of the generated code (0-3).
   unsigned optLevel = 3;
+  Target target = Target::CPU;
   CPUPipelineOptions pipeline;
+  CUDAPipelineOptions cuda;
 };
 
 /// The signature every compiled function is called through.
@@ -66,6 +75,8 @@ llvm::Error compileToObject(ModuleOp module, llvm::StringRef path,
 /// Runs the CPU lowering pipeline on `module`, collecting diagnostics into
 /// the returned error.
 llvm::Error lowerForCPU(ModuleOp module, const CompileOptions &options);
+/// Runs the CUDA lowering pipeline (kernels compiled to cubins by ptxas).
+llvm::Error lowerForCUDA(ModuleOp module, const CompileOptions &options);
 
 /// Registers everything the compiler needs in `registry` (dialects,
 /// bufferization models, LLVM translations).

@@ -1,0 +1,240 @@
+//===- CudaBackendImpl.cpp - The cuda backend -----------------------------===//
+//
+// libCleaveRuntimeCuda: the Backend of CudaBackend.h on the CUDA driver API
+// (kernels, memory, streams), cuBLASLt (GEMMs) and NCCL (groups). Buffers
+// that host tools allocate (cleave_rt_alloc) are managed memory preferring
+// the device, so hosts fill and read them as on the cpu backend; buffers of
+// generated code come from the device's stream-ordered pool, which caches
+// freed memory (release threshold: never).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaBackend.h"
+#include "CudaGemm.h"
+#include "NcclCommunicator.h"
+#include "Env.h"
+#include "Error.h"
+#include "State.h"
+
+#include "cleave/Runtime/CudaRuntime.h"
+
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+namespace cleave::rt {
+namespace {
+
+class CudaBackendImpl final : public CudaBackend, public NcclHost {
+public:
+  explicit CudaBackendImpl(const CudaBackendOptions &options)
+      : options_(options), device_(options.localRank), gemm_(device_),
+        watchdog_(device_, options.timeoutMs,
+                  envInt("CLEAVE_NCCL_POLL_MS", 20)) {
+    cudaCheck(cuDeviceGetDefaultMemPool(&pool_, device_.device()),
+              "getting the device's memory pool");
+    // Keep freed memory in the pool: steps allocate the same sizes again.
+    uint64_t never = std::numeric_limits<uint64_t>::max();
+    cudaCheck(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                    &never),
+              "configuring the memory pool");
+    if (getEnv("NCCL_DEBUG"))
+      std::cerr << "cleave: rank " << options.rank << ": cuda backend on "
+                << device_.describe() << "\n";
+  }
+
+  ~CudaBackendImpl() override {
+    try {
+      device_.makeCurrent();
+      device_.wait(device_.compute(), [] { return hasFailed(); });
+    } catch (const std::exception &) {
+    }
+  }
+
+  const char *name() const override { return "cuda"; }
+  CudaDevice &device() override { return device_; }
+
+  std::unique_ptr<Communicator> connect(const GroupInfo &group, KvStore &store,
+                                        const std::string &prefix) override {
+    device_.makeCurrent();
+    if (group.id == -1) {
+      auto world = NcclCommunicator::connectWorld(*this, watchdog_, group,
+                                                  store, prefix);
+      world_ = world.get();
+      return world;
+    }
+    require(world_, "groups are split from the world communicator, which "
+                    "does not exist (world size 1?)");
+    return NcclCommunicator::split(*world_, group);
+  }
+
+  void gemm(const GemmArgs &args) override {
+    checkGemm(args);
+    gemm_.run(args, CLEAVE_EPILOGUE_NONE, nullptr, device_.compute());
+    afterCall();
+  }
+
+  void gemmEpilogue(const GemmArgs &args, int32_t epilogue,
+                    const void *bias) override {
+    gemm_.run(args, epilogue, bias, device_.compute());
+    afterCall();
+  }
+
+  /// Host-visible buffers (cleave_rt_alloc): managed memory on the device.
+  void *alloc(int64_t bytes) override {
+    size_t size = size_t(std::max<int64_t>(bytes, 1));
+    CUdeviceptr ptr;
+    cudaCheck(cuMemAllocManaged(&ptr, size, CU_MEM_ATTACH_GLOBAL),
+              concat("allocating ", bytes, " bytes of managed memory on ",
+                     device_.describe()));
+    CUmemLocation location{};
+    location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = device_.ordinal();
+    // Advice only: a failure leaves the memory usable.
+    cuMemAdvise(ptr, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location);
+    return reinterpret_cast<void *>(ptr);
+  }
+
+  void free(void *ptr) override {
+    device_.wait(device_.compute(), [] { return hasFailed(); });
+    cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
+  }
+
+  void copy(void *dst, const void *src, size_t bytes) override {
+    cudaCheck(cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
+                            reinterpret_cast<CUdeviceptr>(src), bytes,
+                            device_.compute()),
+              "copying device memory");
+    afterCall();
+  }
+
+  void zero(void *dst, size_t bytes) override {
+    cudaCheck(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), 0, bytes,
+                              device_.compute()),
+              "zeroing device memory");
+    afterCall();
+  }
+
+  void launch(void **function, void **module, const void *image,
+              const char *name, const int64_t grid[3], const int64_t block[3],
+              int32_t sharedBytes, void **args) override {
+    // The slots are the generated code's globals; a handle counts only if
+    // this backend (this context) put it there, so a program that outlives
+    // a cleave_rt_finalize loads its kernels again.
+    auto known = functions_.find(function);
+    if (known == functions_.end() || known->second != *function)
+      lookUp(function, module, image, name);
+    cudaCheck(cuLaunchKernel(static_cast<CUfunction>(*function),
+                             unsigned(grid[0]), unsigned(grid[1]),
+                             unsigned(grid[2]), unsigned(block[0]),
+                             unsigned(block[1]), unsigned(block[2]),
+                             unsigned(sharedBytes), device_.compute(), args,
+                             nullptr),
+              concat("launching kernel ", name, " (", grid[0], " blocks of ",
+                     block[0], " threads)"));
+    afterCall();
+  }
+
+  void *deviceAlloc(int64_t bytes) override {
+    CUdeviceptr ptr;
+    cudaCheck(cuMemAllocFromPoolAsync(&ptr,
+                                      size_t(std::max<int64_t>(bytes, 1)),
+                                      pool_, device_.compute()),
+              concat("allocating ", bytes, " bytes on ", device_.describe()));
+    return reinterpret_cast<void *>(ptr);
+  }
+
+  void deviceFree(void *ptr) override {
+    if (hasFailed())
+      return;
+    cudaCheck(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(ptr),
+                             device_.compute()),
+              "freeing device memory");
+  }
+
+  void stepBegin() override {
+    device_.makeCurrent();
+    inStep_ = true;
+  }
+
+  void synchronize() override {
+    inStep_ = false;
+    waitCompute();
+  }
+
+  /// Outside a step every call completes before it returns.
+  void afterCall() override {
+    if (!inStep_)
+      waitCompute();
+  }
+
+private:
+  /// Loads the cubin (once per module slot) and looks the kernel up.
+  void lookUp(void **function, void **module, const void *image,
+              const char *name) {
+    auto loaded = modules_.find(module);
+    if (loaded == modules_.end() || loaded->second != *module) {
+      CUmodule handle;
+      cudaCheck(cuModuleLoadData(&handle, image),
+                concat("loading the program's kernels on ", device_.describe(),
+                       " (a cubin for another GPU?)"));
+      *module = handle;
+      modules_[module] = handle;
+    }
+    CUfunction handle;
+    cudaCheck(cuModuleGetFunction(&handle, static_cast<CUmodule>(*module),
+                                  name),
+              concat("looking up kernel ", name));
+    *function = handle;
+    functions_[function] = handle;
+  }
+
+  void waitCompute() {
+    CUresult r = device_.wait(device_.compute(), [] { return hasFailed(); });
+    if (watchdog_.fired() && !reported_) {
+      // The watchdog recorded the failure; the flight recorder is written
+      // from this thread, which owns it.
+      reported_ = true;
+      if (RuntimeState *state = runtimeState())
+        dumpFlightRecorder(*state);
+    }
+    if (hasFailed())
+      throw CommError(CommError::Other, errorText());
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError(concat("the GPU failed while running the step on ",
+                                device_.describe(), ": ", cudaErrorText(r)));
+  }
+
+  CudaBackendOptions options_;
+  CudaDevice device_;
+  CudaGemm gemm_;
+  NcclWatchdog watchdog_;
+  CUmemoryPool pool_ = nullptr;
+  NcclCommunicator *world_ = nullptr;
+  std::unordered_map<void **, void *> modules_, functions_;
+  bool inStep_ = false;
+  bool reported_ = false;
+};
+
+} // namespace
+} // namespace cleave::rt
+
+using namespace cleave::rt;
+
+extern "C" {
+
+/// Creates the backend; throws RuntimeError ("no CUDA device: ...").
+__attribute__((visibility("default"))) Backend *
+cleave_rt_cuda_plugin_create_backend(const CudaBackendOptions *options) {
+  return new CudaBackendImpl(*options);
+}
+
+__attribute__((visibility("default"))) int
+cleave_rt_cuda_plugin_device_count(std::string *why) {
+  return cudaDeviceCount(*why);
+}
+
+} // extern "C"

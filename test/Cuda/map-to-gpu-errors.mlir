@@ -1,0 +1,24 @@
+// RUN: cleave-opt %s --split-input-file --cleave-cuda-map-to-gpu --verify-diagnostics
+// RUN: not cleave-opt %s --split-input-file --cleave-cuda-map-to-gpu=block-size=48 2>&1 | FileCheck %s --check-prefix=BLOCK
+
+// BLOCK: error: block-size 48 is not a multiple of 32 in [32, 1024]
+
+// A host read of a buffer that a kernel writes cannot be moved into a later
+// kernel: the value would change in between.
+func.func @host_read(%x: memref<f32>, %y: memref<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%x : memref<f32>)
+  // expected-error @below {{host code would access device memory here}}
+  %v = memref.load %x[] : memref<f32>
+  linalg.fill ins(%v : f32) outs(%y : memref<8xf32>)
+  return
+}
+
+// -----
+
+// Kernel arguments need static shapes (bare pointers).
+func.func @dynamic(%x: memref<?xf32>, %y: memref<?xf32>) {
+  // expected-error @below {{GPU kernels need static loop ranges}}
+  linalg.copy ins(%x : memref<?xf32>) outs(%y : memref<?xf32>)
+  return
+}

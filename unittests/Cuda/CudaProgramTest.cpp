@@ -1,0 +1,249 @@
+//===- CudaProgramTest.cpp - Compiled programs on the cuda backend --------===//
+//
+// Here: a zoo training step compiles for CUDA (ptxas included) and its host
+// code links in the JIT against the runtime. With a GPU (skipped elsewhere,
+// with the reason): the same program and weights train the same on the cpu
+// and the cuda backend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuTestUtil.h"
+#include "MultiProcess.h"
+
+#include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Trainer.h"
+#include "cleave/ModelConfig/ModelConfig.h"
+#include "cleave/Models/ModelZoo.h"
+#include "cleave/Runtime/Runtime.h"
+#include "cleave/Transforms/Passes.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::cleave;
+using namespace ::cleave::test;
+
+namespace {
+
+/// A zoo model with its training step (AdamW), ready to compile; with a
+/// plan, partitioned (data parallel x tensor parallel, optionally sequence
+/// parallel).
+OwningOpRef<ModuleOp> trainStep(MLIRContext &context, const char *preset,
+                                int64_t layers, int64_t dp = 1, int64_t tp = 1,
+                                bool sp = false) {
+  std::optional<::cleave::ModelConfig> config = ::cleave::lookupPreset(preset);
+  if (!config)
+    return nullptr;
+  config->layers = layers;
+  std::string error;
+  OwningOpRef<ModuleOp> module = buildModel(&context, *config, error);
+  if (!module)
+    return nullptr;
+  PassManager pm(&context);
+  pm.addPass(createCleaveAutodiffPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (dp * tp > 1) {
+    CleaveApplyPlanPassOptions plan;
+    plan.dp = dp;
+    plan.tp = tp;
+    plan.sp = sp;
+    pm.addPass(createCleaveApplyPlanPass(plan));
+    pm.addPass(createCleavePropagateShardingPass());
+    pm.addPass(createCleavePartitionPass());
+  }
+  if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+class CudaProgram : public ::testing::Test {
+protected:
+  CudaProgram() {
+    registerCompilerDialects(registry);
+    context = std::make_unique<MLIRContext>(registry);
+    context->loadAllAvailableDialects();
+  }
+  DialectRegistry registry;
+  std::unique_ptr<MLIRContext> context;
+};
+
+TEST_F(CudaProgram, HostCodeLinksInTheJit) {
+  for (const char *preset : {"tiny-gpt", "tiny-llama"}) {
+    OwningOpRef<ModuleOp> module = trainStep(*context, preset, 1);
+    ASSERT_TRUE(module) << preset;
+    CompileOptions options;
+    options.target = Target::CUDA;
+    auto program = JitProgram::compile(*module, options);
+    if (!program) {
+      std::string error = toString(program.takeError());
+      if (error.find("cannot find ptxas") != std::string::npos)
+        GTEST_SKIP() << "no CUDA toolkit: " << error;
+      FAIL() << preset << ": " << error;
+    }
+    // Every runtime symbol of the host code resolved.
+    auto entry = (*program)->lookup("train_step");
+    EXPECT_TRUE(static_cast<bool>(entry))
+        << preset << ": " << toString(entry.takeError());
+    EXPECT_NE((*program)->getManifest().lookup("train_step"), nullptr);
+  }
+}
+
+/// Losses of `steps` steps and the final parameters of one backend.
+struct TrainRun {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params;
+};
+
+/// A compiled training step.
+struct Step {
+  std::unique_ptr<JitProgram> program;
+  const FunctionSpec *spec = nullptr;
+  EntryFn entry = nullptr;
+};
+
+/// Compiles `module` for `target`; false (with a test failure) on error.
+bool compileStep(ModuleOp module, Target target, Step &step) {
+  CompileOptions options;
+  options.target = target;
+  auto program = JitProgram::compile(module, options);
+  if (!program) {
+    ADD_FAILURE() << toString(program.takeError());
+    return false;
+  }
+  step.program = std::move(*program);
+  step.spec = step.program->getManifest().lookup("train_step");
+  step.entry = cantFail(step.program->lookup("train_step"));
+  return true;
+}
+
+/// Trains `steps` steps of `step` as this process's rank on `backend`
+/// (connecting the program's communicators); returns 0 on success.
+int train(const Step &step, const char *backend, int steps, TrainRun &run) {
+  cleave_rt_options_t opts;
+  cleave_rt_default_options(&opts);
+  opts.backend = backend;
+  RT_CHECK(cleave_rt_init(&opts) == 0, "%s", cleave_rt_error_message());
+  const ProgramManifest &manifest = step.program->getManifest();
+  RT_CHECK(!defineCommunicators(manifest), "defining communicators failed");
+  TrainerOptions trainerOptions;
+  trainerOptions.seed = 7;
+  trainerOptions.mesh = manifest.mesh;
+  trainerOptions.rank = cleave_rt_rank();
+  auto trainer = Trainer::create(*step.spec, step.entry, trainerOptions);
+  RT_CHECK(static_cast<bool>(trainer), "%s",
+           toString(trainer.takeError()).c_str());
+  RT_CHECK(!(*trainer)->initParameters(), "init failed");
+  // The same token rows on every backend and plan.
+  std::vector<uint16_t> text(4096);
+  for (size_t i = 0; i < text.size(); ++i)
+    text[i] = uint16_t((i * 7 + i / 13) % 65);
+  cleave_token_file *tokens =
+      cleave_token_file_from_memory(text.data(), int64_t(text.size()), 2);
+  auto source = makeTokenSource(tokens, 1, 65);
+  for (int s = 0; s < steps; ++s) {
+    auto loss = (*trainer)->runStep(s, *source);
+    RT_CHECK(static_cast<bool>(loss), "%s", toString(loss.takeError()).c_str());
+    run.losses.push_back(*loss);
+  }
+  for (const BufferSpec &b : step.spec->buffers)
+    if (b.role == BufferSpec::Role::Param) {
+      auto *p = static_cast<const float *>((*trainer)->parameter(b.name));
+      run.params.emplace_back(p, p + b.numElements());
+    }
+  // Buffers of the backend go before it does.
+  trainer->reset();
+  cleave_token_file_close(tokens);
+  cleave_rt_finalize();
+  return 0;
+}
+
+/// Losses agree: the first exactly up to rounding (identical weights), the
+/// later ones after AdamW steps on gradients that differ in rounding only.
+int compareLosses(const TrainRun &want, const TrainRun &got, const char *what) {
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    RT_CHECK(std::fabs(want.losses[s] - got.losses[s]) <=
+                 (s == 0 ? 1e-5 : 1e-4) * std::fabs(want.losses[s]),
+             "%s, step %zu: loss %.7f, reference %.7f", what, s + 1,
+             got.losses[s], want.losses[s]);
+  return 0;
+}
+
+TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
+  REQUIRE_GPUS(1);
+  const int steps = 3;
+  // The CPU reference here; the GPU in a child (this process must not
+  // initialize CUDA: later tests fork ranks).
+  OwningOpRef<ModuleOp> cpuModule = trainStep(*context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> gpuModule = trainStep(*context, "tiny-gpt", 2);
+  ASSERT_TRUE(cpuModule && gpuModule);
+  Step cpuStep, gpuStep;
+  ASSERT_TRUE(compileStep(*cpuModule, Target::CPU, cpuStep));
+  ASSERT_TRUE(compileStep(*gpuModule, Target::CUDA, gpuStep));
+  TrainRun cpu;
+  ASSERT_EQ(train(cpuStep, "cpu", steps, cpu), 0) << cleave_rt_error_message();
+  RunOptions options;
+  options.deadlineSeconds = 300;
+  std::vector<RankResult> results = runRanks(
+      1,
+      [&](int) {
+        TrainRun gpu;
+        if (int rc = train(gpuStep, "cuda", steps, gpu))
+          return rc;
+        if (int rc = compareLosses(cpu, gpu, "cuda vs cpu"))
+          return rc;
+        // AdamW moves a parameter by at most about lr per step.
+        double bound = 2e-3 * steps;
+        for (size_t p = 0; p < cpu.params.size(); ++p)
+          for (size_t i = 0; i < cpu.params[p].size(); ++i)
+            RT_CHECK(std::fabs(cpu.params[p][i] - gpu.params[p][i]) <= bound,
+                     "parameter %zu element %zu: %g on the GPU, %g on the "
+                     "CPU",
+                     p, i, double(gpu.params[p][i]), double(cpu.params[p][i]));
+        std::printf("losses (cpu, gpu):");
+        for (int s = 0; s < steps; ++s)
+          std::printf(" (%.6f, %.6f)", cpu.losses[s], gpu.losses[s]);
+        std::printf("\n");
+        return 0;
+      },
+      options);
+  EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+TEST_F(CudaProgram, PartitionedOnFourGpusTrainsLikeOneCpu) {
+  REQUIRE_GPUS(4);
+  const int steps = 3;
+  OwningOpRef<ModuleOp> cpuModule = trainStep(*context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> gpuModule =
+      trainStep(*context, "tiny-gpt", 2, /*dp=*/2, /*tp=*/2, /*sp=*/true);
+  ASSERT_TRUE(cpuModule && gpuModule);
+  Step cpuStep, gpuStep;
+  ASSERT_TRUE(compileStep(*cpuModule, Target::CPU, cpuStep));
+  ASSERT_TRUE(compileStep(*gpuModule, Target::CUDA, gpuStep));
+  TrainRun cpu;
+  ASSERT_EQ(train(cpuStep, "cpu", steps, cpu), 0) << cleave_rt_error_message();
+  RunOptions options;
+  options.timeoutMs = 120000;
+  options.deadlineSeconds = 600;
+  std::vector<RankResult> results = runRanks(
+      4,
+      [&](int) {
+        TrainRun gpu;
+        if (int rc = train(gpuStep, "cuda", steps, gpu))
+          return rc;
+        return compareLosses(cpu, gpu, "dp 2 x tp 2 + sp on 4 GPUs vs 1 CPU");
+      },
+      options);
+  for (const RankResult &r : results)
+    EXPECT_EQ(r.exitCode, 0) << describe(results);
+}
+
+} // namespace

@@ -1,0 +1,374 @@
+//===- CudaRuntimeTest.cpp - The cuda backend of the runtime --------------===//
+//
+// Without a GPU: asking for the cuda backend fails with a clear message, and
+// CUDA host code refuses to run on the cpu backend. With GPUs (skipped
+// elsewhere, with the reason): cuBLASLt GEMMs and epilogues against the CPU
+// GEMM, every collective on 1, 2 and 4 GPUs and on the groups of a 2x2 mesh,
+// and a collective that a peer never joins reported by the watchdog.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuTestUtil.h"
+#include "MultiProcess.h"
+
+#include "cleave/Runtime/CudaRuntime.h"
+#include "cleave/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace cleave::test;
+
+namespace {
+
+bool has(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(CudaRuntime, NoDeviceFailsCleanly) {
+  if (gpus().count > 0)
+    GTEST_SKIP() << "this machine has " << gpus().count
+                 << " CUDA device(s): the GPU tests cover initialization";
+  EXPECT_FALSE(gpus().why.empty());
+  char why[256];
+  EXPECT_EQ(cleave_rt_cuda_device_count(why, sizeof(why)), -1);
+  EXPECT_TRUE(has(why, "no CUDA device: ")) << why;
+  cleave_rt_options_t opts;
+  cleave_rt_default_options(&opts);
+  opts.backend = "cuda";
+  opts.rank = 0;
+  opts.world_size = 1;
+  EXPECT_NE(cleave_rt_init(&opts), 0);
+  EXPECT_TRUE(has(cleave_rt_error_message(), "rank 0: init: no CUDA device: "))
+      << cleave_rt_error_message();
+  cleave_rt_clear_error();
+}
+
+TEST(CudaRuntime, CudaCodeNeedsTheCudaBackend) {
+  EXPECT_EQ(cleave_rt_cuda_alloc(16), nullptr);
+  EXPECT_TRUE(has(cleave_rt_error_message(), "not initialized"))
+      << cleave_rt_error_message();
+  cleave_rt_clear_error();
+  cleave_rt_options_t opts;
+  cleave_rt_default_options(&opts);
+  opts.rank = 0;
+  opts.world_size = 1;
+  ASSERT_EQ(cleave_rt_init(&opts), 0) << cleave_rt_error_message();
+  void *slot = nullptr;
+  cleave_rt_cuda_launch(&slot, &slot, "", "k", 1, 1, 1, 32, 1, 1, 0, nullptr);
+  EXPECT_TRUE(has(cleave_rt_error_message(),
+                  "cuda_launch: this program was compiled for CUDA but the "
+                  "runtime's backend is 'gloo'"))
+      << cleave_rt_error_message();
+  cleave_rt_clear_error();
+  cleave_rt_cuda_gemm_epilogue(CLEAVE_F32, 0, 0, 2, 2, 2, slot, 2, slot, 2,
+                               slot, 2, 7, slot);
+  EXPECT_TRUE(has(cleave_rt_error_message(), "unknown epilogue 7"))
+      << cleave_rt_error_message();
+  cleave_rt_clear_error();
+  cleave_rt_finalize();
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs (1 GPU)
+//===----------------------------------------------------------------------===//
+
+struct GemmCase {
+  int32_t dtype;
+  bool ta, tb;
+  int64_t batch, m, n, k;
+  bool sharedB;
+  double tolerance;
+};
+
+/// Fills `count` elements of `dtype` with values of [-1, 1) from `seed`.
+void fillRandom(int32_t dtype, void *data, int64_t count, uint64_t seed) {
+  cleave_rt_fill(dtype, data, count, CLEAVE_INIT_UNIFORM, 1.0, seed, 7, 0);
+}
+
+double halfToDouble(uint16_t h) {
+  int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+  double v = exponent == 0    ? std::ldexp(mantissa, -24)
+             : exponent == 31 ? INFINITY
+                              : std::ldexp(mantissa + 1024, exponent - 25);
+  return sign ? -v : v;
+}
+
+/// Element i of a buffer of `dtype`.
+double element(int32_t dtype, const void *data, int64_t i) {
+  switch (dtype) {
+  case CLEAVE_F64:
+    return static_cast<const double *>(data)[i];
+  case CLEAVE_F32:
+    return static_cast<const float *>(data)[i];
+  case CLEAVE_F16:
+    return halfToDouble(static_cast<const uint16_t *>(data)[i]);
+  default: {
+    uint32_t bits = uint32_t(static_cast<const uint16_t *>(data)[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  }
+}
+
+/// C on the GPU (cleave_rt_gemm on the cuda backend) against the CPU GEMM
+/// of the same inputs (the runtime before initialization).
+int checkGemm(const GemmCase &g) {
+  int64_t size = cleave_rt_dtype_size(g.dtype);
+  int64_t ar = g.ta ? g.k : g.m, ac = g.ta ? g.m : g.k;
+  int64_t br = g.tb ? g.n : g.k, bc = g.tb ? g.k : g.n;
+  int64_t strideA = ar * ac, strideB = g.sharedB ? 0 : br * bc,
+          strideC = g.m * g.n;
+  int64_t aCount = g.batch * strideA, bCount = g.sharedB ? br * bc : g.batch * strideB,
+          cCount = g.batch * strideC;
+  std::vector<char> a(aCount * size), b(bCount * size), c(cCount * size);
+  fillRandom(g.dtype, a.data(), aCount, 1);
+  fillRandom(g.dtype, b.data(), bCount, 2);
+  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, a.data(),
+                 ac, strideA, b.data(), bc, strideB, 0.0, c.data(), g.n,
+                 strideC);
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+
+  void *da = cleave_rt_alloc(aCount * size), *db = cleave_rt_alloc(bCount * size),
+       *dc = cleave_rt_alloc(cCount * size);
+  std::memcpy(da, a.data(), a.size());
+  std::memcpy(db, b.data(), b.size());
+  std::memset(dc, 0, c.size());
+  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, da, ac,
+                 strideA, db, bc, strideB, 0.0, dc, g.n, strideC);
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  for (int64_t i = 0; i < cCount; ++i) {
+    double want = element(g.dtype, c.data(), i), got = element(g.dtype, dc, i);
+    RT_CHECK(std::fabs(want - got) <= g.tolerance * (1 + std::fabs(want)),
+             "dtype %d ta %d tb %d batch %lld: C[%lld] = %g, CPU %g", g.dtype,
+             int(g.ta), int(g.tb), (long long)g.batch, (long long)i, got,
+             want);
+  }
+  cleave_rt_free(da);
+  cleave_rt_free(db);
+  cleave_rt_free(dc);
+  return 0;
+}
+
+int initCuda() {
+  cleave_rt_options_t opts;
+  cleave_rt_default_options(&opts);
+  opts.backend = "cuda";
+  RT_CHECK(cleave_rt_init(&opts) == 0, "%s", cleave_rt_error_message());
+  return 0;
+}
+
+TEST(CudaRuntime, GemmsMatchTheCpu) {
+  REQUIRE_GPUS(1);
+  std::vector<RankResult> results = runRanks(1, [](int) {
+    // The references are computed before the runtime is initialized.
+    const GemmCase cases[] = {
+        {CLEAVE_F32, false, false, 1, 33, 17, 65, false, 1e-5},
+        {CLEAVE_F32, false, true, 1, 64, 48, 32, false, 1e-5},
+        {CLEAVE_F32, true, false, 3, 16, 24, 40, false, 1e-5},
+        {CLEAVE_F32, false, false, 4, 8, 32, 16, true, 1e-5},
+        {CLEAVE_F64, true, true, 2, 5, 7, 9, false, 1e-12},
+        {CLEAVE_BF16, false, true, 2, 32, 64, 128, false, 2e-2},
+        {CLEAVE_F16, false, false, 1, 16, 16, 64, false, 2e-3},
+    };
+    if (int rc = initCuda())
+      return rc;
+    for (const GemmCase &g : cases)
+      if (int rc = checkGemm(g))
+        return rc;
+    cleave_rt_finalize();
+    return 0;
+  });
+  EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+TEST(CudaRuntime, GemmEpiloguesAddBiasAndGelu) {
+  REQUIRE_GPUS(1);
+  std::vector<RankResult> results = runRanks(1, [](int) {
+    const int64_t m = 32, n = 48, k = 64;
+    std::vector<float> a(m * k), b(k * n), bias(n), c(m * n);
+    fillRandom(CLEAVE_F32, a.data(), m * k, 3);
+    fillRandom(CLEAVE_F32, b.data(), k * n, 4);
+    fillRandom(CLEAVE_F32, bias.data(), n, 5);
+    cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, m, n, k, 1.0, a.data(), k, 0, b.data(),
+                   n, 0, 0.0, c.data(), n, 0);
+    if (int rc = initCuda())
+      return rc;
+    auto *da = static_cast<float *>(cleave_rt_alloc(m * k * 4));
+    auto *db = static_cast<float *>(cleave_rt_alloc(k * n * 4));
+    auto *dbias = static_cast<float *>(cleave_rt_alloc(n * 4));
+    auto *dc = static_cast<float *>(cleave_rt_alloc(m * n * 4));
+    std::memcpy(da, a.data(), a.size() * 4);
+    std::memcpy(db, b.data(), b.size() * 4);
+    std::memcpy(dbias, bias.data(), bias.size() * 4);
+    for (int32_t epilogue : {CLEAVE_EPILOGUE_BIAS, CLEAVE_EPILOGUE_GELU_BIAS}) {
+      cleave_rt_cuda_gemm_epilogue(CLEAVE_F32, 0, 0, m, n, k, da, k, db, n, dc,
+                                   n, epilogue, dbias);
+      RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+      for (int64_t i = 0; i < m * n; ++i) {
+        double x = double(c[i]) + bias[i % n];
+        if (epilogue == CLEAVE_EPILOGUE_GELU_BIAS)
+          x = 0.5 * x *
+              (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        RT_CHECK(std::fabs(dc[i] - x) <= 1e-4 * (1 + std::fabs(x)),
+                 "epilogue %d: C[%lld] = %g, expected %g", epilogue,
+                 (long long)i, double(dc[i]), x);
+      }
+    }
+    cleave_rt_finalize();
+    return 0;
+  });
+  EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (1, 2, 4 GPUs)
+//===----------------------------------------------------------------------===//
+
+/// A managed buffer of `count` floats.
+float *floats(int64_t count) {
+  return static_cast<float *>(cleave_rt_alloc(count * 4));
+}
+
+/// Every collective of the ABI on the world group of `n` ranks.
+int worldCollectives(int rank, int n) {
+  const int64_t count = 1000;
+  float *in = floats(count * n), *out = floats(count * n);
+  for (int64_t i = 0; i < count; ++i)
+    in[i] = float(rank + 1) * float(i % 7);
+  cleave_rt_all_reduce(-1, CLEAVE_F32, CLEAVE_SUM, in, out, count);
+  for (int64_t i = 0; i < count; ++i)
+    RT_CHECK(out[i] == float(n * (n + 1) / 2) * float(i % 7),
+             "all_reduce: out[%lld] = %g", (long long)i, double(out[i]));
+  cleave_rt_all_reduce(-1, CLEAVE_F32, CLEAVE_MAX, in, out, count);
+  RT_CHECK(out[3] == float(n) * 3.0f, "max: %g", double(out[3]));
+  cleave_rt_all_gather(-1, CLEAVE_F32, in, out, count);
+  for (int r = 0; r < n; ++r)
+    RT_CHECK(out[r * count + 5] == float(r + 1) * 5.0f, "all_gather block %d",
+             r);
+  for (int64_t i = 0; i < count * n; ++i)
+    in[i] = float(i / count);
+  cleave_rt_reduce_scatter(-1, CLEAVE_F32, CLEAVE_SUM, in, out, count);
+  RT_CHECK(out[0] == float(n * rank), "reduce_scatter: %g", double(out[0]));
+  cleave_rt_all_to_all(-1, CLEAVE_F32, in, out, count);
+  for (int r = 0; r < n; ++r)
+    RT_CHECK(out[r * count] == float(rank), "all_to_all block %d: %g", r,
+             double(out[r * count]));
+  in[0] = float(rank == 0 ? 42 : -1);
+  cleave_rt_broadcast(-1, 0, CLEAVE_F32, in, 1);
+  RT_CHECK(in[0] == 42.0f, "broadcast: %g", double(in[0]));
+  if (n > 1) {
+    // A ring of sends and receives.
+    in[0] = float(rank);
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    if (rank % 2 == 0) {
+      cleave_rt_send(-1, next, CLEAVE_F32, in, 1);
+      cleave_rt_recv(-1, prev, CLEAVE_F32, out, 1);
+    } else {
+      cleave_rt_recv(-1, prev, CLEAVE_F32, out, 1);
+      cleave_rt_send(-1, next, CLEAVE_F32, in, 1);
+    }
+    RT_CHECK(out[0] == float(prev), "recv: %g", double(out[0]));
+  }
+  cleave_rt_barrier(-1);
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  cleave_rt_free(in);
+  cleave_rt_free(out);
+  return 0;
+}
+
+/// Groups along each axis of a 2 x (n/2) mesh, in bf16, inside a step
+/// (asynchronous, then synchronized).
+int meshCollectives(int rank, int n) {
+  int64_t shape[2] = {2, n / 2};
+  const char *names[2] = {"dp", "tp"};
+  RT_CHECK(cleave_rt_define_mesh(2, shape, names) == 0, "%s",
+           cleave_rt_error_message());
+  int64_t dp = 0, tp = 1;
+  RT_CHECK(cleave_rt_define_group(0, 1, &dp) == 0, "%s",
+           cleave_rt_error_message());
+  RT_CHECK(cleave_rt_define_group(1, 1, &tp) == 0, "%s",
+           cleave_rt_error_message());
+  auto *x = static_cast<uint16_t *>(cleave_rt_alloc(2 * 8));
+  for (int i = 0; i < 8; ++i)
+    x[i] = 0x3F80; // bf16 1.0
+  cleave_rt_cuda_step_begin();
+  cleave_rt_all_reduce(0, CLEAVE_BF16, CLEAVE_SUM, x, x, 8);
+  cleave_rt_all_reduce(1, CLEAVE_BF16, CLEAVE_SUM, x, x, 8);
+  cleave_rt_cuda_synchronize();
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  // 1 summed over dp (2 ranks) then over tp (n/2 ranks).
+  uint32_t bits = uint32_t(x[3]) << 16;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  RT_CHECK(v == float(n), "mesh all_reduce: %g", double(v));
+  cleave_rt_free(x);
+  return 0;
+}
+
+class CudaCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaCollectives, EveryCollective) {
+  int n = GetParam();
+  REQUIRE_GPUS(n);
+  RunOptions options;
+  options.timeoutMs = 60000;
+  options.deadlineSeconds = 180;
+  std::vector<RankResult> results = runRanks(
+      n,
+      [n](int rank) {
+        if (int rc = initCuda())
+          return rc;
+        if (int rc = worldCollectives(rank, n))
+          return rc;
+        if (n >= 4 && n % 2 == 0)
+          if (int rc = meshCollectives(rank, n))
+            return rc;
+        cleave_rt_finalize();
+        return 0;
+      },
+      options);
+  for (const RankResult &r : results)
+    EXPECT_EQ(r.exitCode, 0) << describe(results);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpus, CudaCollectives, ::testing::Values(1, 2, 4));
+
+TEST(CudaCollectivesFailure, MissingPeerIsNamed) {
+  REQUIRE_GPUS(2);
+  RunOptions options;
+  options.timeoutMs = 3000;
+  options.deadlineSeconds = 120;
+  std::vector<RankResult> results = runRanks(
+      2,
+      [](int rank) {
+        if (int rc = initCuda())
+          return rc;
+        float *x = floats(16);
+        if (rank == 1) {
+          // Never joins the all_reduce; stays alive past rank 0's timeout.
+          std::this_thread::sleep_for(std::chrono::seconds(8));
+          return 0;
+        }
+        cleave_rt_cuda_step_begin();
+        cleave_rt_all_reduce(-1, CLEAVE_F32, CLEAVE_SUM, x, x, 16);
+        cleave_rt_cuda_synchronize();
+        RT_CHECK(cleave_rt_failed(), "the missing peer went unnoticed");
+        std::string message = cleave_rt_error_message();
+        RT_CHECK(has(message, "rank 0: all_reduce on group -1 (world, ranks "
+                              "0,1)"),
+                 "%s", message.c_str());
+        return 0;
+      },
+      options);
+  EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+} // namespace
