@@ -66,6 +66,8 @@ std::optional<AttentionImpl> parseAttention(const std::string &name) {
 
 int64_t layersInChunk(const ModelConfig &model, const ParallelPlan &plan,
                       int chunk) {
+  if (!plan.layersPerChunk.empty())
+    return plan.layersPerChunk[size_t(chunk)];
   int64_t total = int64_t(plan.pp) * plan.chunks();
   int64_t base = model.layers / total, extra = model.layers % total;
   return base + (chunk < extra ? 1 : 0);
@@ -124,6 +126,23 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
     return "plan.pp: " + std::to_string(p.pp) + " stages x " +
            std::to_string(p.chunks()) + " chunks exceed the model's " +
            std::to_string(m.layers) + " layers";
+  if (!p.layersPerChunk.empty()) {
+    if (int64_t(p.layersPerChunk.size()) != chunks)
+      return "plan.layers_per_chunk: " +
+             std::to_string(p.layersPerChunk.size()) + " entries for " +
+             std::to_string(chunks) + " pipeline chunks (pp x chunks)";
+    int64_t sum = 0;
+    for (int n : p.layersPerChunk) {
+      if (n < 1)
+        return "plan.layers_per_chunk: every chunk needs at least one "
+               "layer, got " +
+               std::to_string(n);
+      sum += n;
+    }
+    if (sum != m.layers)
+      return "plan.layers_per_chunk: the chunks hold " + std::to_string(sum) +
+             " layers, the model has " + std::to_string(m.layers);
+  }
   int64_t cpSplit = p.cp > 1 ? 2 * p.cp : 1;
   if (m.seqLen % cpSplit != 0)
     return "plan.cp: the sequence length " + std::to_string(m.seqLen) +
@@ -162,6 +181,11 @@ std::string describe(const ParallelPlan &p) {
     os << "(v=" << p.virtualStages << ")";
   os << " zero=" << p.zeroStage << " recompute=" << toString(p.recompute) << " "
      << toString(p.dtype) << " attention=" << toString(p.attention);
+  if (!p.layersPerChunk.empty()) {
+    os << " layers=";
+    for (size_t i = 0; i < p.layersPerChunk.size(); ++i)
+      os << (i ? "," : "") << p.layersPerChunk[i];
+  }
   return os.str();
 }
 

@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace cleave::cost {
 
@@ -84,6 +85,12 @@ struct ParallelPlan {
   /// activation per TP rank, then an all-gather inside the node.
   bool scatterGatherP2p = true;
 
+  /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
+  /// each >= 1, summing to the model's layers); empty: an even split with
+  /// the remainder on the first chunks. The planner sets it to balance the
+  /// embedding and the output layer against the transformer layers.
+  std::vector<int> layersPerChunk;
+
   int numGpus() const { return tp * pp * dp * cp; }
   int64_t globalBatch() const { return microBatchSize * numMicroBatches * dp; }
   DType gradDType() const;
@@ -99,7 +106,8 @@ std::string validatePlan(const ParallelPlan &plan, const ModelConfig &model,
                          const ClusterSpec &cluster);
 
 /// Layers of pipeline chunk `chunk` (0 .. pp*chunks-1, in model order):
-/// an even split, with the remainder spread over the first chunks.
+/// `plan.layersPerChunk[chunk]` if set, else an even split with the
+/// remainder spread over the first chunks.
 int64_t layersInChunk(const ModelConfig &model, const ParallelPlan &plan,
                       int chunk);
 
