@@ -12,6 +12,13 @@ DType ParallelPlan::gradDType() const {
   return dtype == DType::F16 ? DType::F16 : DType::F32;
 }
 
+ParallelPlan ParallelPlan::forStage(int stage) const {
+  ParallelPlan p = *this;
+  p.recompute = recomputeOf(stage);
+  p.recomputePerStage.clear();
+  return p;
+}
+
 const char *toString(Schedule s) {
   switch (s) {
   case Schedule::GPipe:
@@ -143,6 +150,11 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
       return "plan.layers_per_chunk: the chunks hold " + std::to_string(sum) +
              " layers, the model has " + std::to_string(m.layers);
   }
+  if (!p.recomputePerStage.empty() &&
+      int64_t(p.recomputePerStage.size()) != p.pp)
+    return "plan.recompute_per_stage: " +
+           std::to_string(p.recomputePerStage.size()) + " entries for " +
+           std::to_string(p.pp) + " pipeline stages";
   int64_t cpSplit = p.cp > 1 ? 2 * p.cp : 1;
   if (m.seqLen % cpSplit != 0)
     return "plan.cp: the sequence length " + std::to_string(m.seqLen) +
@@ -179,8 +191,12 @@ std::string describe(const ParallelPlan &p) {
      << " m=" << p.numMicroBatches << " " << toString(p.schedule);
   if (p.schedule == Schedule::Interleaved1F1B)
     os << "(v=" << p.virtualStages << ")";
-  os << " zero=" << p.zeroStage << " recompute=" << toString(p.recompute) << " "
-     << toString(p.dtype) << " attention=" << toString(p.attention);
+  os << " zero=" << p.zeroStage << " recompute=";
+  if (p.recomputePerStage.empty())
+    os << toString(p.recompute);
+  for (size_t i = 0; i < p.recomputePerStage.size(); ++i)
+    os << (i ? "," : "") << toString(p.recomputePerStage[i]);
+  os << " " << toString(p.dtype) << " attention=" << toString(p.attention);
   if (!p.layersPerChunk.empty()) {
     os << " layers=";
     for (size_t i = 0; i < p.layersPerChunk.size(); ++i)

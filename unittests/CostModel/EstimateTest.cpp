@@ -200,3 +200,58 @@ TEST(EstimateTest, EstimateWithWorkloadEqualsEstimate) {
 }
 
 } // namespace
+
+namespace {
+
+/// Per-stage recomputation: the same kind on every stage is the uniform
+/// plan; mixing kinds puts each stage's activations, recompute time and
+/// recomputed FLOPs between the two uniform plans.
+TEST(EstimateTest, RecomputePerStage) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  ParallelPlan p = test::plan(8, 8, 1, 16);
+  p.sequenceParallel = true;
+  auto run = [&](std::vector<Recompute> kinds, Recompute uniform) {
+    ParallelPlan q = p;
+    q.recompute = uniform;
+    q.recomputePerStage = std::move(kinds);
+    Result<Estimate> e = estimate(m, c, q);
+    EXPECT_TRUE(e) << e.error();
+    return *e;
+  };
+  using R = Recompute;
+  Estimate sel = run({}, R::Selective);
+  Estimate sel8 = run(std::vector<R>(8, R::Selective), R::None);
+  EXPECT_EQ(sel.stepTime, sel8.stepTime);
+  EXPECT_EQ(sel.hardwareFlops, sel8.hardwareFlops);
+  EXPECT_EQ(sel.peakMemory().total(), sel8.peakMemory().total());
+
+  Estimate none = run({}, R::None), full = run({}, R::Full);
+  Estimate mixed = run({R::Full, R::Full, R::Full, R::Full, R::None, R::None,
+                        R::None, R::None},
+                       R::None);
+  EXPECT_EQ(mixed.memoryPerStage[0].activations,
+            full.memoryPerStage[0].activations);
+  EXPECT_EQ(mixed.memoryPerStage[7].activations,
+            none.memoryPerStage[7].activations);
+  EXPECT_GT(mixed.stepTime, none.stepTime);
+  EXPECT_LT(mixed.stepTime, full.stepTime);
+  EXPECT_GT(mixed.hardwareFlops, none.hardwareFlops);
+  EXPECT_LT(mixed.hardwareFlops, full.hardwareFlops);
+  // Half the layers are recomputed in full.
+  EXPECT_NEAR(mixed.hardwareFlops - none.hardwareFlops,
+              (full.hardwareFlops - none.hardwareFlops) / 2,
+              1e-9 * full.hardwareFlops);
+  ParallelPlan shown = p;
+  shown.recomputePerStage = {R::Full, R::Selective};
+  shown.pp = 2;
+  EXPECT_NE(describe(shown).find("recompute=full,selective"),
+            std::string::npos);
+
+  ParallelPlan bad = p;
+  bad.recomputePerStage = {R::Full};
+  EXPECT_EQ(validatePlan(bad, m, c),
+            "plan.recompute_per_stage: 1 entries for 8 pipeline stages");
+}
+
+} // namespace

@@ -64,6 +64,10 @@ struct ParallelPlan {
   /// distributed optimizer); 2: + gradients; 3: + parameters.
   int zeroStage = 0;
   Recompute recompute = Recompute::None;
+  /// Recomputation of each pipeline stage (pp entries); empty: `recompute`
+  /// everywhere. Early stages keep more micro-batches alive under 1F1B, so
+  /// they may recompute while later stages do not.
+  std::vector<Recompute> recomputePerStage;
   /// Compute precision. f32: pure fp32 training; bf16/f16: mixed precision
   /// with fp32 master weights and Adam moments; f8e4m3: fp8 linear layers
   /// (Transformer Engine), everything else bf16.
@@ -98,6 +102,13 @@ struct ParallelPlan {
   int chunks() const {
     return schedule == Schedule::Interleaved1F1B ? virtualStages : 1;
   }
+  /// The recomputation of pipeline stage `stage`.
+  Recompute recomputeOf(int stage) const {
+    return recomputePerStage.empty() ? recompute
+                                     : recomputePerStage[size_t(stage)];
+  }
+  /// This plan with stage `stage`'s recomputation as the uniform one.
+  ParallelPlan forStage(int stage) const;
 };
 
 /// Empty if `plan` can run `model` on `cluster`; otherwise a message naming
