@@ -153,6 +153,8 @@ void Space::enumerateMesh(int32_t index) {
     if (mbs > s.maxMicroBatchSize)
       break;
     int64_t m = perReplica / mbs;
+    if (s.maxMicroBatches > 0 && m > s.maxMicroBatches)
+      continue;
     std::vector<std::pair<Schedule, int>> schedules;
     if (mesh.pp == 1)
       schedules.push_back({Schedule::OneFOneB, 1});

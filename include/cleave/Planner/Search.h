@@ -49,6 +49,8 @@ struct SearchSpace {
   bool recomputePerStage = true;
   /// Micro-batch sizes: divisors of the per-replica batch up to this.
   int64_t maxMicroBatchSize = 16;
+  /// Largest number of micro-batches per step (0: any).
+  int64_t maxMicroBatches = 0;
   /// Largest context-parallel size (1: no context parallelism).
   int maxContextParallel = 8;
   /// Try sequence parallelism with every tensor-parallel size > 1.
