@@ -173,7 +173,16 @@ struct DropoutLowering : OpRewritePattern<DropoutOp> {
         loc, rewriter.getI32Type(),
         rewriter.create<arith::ShRUIOp>(
             loc, seed, rewriter.create<arith::ConstantIntOp>(loc, 32, 64)));
+    // On a block of a sharded tensor, the counter is the element's index in
+    // the whole tensor: block index times local size, plus the local index.
     ArrayRef<int64_t> shape = type.getShape();
+    if (auto global = op.getGlobalShape())
+      shape = *global;
+    SmallVector<Value> starts;
+    for (auto [d, block] : llvm::enumerate(op.getBlocks()))
+      starts.push_back(rewriter.create<arith::MulIOp>(
+          loc, rewriter.create<tensor::ExtractOp>(loc, block, ValueRange{}),
+          rewriter.create<arith::ConstantIntOp>(loc, type.getDimSize(d), 64)));
     Value result = buildElementwise(
         rewriter, loc, type, op.getInput(),
         [&](OpBuilder &b, Location l, ValueRange a) {
@@ -182,6 +191,8 @@ struct DropoutLowering : OpRewritePattern<DropoutOp> {
           for (int64_t d = 0, e = shape.size(); d < e; ++d) {
             Value i = b.create<arith::IndexCastOp>(
                 l, b.getI64Type(), b.create<linalg::IndexOp>(l, d));
+            if (!starts.empty())
+              i = b.create<arith::AddIOp>(l, i, starts[d]);
             index = b.create<arith::AddIOp>(
                 l, b.create<arith::MulIOp>(
                        l, index,

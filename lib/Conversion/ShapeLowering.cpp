@@ -144,6 +144,35 @@ Value idToIndex(OpBuilder &b, Location loc, Value id, int64_t limit) {
   return b.create<arith::MinSIOp>(loc, index, last);
 }
 
+/// The first id of a vocabulary block: block * rows (an i64 scalar), or
+/// null for a whole table.
+static Value blockStart(OpBuilder &b, Location loc, Value block, int64_t rows) {
+  if (!block)
+    return Value();
+  Value index = b.create<tensor::ExtractOp>(loc, block, ValueRange{});
+  return b.create<arith::MulIOp>(
+      loc, index, b.create<arith::ConstantIntOp>(loc, rows, 64));
+}
+
+/// An id relative to the block starting at `start` (if any), and whether it
+/// falls in [0, rows).
+static std::pair<Value, Value> idInBlock(OpBuilder &b, Location loc, Value id,
+                                         Value start, int64_t rows) {
+  if (!start)
+    return {id, Value()};
+  Value wide = id.getType() == b.getI64Type()
+                   ? id
+                   : b.create<arith::ExtSIOp>(loc, b.getI64Type(), id);
+  Value rel = b.create<arith::SubIOp>(loc, wide, start);
+  Value lo = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::sge, rel,
+      b.create<arith::ConstantIntOp>(loc, 0, 64));
+  Value hi = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::slt, rel,
+      b.create<arith::ConstantIntOp>(loc, rows, 64));
+  return {rel, b.create<arith::AndIOp>(loc, lo, hi)};
+}
+
 struct EmbeddingLowering : OpRewritePattern<EmbeddingOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(EmbeddingOp op,
@@ -154,15 +183,25 @@ struct EmbeddingLowering : OpRewritePattern<EmbeddingOp> {
     Value table = op.getTable();
     int64_t vocab = op.getTable().getType().getDimSize(0);
     AffineMap idsMap = dropDimsMap(ctx, rank, {rank - 1});
+    Value start = blockStart(rewriter, op.getLoc(), op.getBlock(), vocab);
     rewriter.replaceOp(
         op, buildGeneric(rewriter, op.getLoc(), type, op.getIds(), {idsMap},
                          [&](OpBuilder &b, Location loc, ValueRange a) {
-                           Value row = idToIndex(b, loc, a[0], vocab);
+                           auto [id, inside] =
+                               idInBlock(b, loc, a[0], start, vocab);
+                           Value row = idToIndex(b, loc, id, vocab);
                            Value col = b.create<linalg::IndexOp>(loc, rank - 1);
                            Value v = b.create<tensor::ExtractOp>(
                                loc, table, ValueRange{row, col});
-                           return convertFloat(b, loc, v,
-                                               computeTypeFor(v.getType()));
+                           v = convertFloat(b, loc, v,
+                                            computeTypeFor(v.getType()));
+                           if (!inside)
+                             return v;
+                           return b
+                               .create<arith::SelectOp>(
+                                   loc, inside, v,
+                                   floatConst(b, loc, v.getType(), 0.0))
+                               .getResult();
                          }));
     return success();
   }
@@ -186,12 +225,11 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
     Value lb = rewriter.create<arith::ConstantIndexOp>(loc, 0);
     Value ub = rewriter.create<arith::ConstantIndexOp>(loc, n);
     Value one = rewriter.create<arith::ConstantIndexOp>(loc, 1);
-    auto loop = rewriter.create<scf::ForOp>(
-        loc, lb, ub, one, ValueRange{acc},
-        [&](OpBuilder &b, Location l, Value i, ValueRange iter) {
-          Value id = b.create<tensor::ExtractOp>(l, ids, ValueRange{i});
-          Value row = idToIndex(b, l, id, vocab);
-          auto rowType = RankedTensorType::get({h}, ct);
+    Value start = blockStart(rewriter, loc, op.getBlock(), vocab);
+    // Adds gradient row i into accumulator row `row`.
+    auto addRow = [&](OpBuilder &b, Location l, Value i, Value row,
+                      Value accumulator) -> Value {
+      auto rowType = RankedTensorType::get({h}, ct);
           auto gradRowType = RankedTensorType::get(
               {h}, cast<RankedTensorType>(grad.getType()).getElementType());
           SmallVector<OpFoldResult> gOffsets = {i, b.getIndexAttr(0)};
@@ -202,16 +240,36 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
                                                b.getIndexAttr(1)};
           Value g = b.create<tensor::ExtractSliceOp>(l, gradRowType, grad,
                                                      gOffsets, sizes, strides);
-          Value a = b.create<tensor::ExtractSliceOp>(l, rowType, iter[0],
+          Value a = b.create<tensor::ExtractSliceOp>(l, rowType, accumulator,
                                                      aOffsets, sizes, strides);
           Value sum = buildElementwise(
               b, l, rowType, ValueRange{a, g},
               [](OpBuilder &nb, Location nl, ValueRange s) {
                 return nb.create<arith::AddFOp>(nl, s[0], s[1]).getResult();
               });
-          Value next = b.create<tensor::InsertSliceOp>(l, sum, iter[0],
-                                                       aOffsets, sizes, strides);
-          b.create<scf::YieldOp>(l, next);
+          return b.create<tensor::InsertSliceOp>(l, sum, accumulator,
+                                                 aOffsets, sizes, strides);
+    };
+    auto loop = rewriter.create<scf::ForOp>(
+        loc, lb, ub, one, ValueRange{acc},
+        [&](OpBuilder &b, Location l, Value i, ValueRange iter) {
+          Value id = b.create<tensor::ExtractOp>(l, ids, ValueRange{i});
+          auto [rel, inside] = idInBlock(b, l, id, start, vocab);
+          Value row = idToIndex(b, l, rel, vocab);
+          if (!inside) {
+            b.create<scf::YieldOp>(l, addRow(b, l, i, row, iter[0]));
+            return;
+          }
+          // Ids of other vocabulary blocks are skipped.
+          auto skip = b.create<scf::IfOp>(
+              l, inside,
+              [&](OpBuilder &tb, Location tl) {
+                tb.create<scf::YieldOp>(tl, addRow(tb, tl, i, row, iter[0]));
+              },
+              [&](OpBuilder &eb, Location el) {
+                eb.create<scf::YieldOp>(el, iter[0]);
+              });
+          b.create<scf::YieldOp>(l, skip.getResult(0));
         });
     rewriter.replaceOp(op, toElementType(rewriter, loc, loop.getResult(0),
                                          resultType));

@@ -10,6 +10,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -55,36 +58,140 @@ static LogicalResult verifyValueSharding(Operation *anchor, Attribute attr,
       sharding, type, mesh, [&] { return anchor->emitOpError(); }, what);
 }
 
-LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
-                                                      NamedAttribute attr) {
-  if (attr.getName() == kModelAttrName) {
-    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << kModelAttrName
-                               << "' must be a string on a builtin.module";
-    return success();
-  }
-  if (attr.getName() != kShardingsAttrName)
-    return op->emitOpError() << "has unknown cleave attribute '"
-                             << attr.getName().getValue()
-                             << "' (ops may carry '" << kShardingsAttrName
-                             << "', modules '" << kModelAttrName
-                             << "'; arguments carry '" << kParamAttrName
-                             << "', '" << kInputAttrName << "', '"
-                             << kInitAttrName << "', '" << kShardingAttrName
-                             << "')";
-  auto array = dyn_cast<ArrayAttr>(attr.getValue());
+/// Verifies `cleave.shardings` on an op: one sharding per result.
+static LogicalResult verifyResultShardings(Operation *op, Attribute value) {
+  auto array = dyn_cast<ArrayAttr>(value);
   if (!array)
-    return op->emitOpError() << "'" << kShardingsAttrName
+    return op->emitOpError() << "'" << CleaveDialect::kShardingsAttrName
                              << "' must be an array of #cleave.sharding";
   if (array.size() != op->getNumResults())
     return op->emitOpError()
-           << "'" << kShardingsAttrName << "' has " << array.size()
-           << " entries but the op has " << op->getNumResults() << " results";
+           << "'" << CleaveDialect::kShardingsAttrName << "' has "
+           << array.size() << " entries but the op has "
+           << op->getNumResults() << " results";
   for (auto [i, sharding] : llvm::enumerate(array))
     if (failed(verifyValueSharding(op, sharding, op->getResult(i).getType(),
                                    "result #" + std::to_string(i))))
       return failure();
   return success();
+}
+
+/// Checks one entry of a `cleave.plan` dictionary.
+static LogicalResult verifyPlanEntry(Operation *op, NamedAttribute entry) {
+  StringRef key = entry.getName().getValue();
+  auto fail = [&](const Twine &what) {
+    return op->emitOpError() << "'" << CleaveDialect::kPlanAttrName << "' entry '"
+                             << key << "' " << what;
+  };
+  auto integer = [&](int64_t lo, int64_t hi) -> LogicalResult {
+    auto value = dyn_cast<IntegerAttr>(entry.getValue());
+    if (!value || value.getInt() < lo || value.getInt() > hi)
+      return fail("must be an integer in [" + Twine(lo) + ", " + Twine(hi) +
+                  "], got " + llvm::formatv("{0}", entry.getValue()).str());
+    return success();
+  };
+  auto oneOf = [&](ArrayRef<StringRef> choices) -> LogicalResult {
+    auto value = dyn_cast<StringAttr>(entry.getValue());
+    if (!value || !llvm::is_contained(choices, value.getValue()))
+      return fail("must be one of \"" + llvm::join(choices, "\", \"") +
+                  "\", got " + llvm::formatv("{0}", entry.getValue()).str());
+    return success();
+  };
+  if (key == "zero")
+    return integer(0, 3);
+  if (key == "micro_batch" || key == "num_micro_batches" ||
+      key == "virtual_stages")
+    return integer(1, std::numeric_limits<int32_t>::max());
+  if (key == "recompute")
+    return oneOf({"none", "selective", "full"});
+  if (key == "schedule")
+    return oneOf({"gpipe", "1f1b", "interleaved", "zb-h1"});
+  return fail("is unknown (known: zero, recompute, micro_batch, "
+              "num_micro_batches, schedule, virtual_stages)");
+}
+
+/// Checks `cleave.pipeline = {axis = "pp", stages = [@f0, @f1]}`.
+static LogicalResult verifyPipeline(Operation *op, Attribute value) {
+  auto dict = dyn_cast<DictionaryAttr>(value);
+  auto axis = dict ? dict.getAs<StringAttr>("axis") : StringAttr();
+  auto stages = dict ? dict.getAs<ArrayAttr>("stages") : ArrayAttr();
+  if (!axis || !stages || dict.size() != 2 || stages.empty() ||
+      !llvm::all_of(stages, llvm::IsaPred<FlatSymbolRefAttr>))
+    return op->emitOpError()
+           << "'" << CleaveDialect::kPipelineAttrName
+           << "' must be {axis = \"<mesh axis>\", stages = [@f, ...]} with "
+              "at least one stage function, got "
+           << value;
+  return success();
+}
+
+/// Checks `cleave.groups = [["dp"], ["dp", "tp"], ...]`.
+static LogicalResult verifyGroups(Operation *op, Attribute value) {
+  auto groups = dyn_cast<ArrayAttr>(value);
+  bool ok = groups && llvm::all_of(groups, [](Attribute group) {
+              auto axes = dyn_cast<ArrayAttr>(group);
+              return axes && !axes.empty() &&
+                     llvm::all_of(axes, llvm::IsaPred<StringAttr>);
+            });
+  if (!ok)
+    return op->emitOpError() << "'" << CleaveDialect::kGroupsAttrName
+                             << "' must be an array of non-empty arrays of "
+                                "mesh axis names, got "
+                             << value;
+  return success();
+}
+
+LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  bool isModule = isa<ModuleOp>(op);
+  auto moduleOnly = [&]() -> LogicalResult {
+    if (isModule)
+      return success();
+    return op->emitOpError() << "'" << name
+                             << "' belongs on a builtin.module";
+  };
+  if (name == kModelAttrName) {
+    if (!isModule || !isa<StringAttr>(value))
+      return op->emitOpError() << "'" << kModelAttrName
+                               << "' must be a string on a builtin.module";
+    return success();
+  }
+  if (name == kShardingsAttrName)
+    return verifyResultShardings(op, value);
+  if (name == kStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(value);
+    if (!stage || stage.getInt() < 0)
+      return op->emitOpError() << "'" << kStageAttrName
+                               << "' must be a non-negative integer, got "
+                               << value;
+    return success();
+  }
+  if (name == kPlanAttrName) {
+    if (failed(moduleOnly()))
+      return failure();
+    auto dict = dyn_cast<DictionaryAttr>(value);
+    if (!dict)
+      return op->emitOpError() << "'" << kPlanAttrName
+                               << "' must be a dictionary, got " << value;
+    for (NamedAttribute entry : dict)
+      if (failed(verifyPlanEntry(op, entry)))
+        return failure();
+    return success();
+  }
+  if (name == kPipelineAttrName)
+    return failure(failed(moduleOnly()) || failed(verifyPipeline(op, value)));
+  if (name == kGroupsAttrName)
+    return failure(failed(moduleOnly()) || failed(verifyGroups(op, value)));
+  return op->emitOpError()
+         << "has unknown cleave attribute '" << name << "' (ops may carry '"
+         << kShardingsAttrName << "' and '" << kStageAttrName
+         << "', modules '" << kModelAttrName << "', '" << kPlanAttrName
+         << "', '" << kPipelineAttrName << "' and '" << kGroupsAttrName
+         << "'; arguments carry '" << kParamAttrName << "', '"
+         << kInputAttrName << "', '" << kInitAttrName << "', '"
+         << kShardingAttrName << "')";
 }
 
 LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,

@@ -93,6 +93,8 @@ CLEAVE_AXIS_NAMES(AllToAllOp)
 CLEAVE_AXIS_NAMES(CollectivePermuteOp)
 CLEAVE_AXIS_NAMES(SendOp)
 CLEAVE_AXIS_NAMES(RecvOp)
+CLEAVE_AXIS_NAMES(AxisIndexOp)
+CLEAVE_AXIS_NAMES(ShardOp)
 #undef CLEAVE_AXIS_NAMES
 
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -175,4 +177,17 @@ LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
   return failure(failed(n) || failed(verifyPeer(*this, getPeer(), *n)));
+}
+
+LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+}
+
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  auto input = cast<RankedTensorType>(getInput().getType());
+  if (failed(n) || failed(verifyDim(*this, "dim", getDim(), input.getRank())))
+    return failure();
+  return verifyScaledShape(*this, input, cast<RankedTensorType>(getType()),
+                           {{getDim(), -*n}});
 }

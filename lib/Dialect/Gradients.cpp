@@ -372,8 +372,10 @@ LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ValueRange dys,
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange dys,
                                     SmallVectorImpl<Value> &dxs) {
   dxs.push_back(b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
-                                          getIds(), dys[0]));
+                                          getIds(), dys[0], getBlock()));
   dxs.push_back(Value());
+  if (getBlock())
+    dxs.push_back(Value());
   return success();
 }
 
@@ -406,8 +408,9 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange dys,
                                   SmallVectorImpl<Value> &dxs) {
   // The mask is a pure function of (seed, stream, index): applying the same
   // op to the gradient multiplies it by the same mask and scale.
-  dxs.push_back(b.create<DropoutOp>(getLoc(), dys[0], getSeed(),
-                                    getRateAttr(), getStreamAttr()));
-  dxs.push_back(Value());
+  dxs.push_back(b.create<DropoutOp>(getLoc(), dys[0].getType(), dys[0],
+                                    getSeed(), getBlocks(), getRateAttr(),
+                                    getStreamAttr(), getGlobalShapeAttr()));
+  dxs.append(1 + getBlocks().size(), Value());
   return success();
 }

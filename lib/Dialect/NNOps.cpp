@@ -669,6 +669,25 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  auto type = getType();
+  std::optional<ArrayRef<int64_t>> global = getGlobalShape();
+  if (getBlocks().empty() && !global)
+    return success();
+  if (!global || static_cast<int64_t>(getBlocks().size()) != type.getRank() ||
+      static_cast<int64_t>(global->size()) != type.getRank())
+    return emitOpError() << "a block of a sharded tensor needs one block "
+                            "index per dimension and global_shape of rank "
+                         << type.getRank();
+  for (auto [d, size] : llvm::enumerate(*global))
+    if (size <= 0 || size % type.getDimSize(d) != 0)
+      return emitOpError() << "global_shape " << formatShape(*global)
+                           << " is not a whole number of blocks of "
+                           << formatShape(type.getShape()) << " in dimension "
+                           << d;
+  return success();
+}
+
 ShardingRule DropoutOp::getShardingRule() {
   return ShardingRule::getElementwise(*this);
 }

@@ -126,13 +126,13 @@ Value GraphBuilder::silu(Value x) { return builder.create<SiluOp>(loc, x); }
 Value GraphBuilder::dropout(Value x, Value seed, double rate) {
   if (rate == 0.0)
     return x;
-  return builder.create<DropoutOp>(loc, x, seed, builder.getF64FloatAttr(rate),
-                                   builder.getI64IntegerAttr(
-                                       nextDropoutStream++));
+  return builder.create<DropoutOp>(
+      loc, x.getType(), x, seed, ValueRange{}, builder.getF64FloatAttr(rate),
+      builder.getI64IntegerAttr(nextDropoutStream++), DenseI64ArrayAttr());
 }
 
 Value GraphBuilder::embedding(Value table, Value ids) {
-  return builder.create<EmbeddingOp>(loc, table, ids);
+  return builder.create<EmbeddingOp>(loc, table, ids, Value());
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, bool causal) {

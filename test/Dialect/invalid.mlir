@@ -150,8 +150,49 @@ func.func private @f(%x: tensor<3xf32> {cleave.param = "x", cleave.init = #cleav
 // -----
 
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @below {{has unknown cleave attribute 'cleave.stage'}}
-  %0 = cleave.exp %x {cleave.stage = 1} : tensor<4xf32>
+  // expected-error @below {{has unknown cleave attribute 'cleave.stages'}}
+  %0 = cleave.exp %x {cleave.stages = 1} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'cleave.stage' must be a non-negative integer, got -1 : i64}}
+  %0 = cleave.exp %x {cleave.stage = -1} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'zero' must be an integer in [0, 3], got 4 : i64}}
+module attributes {cleave.plan = {zero = 4}} {}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'schedule' must be one of "gpipe", "1f1b", "interleaved", "zb-h1", got "2f2b"}}
+module attributes {cleave.plan = {schedule = "2f2b"}} {}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'zeros' is unknown}}
+module attributes {cleave.plan = {zeros = 1}} {}
+
+// -----
+
+// expected-error @below {{'cleave.pipeline' must be {axis = "<mesh axis>", stages = [@f, ...]}}}
+module attributes {cleave.pipeline = {axis = "pp", stages = []}} {}
+
+// -----
+
+// expected-error @below {{'cleave.groups' must be an array of non-empty arrays of mesh axis names}}
+module attributes {cleave.groups = [["dp"], []]} {}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'cleave.plan' belongs on a builtin.module}}
+  %0 = cleave.exp %x {cleave.plan = {zero = 1}} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -917,4 +958,38 @@ func.func @f() {
   // expected-error @below {{peer -1 is outside the group of 4 devices}}
   %0 = cleave.recv on @m axes = [pp] from -1 : tensor<8xf32>
   return
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib, tp = 4 : nvlink)
+func.func @f(%x: tensor<8x16xf32>) -> tensor<8x8xf32> {
+  // expected-error @below {{result shape should be [8, 4] but is [8, 8]}}
+  %0 = cleave.shard %x on @m axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib, tp = 4 : nvlink)
+func.func @f() -> tensor<i64> {
+  // expected-error @below {{uses unknown axis 'sp' of mesh @m}}
+  %0 = cleave.axis_index on @m axes = [sp] : tensor<i64>
+  return %0 : tensor<i64>
+}
+
+// -----
+
+func.func @f(%x: tensor<8x4xf32>, %seed: tensor<i64>) -> tensor<8x4xf32> {
+  // expected-error @below {{global_shape [8, 6] is not a whole number of blocks of [8, 4] in dimension 1}}
+  %0 = cleave.dropout %x, %seed, %seed, %seed {global_shape = array<i64: 8, 6>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<8x4xf32>, %seed: tensor<i64>) -> tensor<8x4xf32> {
+  // expected-error @below {{a block of a sharded tensor needs one block index per dimension and global_shape of rank 2}}
+  %0 = cleave.dropout %x, %seed, %seed {global_shape = array<i64: 8, 8>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
 }

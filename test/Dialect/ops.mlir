@@ -195,3 +195,34 @@ func.func @collectives(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %7 = cleave.recv on @cube axes = [pp] from 1 : tensor<8x16xf32>
   return %7 : tensor<8x16xf32>
 }
+
+// Per-device views and the per-device forms of position-dependent ops.
+// CHECK-LABEL: func.func @per_device
+func.func @per_device(%x: tensor<8x16xf32>, %table: tensor<5x8xf32>, %ids: tensor<2x4xi32>, %seed: tensor<i64>) -> (tensor<8x4xf32>, tensor<2x4x8xf32>, tensor<5x8xf32>, tensor<8x4xf32>) {
+  // CHECK: cleave.axis_index on @world axes = [dp, tp] : tensor<i64>
+  %i = cleave.axis_index on @world axes = [dp, tp] : tensor<i64>
+  // CHECK: cleave.shard %{{.*}} on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x4xf32>
+  %0 = cleave.shard %x on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x4xf32>
+  // CHECK: cleave.embedding %{{.*}}, %{{.*}}, %{{.*}} : (tensor<5x8xf32>, tensor<2x4xi32>, tensor<i64>) -> tensor<2x4x8xf32>
+  %1 = cleave.embedding %table, %ids, %i : (tensor<5x8xf32>, tensor<2x4xi32>, tensor<i64>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.embedding_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<2x4x8xf32>, tensor<i64>) -> tensor<5x8xf32>
+  %2 = cleave.embedding_grad %ids, %1, %i : (tensor<2x4xi32>, tensor<2x4x8xf32>, tensor<i64>) -> tensor<5x8xf32>
+  // CHECK: cleave.dropout %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {global_shape = array<i64: 8, 16>, rate = 1.000000e-01 : f64, stream = 1 : i64}
+  %3 = cleave.dropout %0, %seed, %i, %i {global_shape = array<i64: 8, 16>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
+  return %0, %1, %2, %3 : tensor<8x4xf32>, tensor<2x4x8xf32>, tensor<5x8xf32>, tensor<8x4xf32>
+}
+
+// Plan annotations (docs/plans.md).
+// CHECK-LABEL: module @planned
+// CHECK-SAME: cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}
+// CHECK-SAME: cleave.plan = {micro_batch = 1 : i64, num_micro_batches = 8 : i64, recompute = "selective", schedule = "1f1b", virtual_stages = 1 : i64, zero = 1 : i64}
+// CHECK: cleave.exp %{{.*}} {cleave.stage = 1 : i64}
+module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", micro_batch = 1, num_micro_batches = 8, schedule = "1f1b", virtual_stages = 1}, cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}, cleave.groups = [["dp"], ["dp", "tp"]]} {
+  func.func @s0(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = cleave.exp %x {cleave.stage = 1} : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+  func.func @s1(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}

@@ -69,6 +69,15 @@ def Cleave_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOutputAttrName = "cleave.output";
     /// On a module: the model it was built from (a preset name or "custom").
     static constexpr ::llvm::StringLiteral kModelAttrName = "cleave.model";
+    /// On an op of a forward function: its pipeline stage (docs/plans.md).
+    static constexpr ::llvm::StringLiteral kStageAttrName = "cleave.stage";
+    /// On a module: the plan's non-sharding choices (docs/plans.md).
+    static constexpr ::llvm::StringLiteral kPlanAttrName = "cleave.plan";
+    /// On a module: the stage functions of a pipelined program.
+    static constexpr ::llvm::StringLiteral kPipelineAttrName =
+        "cleave.pipeline";
+    /// On a partitioned module: the mesh axes of each communicator group id.
+    static constexpr ::llvm::StringLiteral kGroupsAttrName = "cleave.groups";
 
   private:
     void registerAttributes();

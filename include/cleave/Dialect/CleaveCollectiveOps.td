@@ -175,4 +175,58 @@ def Cleave_RecvOp : Cleave_CommOp<"recv"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Per-device views that need no communication
+//===----------------------------------------------------------------------===//
+
+def Cleave_AxisIndexOp : Cleave_Op<"axis_index", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This device's linear index in its group along mesh axes.";
+  let description = [{
+    Per-device semantics: the index of the executing device within its group
+    along `axes` (row-major over the axes in the order given, the first named
+    axis major), as an i64 scalar. The partitioner uses it for the offsets of
+    a device's block (vocabulary-parallel embeddings, dropout counters).
+
+    ```mlir
+    %i = cleave.axis_index on @world axes = [tp] : tensor<i64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Cleave_I64Scalar:$result);
+  let assemblyFormat = [{
+    `on` $mesh `axes` `=` custom<AxisList>($axes) attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// Axis names as strings.
+    ::llvm::SmallVector<::llvm::StringRef> getAxisNames();
+  }];
+}
+
+def Cleave_ShardOp : Cleave_Op<"shard", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Keeps this device's block of a tensor along one dimension.";
+  let description = [{
+    Per-device semantics: splits the tensor into group-size blocks along
+    `dim` and keeps block `i`, where `i` is the device's linear index in its
+    group along `axes` (as `cleave.axis_index`). No data moves between
+    devices: this is how a replicated value becomes a split one.
+
+    ```mlir
+    %w = cleave.shard %x on @world axes = [tp] dim = 1 : tensor<768x3072xf32> -> tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `dim` `=` $dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// Axis names as strings.
+    ::llvm::SmallVector<::llvm::StringRef> getAxisNames();
+  }];
+}
+
 #endif // CLEAVE_DIALECT_CLEAVECOLLECTIVEOPS_TD

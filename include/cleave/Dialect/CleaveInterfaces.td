@@ -31,6 +31,23 @@ def Cleave_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
                       "only elementwise ops may use the default sharding "
                       "rule; other ops must declare getShardingRule");
         return ::mlir::cleave::ShardingRule::getElementwise($_op.getOperation());
+      }]>,
+    InterfaceMethod<
+      /*desc=*/[{Builds the per-device form of the op at the builder's
+        insertion point, from the local operands, local result types and the
+        mesh axes of each factor in `context`, and appends its results to
+        `results`. The default clones the op onto the local types, which is
+        right unless an attribute holds a global size or the op needs its
+        block's global position (then it overrides this).}],
+      /*retTy=*/"::mlir::LogicalResult",
+      /*methodName=*/"buildLocalOp",
+      /*args=*/(ins "::mlir::OpBuilder &":$builder,
+                    "const ::mlir::cleave::LocalOpContext &":$context,
+                    "::llvm::SmallVectorImpl<::mlir::Value> &":$results),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::mlir::cleave::buildLocalClone($_op.getOperation(), builder,
+                                               context, results);
       }]>
   ];
 }

@@ -8,7 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 def Cleave_ConstantOp : Cleave_ModelOp<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>], ["getFlops"]> {
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>], ["getFlops"],
+    ["buildLocalOp"]> {
   let summary = "A constant tensor.";
   let description = [{
     A tensor whose value is known at compile time. Splat constants are the
@@ -257,9 +258,10 @@ def Cleave_ReluGradOp : Cleave_BinaryOp<"relu_grad"> {
 //===----------------------------------------------------------------------===//
 
 class Cleave_ReduceOp<string mnemonic, list<Trait> traits = [],
-                      list<string> costMethods = []>
+                      list<string> costMethods = [],
+                      list<string> shardingMethods = []>
     : Cleave_ModelOp<mnemonic, traits # [Pure, InferTypeOpAdaptor],
-                     costMethods> {
+                     costMethods, shardingMethods> {
   let arguments = (ins Cleave_FloatTensor:$input, DenseI64ArrayAttr:$dims);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = [{
@@ -281,7 +283,7 @@ def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", [Cleave_Differentiable],
 }
 
 def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", [Cleave_Differentiable],
-                                            ["getFlops"]> {
+                                            ["getFlops"], ["buildLocalOp"]> {
   let summary = "Averages over the given dimensions.";
   let description = [{
     ```mlir

@@ -149,7 +149,8 @@ def Cleave_RMSNormGradOp : Cleave_ModelOp<"rms_norm_grad",
 }
 
 def Cleave_EmbeddingOp : Cleave_ModelOp<"embedding",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"],
+    ["buildLocalOp"]> {
   let summary = "Looks up rows of a table by integer ids.";
   let description = [{
     `table` is `[V, H]`, `ids` any integer tensor with values in `[0, V)`;
@@ -162,25 +163,37 @@ def Cleave_EmbeddingOp : Cleave_ModelOp<"embedding",
     Sharding rule: `V` is a reduction factor: a device holding rows
     `[v0, v1)` contributes the rows it owns and zeros elsewhere, and the
     partial results sum to the lookup (Megatron's vocabulary-parallel
-    embedding).
+    embedding). The partitioner writes that per-device lookup with the
+    optional `block` operand (an i64 scalar `b`): the table is then block `b`
+    of a vocabulary split into blocks of `V` rows, so row `r` holds id
+    `b * V + r`, and ids outside `[b * V, (b + 1) * V)` give zero rows.
+
+    ```mlir
+    %b = cleave.axis_index on @world axes = [tp] : tensor<i64>
+    %p = cleave.embedding %wte_shard, %tokens, %b : (tensor<12576x768xf32>, tensor<8x128xi32>, tensor<i64>) -> tensor<8x128x768xf32>
+    ```
   }];
-  let arguments = (ins Cleave_FloatTensor:$table, Cleave_IndexTensor:$ids);
+  let arguments = (ins Cleave_FloatTensor:$table, Cleave_IndexTensor:$ids,
+                       Optional<Cleave_I64Scalar>:$block);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
 def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
-    [Pure], ["getFlops"]> {
+    [Pure], ["getFlops"], ["buildLocalOp"]> {
   let summary = "Gradient of `cleave.embedding` with respect to the table.";
   let description = [{
     Scatter-adds each row of `dy` (`ids.shape + [H]`) into row `ids[...]` of
-    a zero `[V, H]` result.
+    a zero `[V, H]` result. With the optional `block` operand (an i64 scalar
+    `b`), result row `r` stands for id `b * V + r` and ids outside that block
+    are skipped: the gradient of one vocabulary shard.
 
     ```mlir
     %dwte = cleave.embedding_grad %tokens, %de : (tensor<8x128xi32>, tensor<8x128x768xf32>) -> tensor<50304x768xf32>
     ```
   }];
-  let arguments = (ins Cleave_IndexTensor:$ids, Cleave_FloatTensor:$grad);
+  let arguments = (ins Cleave_IndexTensor:$ids, Cleave_FloatTensor:$grad,
+                       Optional<Cleave_I64Scalar>:$block);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -267,7 +280,8 @@ def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
 }
 
 def Cleave_CrossEntropyOp : Cleave_ModelOp<"cross_entropy",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"],
+    ["buildLocalOp"]> {
   let summary = "Mean softmax cross-entropy of logits against integer labels.";
   let description = [{
     `logits` is `[..., V]`, `labels` has the leading shape `[...]` with
@@ -285,7 +299,7 @@ def Cleave_CrossEntropyOp : Cleave_ModelOp<"cross_entropy",
 }
 
 def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor], ["getFlops"], ["buildLocalOp"]> {
   let summary = "Gradient of `cleave.cross_entropy` with respect to the logits.";
   let description = [{
     `(softmax(logits) - onehot(labels)) * dloss / N`, where `N` is the number
@@ -302,7 +316,8 @@ def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
 }
 
 def Cleave_DropoutOp : Cleave_ModelOp<"dropout",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], [], ["buildLocalOp"]> {
+  let hasVerifier = 1;
   let summary = "Inverted dropout with a counter-based random stream.";
   let description = [{
     Zeroes each element with probability `rate` and scales the others by
@@ -315,9 +330,21 @@ def Cleave_DropoutOp : Cleave_ModelOp<"dropout",
     ```mlir
     %y = cleave.dropout %x, %seed {rate = 1.0e-01 : f64, stream = 3 : i64} : (tensor<8x128x768xf32>, tensor<i64>) -> tensor<8x128x768xf32>
     ```
+
+    On one block of a sharded tensor (after partitioning), `global_shape`
+    gives the whole tensor's shape and the `blocks` operands (i64 scalars,
+    one per dimension) the index of this block along each dimension (the
+    block's offset is its index times the local size), so every element keeps
+    its global index and the mask does not depend on the sharding:
+
+    ```mlir
+    %y = cleave.dropout %x, %seed, %b0, %zero, %zero {global_shape = array<i64: 8, 128, 768>, rate = 1.0e-01 : f64, stream = 3 : i64} : (tensor<4x128x768xf32>, tensor<i64>, tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<4x128x768xf32>
+    ```
   }];
   let arguments = (ins Cleave_FloatTensor:$input, Cleave_I64Scalar:$seed,
-                       F64Attr:$rate, I64Attr:$stream);
+                       Variadic<Cleave_I64Scalar>:$blocks,
+                       F64Attr:$rate, I64Attr:$stream,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }

@@ -21,11 +21,14 @@ class Cleave_Op<string mnemonic, list<Trait> traits = []>
 
 /// A model op with global semantics. It defines its sharding rule; its FLOP
 /// count defaults to one per result element unless `costMethods` lists
-/// "getFlops".
+/// "getFlops"; its per-device form is a clone on local types unless
+/// `shardingMethods` lists "buildLocalOp".
 class Cleave_ModelOp<string mnemonic, list<Trait> traits = [],
-                     list<string> costMethods = []>
+                     list<string> costMethods = [],
+                     list<string> shardingMethods = []>
     : Cleave_Op<mnemonic, traits # [
-        DeclareOpInterfaceMethods<Cleave_ShardingRuleOpInterface, ["getShardingRule"]>,
+        DeclareOpInterfaceMethods<Cleave_ShardingRuleOpInterface,
+                                  !listconcat(["getShardingRule"], shardingMethods)>,
         DeclareOpInterfaceMethods<Cleave_CostOpInterface, costMethods>]>;
 
 /// An elementwise model op: sharding rule from the trait, one FLOP per element.

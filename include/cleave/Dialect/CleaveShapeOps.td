@@ -63,7 +63,8 @@ def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast",
 }
 
 def Cleave_SliceOp : Cleave_ModelOp<"slice",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"],
+    ["buildLocalOp"]> {
   let summary = "Extracts a strided window of a tensor.";
   let description = [{
     For every dimension `d`, takes indices `offsets[d] + k * strides[d]`

@@ -21,6 +21,7 @@
 #ifndef CLEAVE_DIALECT_SHARDINGRULE_H
 #define CLEAVE_DIALECT_SHARDINGRULE_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
@@ -91,6 +92,14 @@ private:
 /// Number of elements of all ranked-tensor results of `op` (the default FLOP
 /// count of elementwise ops).
 double countResultElements(Operation *op);
+
+class LocalOpContext;
+
+/// The default ShardingRuleOpInterface::buildLocalOp: clones `op` with the
+/// local operands and result types of `context` (see LocalOp.h).
+LogicalResult buildLocalClone(Operation *op, OpBuilder &builder,
+                              const LocalOpContext &context,
+                              llvm::SmallVectorImpl<Value> &results);
 
 } // namespace mlir::cleave
 
