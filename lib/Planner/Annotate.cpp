@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -253,11 +254,18 @@ private:
 
   void addPlanAttribute() {
     const cost::ParallelPlan &p = a.plan;
+    // docs/plans.md has one recomputation for the whole program: per-stage
+    // choices are written as the heaviest (it fits wherever they fit).
+    cost::Recompute heaviest = p.recompute;
+    for (cost::Recompute r : p.recomputePerStage)
+      heaviest = std::max(heaviest, r);
+    if (!p.recomputePerStage.empty())
+      heaviest = *std::max_element(p.recomputePerStage.begin(),
+                                   p.recomputePerStage.end());
     SmallVector<NamedAttribute> fields = {
         builder.getNamedAttr("zero", builder.getI64IntegerAttr(p.zeroStage)),
-        builder.getNamedAttr(
-            "recompute",
-            builder.getStringAttr(cost::toString(p.recomputeOf(0)))),
+        builder.getNamedAttr("recompute",
+                             builder.getStringAttr(cost::toString(heaviest))),
         builder.getNamedAttr("micro_batch",
                              builder.getI64IntegerAttr(p.microBatchSize)),
         builder.getNamedAttr("num_micro_batches",
@@ -266,13 +274,6 @@ private:
                              builder.getStringAttr(cost::toString(p.schedule))),
         builder.getNamedAttr("virtual_stages",
                              builder.getI64IntegerAttr(p.chunks()))};
-    if (!p.recomputePerStage.empty()) {
-      SmallVector<Attribute> kinds;
-      for (cost::Recompute r : p.recomputePerStage)
-        kinds.push_back(builder.getStringAttr(cost::toString(r)));
-      fields.push_back(builder.getNamedAttr("recompute_per_stage",
-                                            builder.getArrayAttr(kinds)));
-    }
     module->setAttr("cleave.plan", builder.getDictionaryAttr(fields));
   }
 

@@ -197,6 +197,7 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
       const cost::ParallelPlan &p = res.search.best->plan;
       GraphOptions go;
       go.dtype = dtype;
+      go.parameterUses = double(p.numMicroBatches);
       graph = std::make_shared<ShardingGraph>(buildShardingGraph(
           *view, detail::meshAxes(p, pc->spec), pc->spec, go, c));
       chunks = detail::chunkOfInstances(*view, res.model, p);

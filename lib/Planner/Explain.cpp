@@ -300,9 +300,15 @@ std::string formatSearch(const SearchResult &r, const ModelConfig &model,
                          const cost::ClusterSpec &cluster,
                          const PlannerOptions &options) {
   std::ostringstream os;
-  os << "model    " << model.name << " (" << std::setprecision(3)
-     << double(model.numParameters()) / 1e9 << "B parameters, " << model.layers
-     << " layers, seq " << model.seqLen << ")\n";
+  os << "model    " << model.name;
+  if (model.layers > 0) {
+    double params = double(model.numParameters());
+    os << " (" << std::setprecision(3)
+       << (params >= 1e9 ? params / 1e9 : params / 1e6)
+       << (params >= 1e9 ? "B" : "M") << " parameters, " << model.layers
+       << " layers, seq " << model.seqLen << ")";
+  }
+  os << "\n";
   os << "cluster  " << cluster.name << ": " << r.gpus << " x "
      << cluster.gpu.name << " (" << cluster.gpusPerNode << " per node), "
      << gb(r.memoryLimit) << " per GPU usable\n";

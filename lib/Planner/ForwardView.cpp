@@ -158,7 +158,10 @@ std::tuple<int, int, int> longestRepeat(const std::vector<uint64_t> &sig) {
         continue;
       int begin = i - run + 1, end = i + k + 1;
       int cover = (end - begin) / k * k;
-      if (cover > bestCover) {
+      // A longer run of the same repetition keeps growing its region (a
+      // rotation of the block needs the ops past the last whole instance).
+      bool longer = k == bestPeriod && begin == bestStart && end > bestEnd;
+      if (cover > bestCover || longer) {
         bestCover = cover;
         bestStart = begin;
         bestPeriod = k;

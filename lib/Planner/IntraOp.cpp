@@ -48,38 +48,32 @@ std::vector<int> chunkOfInstances(const ForwardView &v,
 
 namespace {
 
-/// Saved activations the ILP should count per byte of the IR's (whole
-/// batch, per device after dp) results on stage `s`: the micro-batches the
-/// schedule keeps alive per layer, and what recomputation keeps of them.
-double activationFactor(const ModelConfig &model, const cost::ParallelPlan &p,
-                        int s, int64_t globalBatch) {
-  double layers = 0;
-  for (int c = 0; c < p.chunks(); ++c)
-    layers += double(cost::layersInChunk(model, p, c * p.pp + s));
-  double live = cost::peakLiveLayerMicroBatches(model, p, s) / layers;
-  cost::ParallelPlan own = p.forStage(s), none = own;
-  none.recompute = cost::Recompute::None;
-  double kept = cost::layerActivationBytes(model, own) /
-                cost::layerActivationBytes(model, none);
-  double perReplica = double(globalBatch) / p.dp;
-  return live * double(p.microBatchSize) / perReplica * kept;
-}
-
+/// Solves a stage: first without the memory row; the activation bytes
+/// the ILP counts (every saved result) are then scaled so that this
+/// solution's equal what the cost model counts for the stage
+/// (`activationTarget`, 0: no scaling), and only if the solution does not
+/// fit is the ILP solved again under the memory row.
 StageSolution solveOne(const ShardingGraph &g, StageSolution s,
-                       double activation, double parameter,
+                       double activationTarget, double parameter,
                        double timeLimit) {
   IlpOptions o;
   o.timeLimit = timeLimit;
-  IlpProblem p =
-      g.problem(s.layers, s.first, s.last, s.memoryLimit, activation,
-                parameter);
-  s.ilp = solveIlp(p, o);
-  if (s.ilp.choice.empty()) {
-    // The memory row cannot be met: the fastest sharding, reported.
-    p.memory.clear();
-    s.ilp = solveIlp(p, o);
-    s.memoryRelaxed = true;
-  }
+  IlpProblem free = g.problem(s.layers, s.first, s.last, s.memoryLimit, 1.0,
+                              parameter);
+  free.memory.clear();
+  s.ilp = solveIlp(free, o);
+  auto [act, par] = g.memoryOf(s.ilp.choice, s.layers, s.first, s.last);
+  double activation =
+      activationTarget > 0 && act > 0 ? activationTarget / act : 1.0;
+  if (act * activation + par * parameter <= s.memoryLimit)
+    return s;
+  IlpProblem bound = g.problem(s.layers, s.first, s.last, s.memoryLimit,
+                               activation, parameter);
+  IlpSolution fit = solveIlp(bound, o);
+  if (fit.choice.empty())
+    s.memoryRelaxed = true; // keep the fastest; the report says so
+  else
+    s.ilp = fit;
   return s;
 }
 
@@ -88,7 +82,7 @@ StageSolution solveOne(const ShardingGraph &g, StageSolution s,
 std::vector<StageSolution>
 solveStages(const ShardingGraph &g, const ModelConfig &model,
             const cost::ClusterSpec &cluster, const Candidate &best,
-            int64_t globalBatch, double memoryLimit,
+            int64_t /*globalBatch*/, double memoryLimit,
             const std::vector<int> &chunkOfInstance, double timeLimit,
             const cost::CostConstants &c) {
   const cost::ParallelPlan &p = best.plan;
@@ -102,10 +96,10 @@ solveStages(const ShardingGraph &g, const ModelConfig &model,
     const cost::MemoryBreakdown &m = best.memoryPerStage[size_t(s)];
     double budget =
         memoryLimit - (m.transient + m.communication + m.reserved);
-    double activation = activationFactor(model, p, s, globalBatch);
+    double activation = m.activations;
     // Stages alike in what the ILP sees share one solution.
     auto key = std::make_tuple(layers[size_t(s)], s == 0, s == p.pp - 1,
-                               int64_t(activation * 1e6));
+                               int64_t(activation));
     if (auto it = seen.find(key); it != seen.end()) {
       out[it->second].stages.push_back(s);
       continue;

@@ -145,9 +145,12 @@ private:
       g.nodeOfOp[op] = nodeOfIndex[size_t(i)];
       for (unsigned k = 0; k < op->getNumOperands(); ++k)
         if (auto a = dyn_cast<BlockArgument>(op->getOperand(k)))
-          if (v.isParam(a))
-            g.nodeOfArg[a] =
-                g.nodeOfArg.lookup(v.at(0, slot)->getOperand(k));
+          if (v.isParam(a)) {
+            int n = g.nodeOfArg.lookup(v.at(0, slot)->getOperand(k));
+            g.nodeOfArg[a] = n;
+            if (t == 1)
+              g.nodes[size_t(n)].secondArg = a;
+          }
       return;
     }
     if (int n = followedNode(i); n >= 0) {
@@ -198,8 +201,15 @@ private:
     const Node &p = g.nodes[size_t(from)], &c = g.nodes[size_t(consumer)];
     bool gradient =
         detail::isFloatTensor(x) && p.kind != NodeKind::Input;
-    double gradScale = p.kind == NodeKind::Parameter ? options.gradientFactor
-                                                     : 1.0;
+    double uses = p.kind == NodeKind::Parameter ? options.parameterUses : 1.0;
+    // A parameter's gradient summed over the batch axis is the
+    // data-parallel gradient reduction, which the plan prices (and ZeRO
+    // shapes), not the ILP.
+    uint8_t batchAxes = 0;
+    if (p.kind == NodeKind::Parameter)
+      for (size_t a = 0; a < g.axes.size(); ++a)
+        if (g.axes[a].batch)
+          batchAxes |= uint8_t(1u << a);
     double bytes = detail::bytesOf(x.getType());
     Edge e;
     e.from = from;
@@ -213,11 +223,11 @@ private:
         double cost = costs.reshard(from, to, bytes);
         if (gradient) {
           Layout grad = to, back = from;
-          grad.partial = t.gradPartial[operand];
+          grad.partial = t.gradPartial[operand] & ~batchAxes;
           back.partial = 0;
-          cost += gradScale * costs.reshard(grad, back, bytes);
+          cost += costs.reshard(grad, back, bytes);
         }
-        e.cost.push_back(cost);
+        e.cost.push_back(uses * cost);
       }
     g.edges.push_back(std::move(e));
   }
@@ -324,6 +334,22 @@ IlpProblem ShardingGraph::problem(int64_t layers, bool first, bool last,
     p.edges.push_back(std::move(pe));
   }
   return p;
+}
+
+std::pair<double, double> ShardingGraph::memoryOf(
+    const std::vector<int> &choice, int64_t layers, bool first,
+    bool last) const {
+  double activation = 0, parameter = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    Region r = nodes[n].region;
+    double m = r == Region::Block ? double(layers)
+               : r == Region::Before ? double(first)
+                                     : double(last);
+    const Strategy &s = nodes[n].strategies[size_t(choice[n])];
+    activation += m * s.activationBytes;
+    parameter += m * s.parameterBytes;
+  }
+  return {activation, parameter};
 }
 
 Layout ShardingGraph::layoutOf(Value x, const std::vector<int> &choice) const {

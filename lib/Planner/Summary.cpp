@@ -68,14 +68,7 @@ std::string paramName(const ShardingGraph &g, int node) {
     auto s = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "cleave.param");
     return s ? s.getValue().str() : "%arg" + std::to_string(a.getArgNumber());
   };
-  std::string first = nameOf(n.arg), other;
-  if (n.region == Region::Block)
-    for (auto [v, i] : g.nodeOfArg)
-      if (i == node && v != Value(n.arg)) {
-        other = nameOf(cast<BlockArgument>(v));
-        break;
-      }
-  return pattern(first, other);
+  return pattern(nameOf(n.arg), n.secondArg ? nameOf(n.secondArg) : "");
 }
 
 std::string opName(const ShardingGraph &g, const Node &n) {
@@ -125,6 +118,10 @@ std::vector<std::string> summarize(const ShardingGraph &g,
     const Layout &l = p.results[e.result], &want = c.operands[e.operand];
     Layout grad = want, back = l;
     grad.partial = c.gradPartial[e.operand];
+    if (from.kind == NodeKind::Parameter)
+      for (size_t a = 0; a < g.axes.size(); ++a)
+        if (g.axes[a].batch)
+          grad.partial &= uint8_t(~(1u << a)); // the plan's DP reduction
     back.partial = 0;
     std::string fwd = detail::describeReshard(l, want, g.axes);
     std::string bwd = detail::describeReshard(grad, back, g.axes);

@@ -83,8 +83,9 @@ struct Node {
   Region region = Region::Before;
   /// Op nodes: the op (instance 0 of block nodes).
   mlir::Operation *op = nullptr;
-  /// Argument nodes: the argument (instance 0's, for block parameters).
-  mlir::BlockArgument arg;
+  /// Argument nodes: the argument (instance 0's, for block parameters),
+  /// and for block parameters instance 1's (their names give the pattern).
+  mlir::BlockArgument arg, secondArg;
   /// Unary elementwise ops merged into this node, in order.
   std::vector<mlir::Operation *> followers;
   std::vector<Strategy> strategies;
@@ -112,9 +113,11 @@ struct Edge {
 };
 
 struct GraphOptions {
-  /// Scale of parameter-gradient collectives (the IR is one whole step;
-  /// they run once per step, as do the per-micro-batch ones summed).
-  double gradientFactor = 1;
+  /// How often per step a parameter's layout changes are paid. The IR is
+  /// one whole step, so activation resharding already sums over the
+  /// micro-batches; a parameter gathered for its use (and its gradient
+  /// reduced back) is gathered again for every micro-batch.
+  double parameterUses = 1;
   /// Compute precision of the plan (for the roofline).
   DType dtype = DType::F32;
 };
@@ -137,6 +140,11 @@ struct ShardingGraph {
   IlpProblem problem(int64_t layers, bool first, bool last,
                      double memoryLimit, double activationFactor,
                      double parameterFactor) const;
+  /// Raw activation and parameter bytes of an assignment on a stage (as
+  /// `problem` counts them, before its factors).
+  std::pair<double, double> memoryOf(const std::vector<int> &choice,
+                                     int64_t layers, bool first,
+                                     bool last) const;
   /// The layout of value `v` (a forward op's result or an argument) under
   /// `choice`: the producer's.
   Layout layoutOf(mlir::Value v, const std::vector<int> &choice) const;
