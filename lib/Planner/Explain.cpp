@@ -272,9 +272,11 @@ void formatChosen(std::ostream &os, const Candidate &c,
   }
   os << "  memory       ZeRO-" << p.zeroStage << ", recompute "
      << recomputeOf(p) << "\n";
-  os << "  step         " << seconds(c.stepTime) << ", "
-     << std::setprecision(0) << std::fixed << c.tokensPerSecond
-     << " tokens/s, MFU " << percent(c.mfu) << "\n";
+  os << "  step         " << seconds(c.stepTime) << ", ";
+  if (c.tokensPerSecond > 0)
+    os << std::setprecision(0) << std::fixed << c.tokensPerSecond
+       << " tokens/s, ";
+  os << "MFU " << percent(c.mfu) << "\n";
   os << "  time         ";
   bool first = true;
   for (const auto &[name, t] : timeParts(c.breakdown))

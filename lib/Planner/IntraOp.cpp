@@ -159,6 +159,18 @@ std::pair<double, double> dataParallelTime(const cost::ParallelPlan &p,
   return {comm, optimizer};
 }
 
+/// The assignment with the least memory (each node's smallest strategy).
+std::vector<int> leastMemory(const IlpProblem &p) {
+  std::vector<int> choice(size_t(p.numNodes()), 0);
+  const IlpProblem::MemoryRow &row = p.memory.front();
+  for (size_t n = 0; n < row.bytes.size(); ++n)
+    if (!row.bytes[n].empty())
+      choice[n] = int(std::min_element(row.bytes[n].begin(),
+                                       row.bytes[n].end()) -
+                      row.bytes[n].begin());
+  return choice;
+}
+
 /// The ILP's compute and communication parts of an assignment.
 std::pair<double, double> split(const IlpProblem &p,
                                 const std::vector<int> &choice) {
@@ -223,8 +235,13 @@ searchGraphMode(const ForwardView &view, const PlanCluster &pc,
       IlpSolution s = solveIlp(p, io);
       ++r.search.stats.simulated;
       bool fits = !s.choice.empty();
+      std::vector<int> memoryChoice = s.choice;
       if (!fits) {
-        p.memory.clear(); // for the numbers of the report
+        // The report's numbers: the fastest sharding, and the least memory
+        // any sharding needs (memory is a sum over nodes: each node's
+        // smallest strategy).
+        memoryChoice = leastMemory(p);
+        p.memory.clear();
         s = solveIlp(p, io);
       }
       double paramBytes = 0;
@@ -244,15 +261,20 @@ searchGraphMode(const ForwardView &view, const PlanCluster &pc,
       cand.breakdown.exposedComm[size_t(cost::Axis::DP)] = dpComm;
       cand.breakdown.optimizer = optimizer;
       cand.stepTime = compute + comm + dpComm + optimizer;
-      cand.peakMemory = memoryOf(g.problem(view.count, true, true, limit, 1.0,
-                                           parameterStateFactor(plan)),
-                                 s.choice, 0) +
-                        c.runtimeReservedBytes;
+      auto [act, par] = g.memoryOf(memoryChoice, view.count, true, true);
       cost::MemoryBreakdown mb;
       mb.capacity = cl.gpu.hbmBytes;
       mb.reserved = c.runtimeReservedBytes;
-      mb.activations = cand.peakMemory - mb.reserved;
+      mb.activations = act;
+      // The IR's parameters are f32: bytes / 4 parameters.
+      bool mixed = dtype != DType::F32;
+      double shard = double(dp), params = par / 4;
+      mb.parameters = params * (mixed ? 2 : 4) / (zero >= 3 ? shard : 1);
+      mb.gradients = params * double(bytesOf(plan.gradDType())) /
+                     (zero >= 2 ? shard : 1);
+      mb.optimizerStates = params * (mixed ? 12 : 8) / (zero >= 1 ? shard : 1);
       cand.memoryPerStage = {mb};
+      cand.peakMemory = mb.total();
       cand.fits = fits && cand.peakMemory <= limit;
       cand.mfu = flops / cand.stepTime / gpus / cl.gpu.peakFlops(dtype);
       cand.tokensPerSecond = 0;

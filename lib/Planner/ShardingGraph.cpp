@@ -217,10 +217,13 @@ private:
     e.result = result;
     e.operand = operand;
     e.kind = kind;
+    e.gradient = gradient;
     for (const Strategy &s : p.strategies)
       for (const Strategy &t : c.strategies) {
         const Layout &from = s.results[result], &to = t.operands[operand];
-        double cost = costs.reshard(from, to, bytes);
+        // A nanosecond per layout change, even a free local slice: among
+        // equally fast plans the one with fewer constraints wins.
+        double cost = costs.reshard(from, to, bytes) + (from != to ? 1e-9 : 0);
         if (gradient) {
           Layout grad = to, back = from;
           grad.partial = t.gradPartial[operand] & ~batchAxes;

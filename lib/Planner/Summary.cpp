@@ -124,7 +124,8 @@ std::vector<std::string> summarize(const ShardingGraph &g,
           grad.partial &= uint8_t(~(1u << a)); // the plan's DP reduction
     back.partial = 0;
     std::string fwd = detail::describeReshard(l, want, g.axes);
-    std::string bwd = detail::describeReshard(grad, back, g.axes);
+    std::string bwd =
+        e.gradient ? detail::describeReshard(grad, back, g.axes) : "";
     if (fwd.empty() && bwd.empty())
       continue;
     std::string src = from.kind == NodeKind::Op ? opName(g, from)

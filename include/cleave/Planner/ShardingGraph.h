@@ -108,6 +108,8 @@ struct Edge {
   int from = 0, to = 0;
   unsigned result = 0, operand = 0;
   EdgeKind kind = EdgeKind::Local;
+  /// A gradient flows back along the edge (a float value that is not data).
+  bool gradient = false;
   /// Row-major over (producer, consumer) strategies: seconds per occurrence.
   std::vector<double> cost;
 };
