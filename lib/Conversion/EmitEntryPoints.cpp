@@ -45,6 +45,10 @@ struct CleaveEmitEntryPointsPass final
         return signalPassFailure();
     for (auto func : module.getOps<LLVM::LLVMFuncOp>())
       stripCleaveAttrs(func);
+    // The mesh was read into the manifest; LLVM IR has no place for it.
+    for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+      if (op.getDialect() && op.getDialect()->getNamespace() == "cleave")
+        op.erase();
   }
 
   /// The cleave.* argument and result attributes described the buffers for

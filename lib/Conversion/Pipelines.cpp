@@ -2,6 +2,7 @@
 
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
@@ -50,7 +51,10 @@ static bool allFunctions(func::FuncOp *) { return true; }
 
 void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
                                             const CPUPipelineOptions &options) {
-  // Tensor level.
+  // Tensor level, once every rank's communication is proven to match:
+  // communication becomes runtime calls, compute linalg.
+  pm.addPass(createCleaveVerifyCollectivesPass());
+  pm.addPass(createCleaveLowerCollectivesPass());
   pm.addPass(createCleaveLowerToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

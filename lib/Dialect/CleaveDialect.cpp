@@ -194,6 +194,25 @@ LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
          << kShardingAttrName << "')";
 }
 
+/// Verifies `cleave.layout`: a sharding of the same rank as the tensor it
+/// describes, when that is still a tensor (lowering turns it into a buffer).
+static LogicalResult verifyLayout(Operation *op, Attribute attr, Type type,
+                                  StringRef what) {
+  auto sharding = dyn_cast<ShardingAttr>(attr);
+  if (!sharding)
+    return op->emitOpError() << "'" << CleaveDialect::kLayoutAttrName
+                             << "' on " << what
+                             << " must be a #cleave.sharding, got " << attr;
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (shaped && shaped.hasRank() && shaped.getRank() != sharding.getRank())
+    return op->emitOpError() << "'" << CleaveDialect::kLayoutAttrName
+                             << "' on " << what << " has "
+                             << sharding.getRank()
+                             << " dimensions but the value has rank "
+                             << shaped.getRank();
+  return success();
+}
+
 LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
                                                       unsigned regionIndex,
                                                       unsigned argIndex,
@@ -206,6 +225,8 @@ LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (name == kShardingAttrName)
     return verifyValueSharding(op, attr.getValue(), type, what);
+  if (name == kLayoutAttrName)
+    return verifyLayout(op, attr.getValue(), type, what);
   // `cleave.output` moves to arguments when results become out-parameters.
   if (name == kParamAttrName || name == kInputAttrName ||
       name == kStateAttrName || name == kOutputAttrName) {
@@ -250,6 +271,11 @@ LogicalResult CleaveDialect::verifyRegionResultAttribute(Operation *op,
                                << " must be a non-empty string";
     return success();
   }
+  if (attr.getName() == kLayoutAttrName)
+    return verifyLayout(op, attr.getValue(),
+                        cast<FunctionOpInterface>(op)
+                            .getResultTypes()[resultIndex],
+                        what);
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << what << " has unknown cleave attribute '"
                              << attr.getName().getValue() << "'";

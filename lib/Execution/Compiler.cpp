@@ -92,6 +92,9 @@ prepare(ModuleOp module, const CompileOptions &options) {
     return makeError("cannot describe the program's buffers:\n" + diags.text);
   if (llvm::Error err = lowerForCPU(module, options))
     return std::move(err);
+  if (failed(extractGroups(module, *manifest)))
+    return makeError("cannot describe the program's communicators:\n" +
+                     diags.text);
   std::string json;
   llvm::raw_string_ostream os(json);
   os << manifest->toJSON();
@@ -152,6 +155,7 @@ JitProgram::compile(ModuleOp module, const CompileOptions &options) {
     add("cleave_rt_send", &cleave_rt_send);
     add("cleave_rt_recv", &cleave_rt_recv);
     add("cleave_rt_barrier", &cleave_rt_barrier);
+    add("cleave_rt_group_rank", &cleave_rt_group_rank);
     add("memrefCopy", &memrefCopy);
     return map;
   });

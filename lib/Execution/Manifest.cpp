@@ -33,6 +33,42 @@ const FunctionSpec *ProgramManifest::lookup(StringRef name) const {
   return nullptr;
 }
 
+bool BufferSpec::isSplit() const {
+  return llvm::any_of(layout, [](const auto &axes) { return !axes.empty(); });
+}
+
+int64_t MeshSpec::numDevices() const {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  return n;
+}
+
+std::vector<int64_t> MeshSpec::coordinates(int64_t rank) const {
+  std::vector<int64_t> coords(shape.size());
+  for (int64_t a = int64_t(shape.size()) - 1; a >= 0; --a) {
+    coords[a] = rank % shape[a];
+    rank /= shape[a];
+  }
+  return coords;
+}
+
+std::string MeshSpec::toString() const {
+  std::string text;
+  for (size_t a = 0; a < axes.size(); ++a)
+    text += (a ? ", " : "") + axes[a] + "=" + std::to_string(shape[a]);
+  return text;
+}
+
+std::vector<int64_t> mlir::cleave::globalShape(const BufferSpec &buffer,
+                                               const MeshSpec &mesh) {
+  std::vector<int64_t> shape = buffer.shape;
+  for (size_t d = 0; d < buffer.layout.size() && d < shape.size(); ++d)
+    for (int64_t axis : buffer.layout[d])
+      shape[d] *= mesh.shape[axis];
+  return shape;
+}
+
 StringRef mlir::cleave::stringifyRole(BufferSpec::Role role) {
   switch (role) {
   case BufferSpec::Role::Param:
@@ -100,6 +136,28 @@ static LogicalResult describeType(Operation *where, Type type,
   return success();
 }
 
+/// Fills `spec.layout` from a `cleave.layout` attribute (if any).
+static LogicalResult describeLayout(func::FuncOp func, ShardingAttr layout,
+                                    const std::string &what,
+                                    BufferSpec &spec) {
+  if (!layout)
+    return success();
+  if (!layout.getPartialAxes().empty())
+    return func.emitError() << what << " is a pending sum (" << layout
+                            << "); hosts read whole or split values only";
+  MeshOp mesh = lookupMesh(func, layout.getMesh());
+  if (!mesh)
+    return func.emitError() << what << " refers to unknown mesh "
+                            << layout.getMesh();
+  for (unsigned d = 0, e = layout.getRank(); d < e; ++d) {
+    std::vector<int64_t> axes;
+    for (StringRef axis : layout.getDimAxes(d))
+      axes.push_back(*mesh.getAxisIndex(axis));
+    spec.layout.push_back(std::move(axes));
+  }
+  return success();
+}
+
 static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
   FunctionSpec fs;
   fs.name = func.getName().str();
@@ -129,7 +187,10 @@ static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
              << what << " has no role: mark it cleave.param, cleave.state "
              << "or cleave.input";
     }
-    if (failed(describeType(func, func.getArgumentTypes()[i], what, spec)))
+    if (failed(describeType(func, func.getArgumentTypes()[i], what, spec)) ||
+        failed(describeLayout(func, func.getArgAttrOfType<ShardingAttr>(
+                                        i, CleaveDialect::kLayoutAttrName),
+                              what, spec)))
       return failure();
     fs.buffers.push_back(std::move(spec));
   }
@@ -140,7 +201,10 @@ static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
         func.getResultAttrOfType<StringAttr>(i, CleaveDialect::kOutputAttrName);
     spec.name = name ? name.str() : "result" + std::to_string(i);
     std::string what = "result #" + std::to_string(i) + " of @" + fs.name;
-    if (failed(describeType(func, func.getResultTypes()[i], what, spec)))
+    if (failed(describeType(func, func.getResultTypes()[i], what, spec)) ||
+        failed(describeLayout(func, func.getResultAttrOfType<ShardingAttr>(
+                                        i, CleaveDialect::kLayoutAttrName),
+                              what, spec)))
       return failure();
     fs.buffers.push_back(std::move(spec));
   }
@@ -149,6 +213,23 @@ static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
 
 FailureOr<ProgramManifest> mlir::cleave::extractManifest(ModuleOp module) {
   ProgramManifest manifest;
+  bool perDevice = false;
+  module.walk([&](func::FuncOp func) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      perDevice |= bool(func.getArgAttr(i, CleaveDialect::kLayoutAttrName));
+  });
+  if (perDevice) {
+    SmallVector<MeshOp> meshes(module.getOps<MeshOp>());
+    if (meshes.size() != 1)
+      return module.emitError() << "a per-device program needs exactly one "
+                                   "cleave.mesh, found "
+                                << meshes.size();
+    MeshSpec mesh;
+    for (Attribute name : meshes[0].getAxisNames())
+      mesh.axes.push_back(cast<StringAttr>(name).getValue().str());
+    llvm::append_range(mesh.shape, meshes[0].getShape());
+    manifest.mesh = std::move(mesh);
+  }
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal() || func.isPrivate())
       continue;
@@ -158,6 +239,36 @@ FailureOr<ProgramManifest> mlir::cleave::extractManifest(ModuleOp module) {
     manifest.functions.push_back(std::move(*fs));
   }
   return manifest;
+}
+
+LogicalResult mlir::cleave::extractGroups(ModuleOp module,
+                                         ProgramManifest &manifest) {
+  auto groups = module->getAttrOfType<ArrayAttr>(CleaveDialect::kGroupsAttrName);
+  if (!groups)
+    return success();
+  if (!manifest.mesh)
+    return module.emitError() << "has communicator groups but no mesh";
+  manifest.groups.clear();
+  for (Attribute group : groups) {
+    std::vector<int64_t> axes;
+    for (Attribute axis : cast<ArrayAttr>(group)) {
+      StringRef name = cast<StringAttr>(axis).getValue();
+      auto it = llvm::find(manifest.mesh->axes, name);
+      if (it == manifest.mesh->axes.end())
+        return module.emitError() << "group axis '" << name
+                                  << "' is not an axis of the mesh";
+      axes.push_back(it - manifest.mesh->axes.begin());
+    }
+    manifest.groups.push_back(std::move(axes));
+  }
+  return success();
+}
+
+static llvm::json::Array toJSONArray(const std::vector<std::vector<int64_t>> &v) {
+  llvm::json::Array out;
+  for (const auto &inner : v)
+    out.push_back(llvm::json::Array(inner));
+  return out;
 }
 
 llvm::json::Value ProgramManifest::toJSON() const {
@@ -173,14 +284,40 @@ llvm::json::Value ProgramManifest::toJSON() const {
         o["init"] = b.init;
         o["scale"] = b.initScale;
       }
+      if (b.isSplit())
+        o["layout"] = toJSONArray(b.layout);
       buffers.push_back(std::move(o));
     }
     funcs.push_back(llvm::json::Object{
         {"name", f.name}, {"buffers", std::move(buffers)}});
   }
-  return llvm::json::Object{{"format", "cleave-manifest"},
-                            {"version", 1},
-                            {"functions", std::move(funcs)}};
+  llvm::json::Object root{{"format", "cleave-manifest"},
+                          {"version", 1},
+                          {"functions", std::move(funcs)}};
+  if (mesh) {
+    root["mesh"] = llvm::json::Object{{"axes", llvm::json::Array(mesh->axes)},
+                                      {"shape", llvm::json::Array(mesh->shape)}};
+    root["groups"] = toJSONArray(groups);
+  }
+  return root;
+}
+
+/// Reads [[int, ...], ...].
+static bool readNested(const llvm::json::Array &array,
+                       std::vector<std::vector<int64_t>> &out) {
+  for (const llvm::json::Value &inner : array) {
+    const llvm::json::Array *values = inner.getAsArray();
+    if (!values)
+      return false;
+    std::vector<int64_t> row;
+    for (const llvm::json::Value &v : *values) {
+      if (!v.getAsInteger())
+        return false;
+      row.push_back(*v.getAsInteger());
+    }
+    out.push_back(std::move(row));
+  }
+  return true;
 }
 
 llvm::Expected<ProgramManifest> ProgramManifest::fromJSON(StringRef text) {
@@ -242,9 +379,29 @@ llvm::Expected<ProgramManifest> ProgramManifest::fromJSON(StringRef text) {
       }
       b.init = bo->getInteger("init").value_or(0);
       b.initScale = bo->getNumber("scale").value_or(0.0);
+      if (const llvm::json::Array *layout = bo->getArray("layout"))
+        if (!readNested(*layout, b.layout))
+          return fail(bw + ".layout: a list of axis-index lists per dimension");
       f.buffers.push_back(std::move(b));
     }
     m.functions.push_back(std::move(f));
+  }
+  if (const llvm::json::Object *mesh = root->getObject("mesh")) {
+    const llvm::json::Array *axes = mesh->getArray("axes");
+    const llvm::json::Array *shape = mesh->getArray("shape");
+    if (!axes || !shape || axes->size() != shape->size())
+      return fail("mesh: needs 'axes' and 'shape' of the same length");
+    MeshSpec spec;
+    for (auto [a, s] : llvm::zip(*axes, *shape)) {
+      if (!a.getAsString() || !s.getAsInteger() || *s.getAsInteger() <= 0)
+        return fail("mesh: axes are names, sizes positive integers");
+      spec.axes.push_back(a.getAsString()->str());
+      spec.shape.push_back(*s.getAsInteger());
+    }
+    m.mesh = std::move(spec);
+    if (const llvm::json::Array *groups = root->getArray("groups"))
+      if (!readNested(*groups, m.groups))
+        return fail("groups: a list of axis-index lists");
   }
   return m;
 }

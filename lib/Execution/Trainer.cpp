@@ -1,6 +1,7 @@
 //===- Trainer.cpp - Drive a compiled training step -----------------------===//
 
 #include "cleave/Execution/Trainer.h"
+#include "cleave/Execution/Layout.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -169,17 +170,94 @@ Trainer::create(const FunctionSpec &spec, EntryFn entry,
   return std::move(t);
 }
 
+llvm::Error mlir::cleave::defineCommunicators(const ProgramManifest &manifest) {
+  if (!manifest.mesh)
+    return llvm::Error::success();
+  const MeshSpec &mesh = *manifest.mesh;
+  int64_t world = cleave_rt_world_size();
+  if (mesh.numDevices() != world)
+    return makeError("rank " + std::to_string(cleave_rt_rank()) +
+                     ": the program's mesh (" + mesh.toString() + ") has " +
+                     std::to_string(mesh.numDevices()) +
+                     " devices but the job has " + std::to_string(world) +
+                     " ranks");
+  std::vector<const char *> names;
+  for (const std::string &axis : mesh.axes)
+    names.push_back(axis.c_str());
+  if (cleave_rt_define_mesh(mesh.shape.size(), mesh.shape.data(),
+                            names.data()) != 0)
+    return makeError(cleave_rt_error_message());
+  for (auto [id, axes] : llvm::enumerate(manifest.groups))
+    if (cleave_rt_define_group(id, axes.size(), axes.data()) != 0)
+      return makeError(cleave_rt_error_message());
+  return llvm::Error::success();
+}
+
+llvm::Error
+Trainer::fromGlobal(int64_t index,
+                    llvm::function_ref<llvm::Error(void *)> fill) {
+  const BufferSpec &b = spec.buffers[index];
+  if (!options.mesh || !b.isSplit())
+    return fill(buffer(index));
+  std::vector<int64_t> shape = globalShape(b, *options.mesh);
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+  int64_t elementBytes = cleave_rt_dtype_size(b.dtype);
+  std::vector<char> global(elements * elementBytes);
+  if (llvm::Error err = fill(global.data()))
+    return err;
+  copyBlock(global.data(), shape, buffer(index),
+            blockOf(b, *options.mesh, options.rank), elementBytes,
+            /*intoBlock=*/true);
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<char>> Trainer::gatherGlobal(int64_t index) const {
+  const BufferSpec &b = spec.buffers[index];
+  if (!options.mesh || !b.isSplit()) {
+    auto *p = static_cast<const char *>(buffer(index));
+    return std::vector<char>(p, p + b.numBytes());
+  }
+  const MeshSpec &mesh = *options.mesh;
+  int64_t devices = mesh.numDevices();
+  std::vector<char> blocks(b.numBytes() * devices);
+  cleave_rt_all_gather(CLEAVE_WORLD_GROUP, b.dtype, buffer(index),
+                       blocks.data(), b.numElements());
+  if (cleave_rt_failed())
+    return makeError("gathering '" + b.name +
+                     "': " + cleave_rt_error_message());
+  std::vector<int64_t> shape = globalShape(b, mesh);
+  int64_t elementBytes = cleave_rt_dtype_size(b.dtype);
+  std::vector<char> global(b.numBytes() * devices);
+  for (int64_t r = 0; r < devices; ++r)
+    copyBlock(global.data(), shape, blocks.data() + r * b.numBytes(),
+              blockOf(b, mesh, r), elementBytes, /*intoBlock=*/false);
+  return global;
+}
+
 llvm::Error Trainer::initParameters() {
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     if (b.role == BufferSpec::Role::State)
       std::memset(buffer(i), 0, b.numBytes());
     if (b.role != BufferSpec::Role::Param)
       continue;
-    if (cleave_rt_fill(b.dtype, buffer(i), b.numElements(), b.init,
-                       b.initScale, options.seed,
-                       cleave_rt_hash_name(b.name.c_str()), 0) != 0)
-      return makeError("initializing parameter '" + b.name +
-                       "': " + cleave_rt_error_message());
+    int64_t count = options.mesh ? [&] {
+      int64_t n = 1;
+      for (int64_t d : globalShape(b, *options.mesh))
+        n *= d;
+      return n;
+    }() : b.numElements();
+    llvm::Error err = fromGlobal(i, [&](void *data) -> llvm::Error {
+      if (cleave_rt_fill(b.dtype, data, count, b.init, b.initScale,
+                         options.seed, cleave_rt_hash_name(b.name.c_str()),
+                         0) != 0)
+        return makeError("initializing parameter '" + b.name +
+                         "': " + cleave_rt_error_message());
+      return llvm::Error::success();
+    });
+    if (err)
+      return err;
   }
   return llvm::Error::success();
 }
@@ -206,15 +284,24 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
       continue;
     }
     std::vector<int64_t> dims(shape, shape + rank);
-    if (dims != b.shape || dtype != b.dtype) {
+    std::vector<int64_t> global =
+        options.mesh ? globalShape(b, *options.mesh) : b.shape;
+    if (dims != global || dtype != b.dtype) {
       problems.push_back("'" + b.name + "' has shape " + shapeString(dims) +
-                         " in the file but " + shapeString(b.shape) +
+                         " in the file but " + shapeString(global) +
                          " in the model");
       continue;
     }
-    if (cleave_tensor_file_read(file, b.name.c_str(), buffer(i),
-                                b.numBytes()) != 0)
-      problems.push_back(cleave_rt_error_message());
+    int64_t bytes = cleave_rt_dtype_size(dtype);
+    for (int64_t d : dims)
+      bytes *= d;
+    llvm::Error err = fromGlobal(i, [&](void *data) -> llvm::Error {
+      if (cleave_tensor_file_read(file, b.name.c_str(), data, bytes) != 0)
+        return makeError(cleave_rt_error_message());
+      return llvm::Error::success();
+    });
+    if (err)
+      problems.push_back(llvm::toString(std::move(err)));
   }
   for (int64_t i = 0, e = cleave_tensor_file_count(file); i < e; ++i) {
     std::string name = cleave_tensor_file_name(file, i);
@@ -230,15 +317,29 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
 
 llvm::Error Trainer::saveParameters(llvm::StringRef path,
                                     bool withState) const {
-  cleave_tensor_writer *w = cleave_tensor_writer_create(path.str().c_str());
-  if (!w)
-    return makeError(cleave_rt_error_message());
+  // Every rank gathers (a collective); rank 0 writes.
+  std::vector<std::pair<int64_t, std::vector<char>>> globals;
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     bool save = b.role == BufferSpec::Role::Param ||
                 (withState && b.role == BufferSpec::Role::State);
-    if (save && cleave_tensor_writer_add(w, b.name.c_str(), b.dtype,
-                                         b.shape.size(), b.shape.data(),
-                                         buffers[i]) != 0) {
+    if (!save)
+      continue;
+    llvm::Expected<std::vector<char>> global = gatherGlobal(i);
+    if (!global)
+      return global.takeError();
+    globals.emplace_back(i, std::move(*global));
+  }
+  if (options.rank != 0)
+    return llvm::Error::success();
+  cleave_tensor_writer *w = cleave_tensor_writer_create(path.str().c_str());
+  if (!w)
+    return makeError(cleave_rt_error_message());
+  for (auto &[i, data] : globals) {
+    const BufferSpec &b = spec.buffers[i];
+    std::vector<int64_t> shape =
+        options.mesh ? globalShape(b, *options.mesh) : b.shape;
+    if (cleave_tensor_writer_add(w, b.name.c_str(), b.dtype, shape.size(),
+                                 shape.data(), data.data()) != 0) {
       cleave_tensor_writer_abort(w);
       return makeError(cleave_rt_error_message());
     }
@@ -266,7 +367,14 @@ llvm::Expected<double> Trainer::runStep(int64_t step, BatchSource &source) {
       *static_cast<float *>(buffer(i)) = static_cast<float>(step + 1);
     else if (b.name == "seed")
       *static_cast<uint64_t *>(buffer(i)) = mixSeed(options.seed, step);
-    else if (llvm::Error err = source.fill(b, step, buffer(i)))
+    else if (llvm::Error err = fromGlobal(i, [&](void *data) {
+               if (!options.mesh || !b.isSplit())
+                 return source.fill(b, step, data);
+               BufferSpec global = b;
+               global.shape = globalShape(b, *options.mesh);
+               global.layout.clear();
+               return source.fill(global, step, data);
+             }))
       return std::move(err);
   }
   if (!entry)

@@ -140,8 +140,9 @@ std::vector<std::string> rankEnvironment(
   return env;
 }
 
-[[noreturn]] void execChild(char *const argv[], std::vector<char *> &envp,
-                            int out, int err, pid_t parent) {
+/// What every child does first: die with the launcher, send its output to
+/// the pipes, default signal handling.
+void prepareChild(int out, int err, pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent)
     ::_exit(127);
@@ -151,6 +152,25 @@ std::vector<std::string> rankEnvironment(
     ::dup2(err, 2);
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
+}
+
+/// A forked rank: this process's code with the rank's environment.
+[[noreturn]] void runBody(int (*body)(void *), void *arg,
+                          const std::vector<std::string> &env, int out,
+                          int err, pid_t parent) {
+  prepareChild(out, err, parent);
+  for (const std::string &entry : env) {
+    size_t eq = entry.find('=');
+    ::setenv(entry.substr(0, eq).c_str(), entry.substr(eq + 1).c_str(), 1);
+  }
+  int status = body(arg);
+  std::fflush(nullptr);
+  ::_exit(status);
+}
+
+[[noreturn]] void execChild(char *const argv[], std::vector<char *> &envp,
+                            int out, int err, pid_t parent) {
+  prepareChild(out, err, parent);
   ::execvpe(argv[0], argv, envp.data());
   std::string message = concat("cleave_launch_local: cannot run ", argv[0],
                                ": ", std::strerror(errno), "\n");
@@ -216,6 +236,8 @@ void Launch::start() {
     std::fflush(nullptr);
     pid_t pid = ::fork();
     require(pid >= 0, concat("fork: ", std::strerror(errno)));
+    if (pid == 0 && o_.body)
+      runBody(o_.body, o_.body_arg, env, outPipe[1], errPipe[1], parent);
     if (pid == 0)
       execChild(o_.argv, envp, outPipe[1], errPipe[1], parent);
     Child &c = children_[size_t(r)];
@@ -360,8 +382,9 @@ extern "C" {
 
 int cleave_launch(const cleave_launch_options_t *opts) {
   return guard("launch_local", 1, [&] {
-    require(opts && opts->nprocs >= 1 && opts->argv && opts->argv[0],
-            "launch needs nprocs >= 1 and a program (argv[0])");
+    require(opts && opts->nprocs >= 1 &&
+                (opts->body || (opts->argv && opts->argv[0])),
+            "launch needs nprocs >= 1 and a program (argv[0]) or a body");
     cleave_launch_options_t o = *opts;
     if (o.timeout_ms <= 0)
       o.timeout_ms = envInt("CLEAVE_TIMEOUT_MS", 300000) + 10000;

@@ -31,7 +31,7 @@
 // A diverging run stops at the first non-finite loss and saves nothing.
 // RUN: not cleave-run --model tiny-mlp --inputs %S/Inputs/mlp-batches.safetensors --steps 4 --lr 1e35 --save-params %t/nan.st 2>&1 | FileCheck %s --check-prefix=NAN
 // RUN: not test -e %t/nan.st
-// NAN: cleave-run: error: the loss is {{NaN|infinite}} at step {{[2-4]}}; parameters keep their values from before the step
+// NAN: cleave-run: error: rank 0: the loss is {{NaN|infinite}} at step {{[2-4]}}; parameters keep their values from before the step
 
 func.func @forward(%w: tensor<4x4xf32> {cleave.param = "w"},
                    %tokens: tensor<2x3xi32> {cleave.input = "tokens"},

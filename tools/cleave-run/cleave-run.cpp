@@ -11,7 +11,10 @@
 #include "Corpus.h"
 #include "cleave/Execution/Compiler.h"
 #include "cleave/Execution/Trainer.h"
+#include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Models/ModelZoo.h"
+#include "llvm/ADT/StringExtras.h"
+#include <cstdlib>
 #include "cleave/Transforms/Passes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -92,6 +95,19 @@ cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
                              cl::desc("Run an AOT-compiled shared library"));
 
+cl::OptionCategory parallelCat("Parallelism");
+cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
+                    cl::desc("Run N local ranks (forks of this process "
+                             "sharing one compilation); without it, one "
+                             "rank, or the ranks an external launcher "
+                             "(torchrun, Slurm, mpirun) set in the "
+                             "environment"));
+cl::opt<std::string> planSpec(
+    "plan", cl::init(""), cl::cat(parallelCat),
+    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan); "
+             "default with several ranks and no mesh in the program: "
+             "dp=<ranks>"));
+
 int fail(const Twine &message) {
   outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
@@ -164,6 +180,68 @@ LogicalResult addTrainStep(mlir::ModuleOp module) {
   return pm.run(module);
 }
 
+/// The world size an external launcher set, or 0.
+int launcherWorldSize() {
+  for (const char *var : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 0;
+}
+
+/// Parses "dp=2,tp=2,sp,zero=1" into cleave-apply-plan options.
+Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
+  CleaveApplyPlanPassOptions o;
+  SmallVector<StringRef> parts;
+  text.split(parts, ',', -1, false);
+  for (StringRef part : parts) {
+    auto [key, value] = part.trim().split('=');
+    int64_t n = 1;
+    bool numeric = !value.empty() && !value.getAsInteger(10, n);
+    if (key == "sp" && value.empty())
+      o.sp = true;
+    else if (key == "dp" && numeric)
+      o.dp = n;
+    else if (key == "tp" && numeric)
+      o.tp = n;
+    else if (key == "zero" && numeric)
+      o.zero = n;
+    else
+      return createStringError(inconvertibleErrorCode(),
+                               "--plan: cannot read '" + part +
+                                   "' (expected dp=N, tp=N, sp, zero=K)");
+  }
+  return o;
+}
+
+/// Turns the global training step into the per-device program of `world`
+/// ranks: the named plan (or data parallelism), then propagation and
+/// partitioning.
+Error partition(mlir::ModuleOp module, int world) {
+  bool hasMesh = !module.getOps<mlir::cleave::MeshOp>().empty();
+  std::string plan = planSpec;
+  if (plan.empty() && !hasMesh && world > 1)
+    plan = "dp=" + std::to_string(world);
+  if (plan.empty() && !hasMesh)
+    return Error::success();
+  mlir::PassManager pm(module.getContext());
+  if (!plan.empty()) {
+    if (hasMesh)
+      return createStringError(inconvertibleErrorCode(),
+                               "--plan: the program already has a mesh and "
+                               "sharding annotations");
+    Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan);
+    if (!options)
+      return options.takeError();
+    pm.addPass(createCleaveApplyPlanPass(*options));
+  }
+  pm.addPass(createCleavePropagateShardingPass());
+  pm.addPass(createCleavePartitionPass());
+  if (failed(pm.run(module)))
+    return createStringError(inconvertibleErrorCode(),
+                             "partitioning the training step failed");
+  return Error::success();
+}
+
 /// Loads an AOT build: its manifest and the train_step entry point.
 Expected<std::pair<ProgramManifest, EntryFn>> loadShared(StringRef path) {
   void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_GLOBAL);
@@ -184,16 +262,107 @@ Expected<std::pair<ProgramManifest, EntryFn>> loadShared(StringRef path) {
   return std::make_pair(std::move(*manifest), entry);
 }
 
+/// What every rank needs; prepared once, before any rank starts.
+struct Job {
+  ProgramManifest manifest;
+  const FunctionSpec *spec = nullptr;
+  EntryFn entry = nullptr;
+  BatchSource *source = nullptr;
+  int world = 1;
+};
+
+/// Writes the losses (rank 0), with every rank's row for comparison.
+Error saveLosses(const std::vector<double> &losses, int world, int rank) {
+  int64_t n = losses.size();
+  std::vector<double> all(n * world);
+  if (world > 1) {
+    cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, losses.data(),
+                         all.data(), n);
+    if (cleave_rt_failed())
+      return createStringError(inconvertibleErrorCode(),
+                               cleave_rt_error_message());
+  } else {
+    all = losses;
+  }
+  if (rank != 0)
+    return Error::success();
+  cleave_tensor_writer *w = cleave_tensor_writer_create(lossesPath.c_str());
+  int64_t shape[2] = {world, n};
+  if (!w ||
+      cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n, losses.data()) ||
+      cleave_tensor_writer_add(w, "loss_by_rank", CLEAVE_F64, 2, shape,
+                               all.data()) ||
+      cleave_tensor_writer_finish(w) != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             cleave_rt_error_message());
+  return Error::success();
+}
+
+/// One rank: connect, set up the trainer, train, save.
+int runRank(Job &job) {
+  cleave_rt_options_t rtOptions;
+  cleave_rt_default_options(&rtOptions);
+  if (cleave_rt_init(&rtOptions) != 0)
+    return fail(cleave_rt_error_message());
+  int rank = cleave_rt_rank(), world = cleave_rt_world_size();
+  if (Error err = defineCommunicators(job.manifest))
+    return fail(toString(std::move(err)));
+  TrainerOptions trainerOptions;
+  trainerOptions.learningRate = lr;
+  trainerOptions.seed = seed;
+  trainerOptions.mesh = job.manifest.mesh;
+  trainerOptions.rank = rank;
+  auto trainer = Trainer::create(*job.spec, job.entry, trainerOptions);
+  if (!trainer)
+    return fail(toString(trainer.takeError()));
+  Error loaded = paramsPath.empty() ? (*trainer)->initParameters()
+                                    : (*trainer)->loadParameters(paramsPath);
+  if (loaded)
+    return fail(toString(std::move(loaded)));
+
+  bool tty = rank == 0 && sys::Process::StandardOutIsDisplayed();
+  std::vector<double> losses;
+  double start = cleave_rt_now();
+  for (int64_t s = 0; s < steps; ++s) {
+    Expected<double> loss = (*trainer)->runStep(s, *job.source);
+    if (!loss)
+      return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
+    losses.push_back(*loss);
+    double elapsed = cleave_rt_now() - start;
+    bool log = (s + 1) % std::max<int64_t>(logEvery, 1) == 0 || s == 0 ||
+               s + 1 == steps;
+    if (rank == 0 && (tty || log)) {
+      outs() << (tty ? "\r" : "") << "step " << format("%5lld", (long long)(s + 1))
+             << "/" << steps << "  loss " << format("%.4f", *loss) << "  "
+             << format("%.1f", 1000.0 * elapsed / (s + 1)) << " ms/step";
+      if (!tty || log)
+        outs() << "\n";
+      outs().flush();
+    }
+  }
+  if (!savePath.empty()) {
+    if (Error err = (*trainer)->saveParameters(savePath, saveState))
+      return fail(toString(std::move(err)));
+    if (rank == 0)
+      outs() << "saved parameters to " << savePath << "\n";
+  }
+  if (!lossesPath.empty())
+    if (Error err = saveLosses(losses, world, rank))
+      return fail(toString(std::move(err)));
+  trainer->reset();
+  cleave_rt_finalize();
+  outs().flush();
+  return 0;
+}
+
+int runForkedRank(void *job) { return runRank(*static_cast<Job *>(job)); }
+
 } // namespace
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Train a cleave program\n");
-
-  cleave_rt_options_t rtOptions;
-  cleave_rt_default_options(&rtOptions);
-  if (cleave_rt_init(&rtOptions) != 0)
-    return fail(cleave_rt_error_message());
+  int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
 
   // Data: per-step tensors, a token file, or the embedded corpus.
   std::unique_ptr<BatchSource> source;
@@ -252,6 +421,9 @@ int main(int argc, char **argv) {
     return fail("building the training step failed");
   if (tokens)
     source = makeTokenSource(tokens, seed, vocab);
+  if (aotPath.empty())
+    if (Error err = partition(*module, world))
+      return fail(toString(std::move(err)));
 
   if (!emitObject.empty()) {
     if (Error err = compileToObject(*module, emitObject))
@@ -262,44 +434,45 @@ int main(int argc, char **argv) {
   }
 
   // Everything that can be checked before compiling is: the buffers the
-  // step needs, the parameter file, the first batch.
-  ProgramManifest manifest;
-  EntryFn entry = nullptr;
+  // step needs, the mesh against the ranks, the first batch.
+  Job job;
+  job.world = world;
+  job.source = source.get();
   if (!aotPath.empty()) {
     auto loaded = loadShared(aotPath);
     if (!loaded)
       return fail(toString(loaded.takeError()));
-    std::tie(manifest, entry) = *loaded;
+    std::tie(job.manifest, job.entry) = *loaded;
   } else {
     FailureOr<ProgramManifest> extracted = extractManifest(*module);
     if (failed(extracted))
       return fail("the program's signature cannot be driven by cleave-run");
-    manifest = std::move(*extracted);
+    job.manifest = std::move(*extracted);
   }
-  const FunctionSpec *spec = manifest.lookup("train_step");
-  if (!spec)
+  job.spec = job.manifest.lookup("train_step");
+  if (!job.spec)
     return fail("the program has no @train_step");
-  TrainerOptions trainerOptions;
-  trainerOptions.learningRate = lr;
-  trainerOptions.seed = seed;
-  auto trainer = Trainer::create(*spec, entry, trainerOptions);
-  if (!trainer)
-    return fail(toString(trainer.takeError()));
-  Error loaded = paramsPath.empty() ? (*trainer)->initParameters()
-                                    : (*trainer)->loadParameters(paramsPath);
-  if (loaded)
-    return fail(toString(std::move(loaded)));
-  for (const BufferSpec &b : spec->buffers) {
+  const std::optional<MeshSpec> &mesh = job.manifest.mesh;
+  if (mesh && mesh->numDevices() != world)
+    return fail("the plan's mesh (" + mesh->toString() + ") has " +
+                Twine(mesh->numDevices()) + " devices but there are " +
+                Twine(world) + " ranks" +
+                (nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
+  for (const BufferSpec &b : job.spec->buffers) {
     if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
         b.name == "step" || b.name == "seed")
       continue;
-    std::vector<char> scratch(std::max<int64_t>(b.numBytes(), 8));
-    if (Error err = source->fill(b, 0, scratch.data()))
+    BufferSpec global = b;
+    if (mesh)
+      global.shape = globalShape(b, *mesh);
+    global.layout.clear();
+    std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
+    if (Error err = source->fill(global, 0, scratch.data()))
       return fail(toString(std::move(err)));
   }
 
   std::unique_ptr<JitProgram> jit;
-  if (!entry) {
+  if (!job.entry) {
     double compileStart = cleave_rt_now();
     auto compiled = JitProgram::compile(*module);
     if (!compiled)
@@ -308,48 +481,33 @@ int main(int argc, char **argv) {
     auto e = jit->lookup("train_step");
     if (!e)
       return fail(toString(e.takeError()));
-    (*trainer)->setEntry(*e);
+    job.entry = *e;
+    job.manifest = jit->getManifest();
+    job.spec = job.manifest.lookup("train_step");
     outs() << "compiled in " << format("%.2f", cleave_rt_now() - compileStart)
            << " s (lowering " << format("%.2f", jit->getStats().loweringSeconds)
            << " s, LLVM " << format("%.2f", jit->getStats().codegenSeconds)
-           << " s)\n";
+           << " s)";
+    if (mesh)
+      outs() << " for " << world << " ranks on mesh (" << mesh->toString()
+             << ")";
+    outs() << "\n";
+    outs().flush();
   }
 
-  // Train.
-  bool tty = sys::Process::StandardOutIsDisplayed();
-  std::vector<double> losses;
-  double start = cleave_rt_now();
-  for (int64_t s = 0; s < steps; ++s) {
-    Expected<double> loss = (*trainer)->runStep(s, *source);
-    if (!loss)
-      return fail(toString(loss.takeError()));
-    losses.push_back(*loss);
-    double elapsed = cleave_rt_now() - start;
-    bool log = (s + 1) % std::max<int64_t>(logEvery, 1) == 0 || s == 0 ||
-               s + 1 == steps;
-    if (tty || log) {
-      outs() << (tty ? "\r" : "") << "step " << format("%5lld", (long long)(s + 1))
-             << "/" << steps << "  loss " << format("%.4f", *loss) << "  "
-             << format("%.1f", 1000.0 * elapsed / (s + 1)) << " ms/step";
-      if (!tty || log)
-        outs() << "\n";
-      outs().flush();
-    }
-  }
-  if (!savePath.empty()) {
-    if (Error err = (*trainer)->saveParameters(savePath, saveState))
-      return fail(toString(std::move(err)));
-    outs() << "saved parameters to " << savePath << "\n";
-  }
-  if (!lossesPath.empty()) {
-    cleave_tensor_writer *w = cleave_tensor_writer_create(lossesPath.c_str());
-    int64_t n = losses.size();
-    if (!w || cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n,
-                                       losses.data()) != 0 ||
-        cleave_tensor_writer_finish(w) != 0)
-      return fail(cleave_rt_error_message());
+  int rc;
+  if (nprocs > 1) {
+    cleave_launch_options_t o{};
+    o.nprocs = nprocs;
+    o.prefix_output = 1;
+    o.body = runForkedRank;
+    o.body_arg = &job;
+    rc = cleave_launch(&o);
+    if (rc != 0 && cleave_rt_failed())
+      errs() << "cleave-run: error: " << cleave_rt_error_message() << "\n";
+  } else {
+    rc = runRank(job);
   }
   cleave_token_file_close(tokens);
-  cleave_rt_finalize();
-  return 0;
+  return rc;
 }

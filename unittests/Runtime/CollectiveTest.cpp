@@ -13,6 +13,7 @@
 #include "cleave/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <csignal>
@@ -487,6 +488,145 @@ TEST(CollectiveFailures, FingerprintMismatchNamesBothRanks) {
                 contains(out, "rank 1 issued"))
         << out;
     EXPECT_TRUE(contains(out, "but rank " + std::to_string(1 - r))) << out;
+  }
+}
+
+/// The JSON flight recorder a failed rank wrote to `dir`, or null.
+nlohmann::json readFlightRecorder(const std::string &dir, int rank) {
+  std::ifstream file(dir + "/cleave-flight-rank" + std::to_string(rank) +
+                     ".json");
+  if (!file)
+    return nullptr;
+  return nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+}
+
+/// Both ranks send first. A send completes only once its peer has posted
+/// the matching recv (a rendezvous: the model cleave-verify-collectives
+/// assumes), so this program hangs until the timeout; both ranks then fail
+/// naming the send, and each flight recorder (stderr and JSON) holds the
+/// completed all_reduce before it and the failed send, with its peer.
+TEST(CollectiveFailures, SendSendDeadlockDumpsFlightRecorder) {
+  char dirTemplate[] = "/tmp/cleave-fr-XXXXXX";
+  std::string frDir = ::mkdtemp(dirTemplate);
+  RunOptions options;
+  options.timeoutMs = 1500;
+  options.env["CLEAVE_FLIGHT_RECORDER_DIR"] = frDir;
+  auto body = [](int rank) -> int {
+    if (initRuntime())
+      return 1;
+    std::vector<float> x(4, 1.0f);
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, x.data(),
+                         x.data(), 4);
+    RT_OK();
+    double t0 = cleave_rt_now();
+    cleave_rt_send(CLEAVE_WORLD_GROUP, 1 - rank, CLEAVE_F32, x.data(), 4);
+    RT_CHECK(cleave_rt_failed(), "both ranks sending first must not complete");
+    RT_CHECK(cleave_rt_now() - t0 > 1.0, "the send failed before the timeout");
+    std::printf("ERROR: %s\n", cleave_rt_error_message());
+    std::fflush(nullptr);
+    ::_exit(0);
+  };
+  auto results = runRanks(2, body, options);
+  if (std::getenv("CLEAVE_TEST_DUMP"))
+    std::printf("%s", describe(results).c_str());
+  for (int r : {0, 1}) {
+    ASSERT_EQ(results[r].exitCode, 0) << describe(results);
+    const std::string &out = results[r].output;
+    // The first rank to time out aborts its connections; the other may see
+    // its peer fail before its own timeout.
+    EXPECT_TRUE(contains(out, "ERROR: rank " + std::to_string(r) +
+                                  ": send on group -1 (world, ranks 0,1)"))
+        << out;
+    EXPECT_TRUE(contains(out, "timed out after 1500 ms") ||
+                contains(out, "failed"))
+        << out;
+    // The text dump lists the completed all_reduce, then the failed send.
+    std::string head = "cleave flight recorder, rank " + std::to_string(r);
+    ASSERT_TRUE(contains(out, head)) << out;
+    std::string dump = out.substr(out.find(head));
+    size_t reduce = dump.find("all_reduce"), send = dump.find("send ");
+    EXPECT_NE(reduce, std::string::npos) << dump;
+    EXPECT_NE(send, std::string::npos) << dump;
+    EXPECT_LT(reduce, send) << dump;
+    EXPECT_TRUE(contains(dump, "completed")) << dump;
+    EXPECT_TRUE(contains(dump, "failed")) << dump;
+    // The JSON dump: rank, then both calls in order with their fields.
+    nlohmann::json json = readFlightRecorder(frDir, r);
+    ASSERT_TRUE(json.is_object()) << "no flight recorder for rank " << r;
+    EXPECT_EQ(json["rank"], r);
+    const nlohmann::json &entries = json["entries"];
+    ASSERT_EQ(entries.size(), 2u) << json.dump(1);
+    EXPECT_EQ(entries[0]["op"], "all_reduce");
+    EXPECT_EQ(entries[0]["seq"], 1);
+    EXPECT_EQ(entries[0]["count"], 4);
+    EXPECT_EQ(entries[0]["dtype"], "f32");
+    EXPECT_EQ(entries[0]["reduce"], "sum");
+    EXPECT_EQ(entries[0]["state"], "completed");
+    EXPECT_EQ(entries[1]["op"], "send");
+    EXPECT_EQ(entries[1]["peer"], 1 - r);
+    EXPECT_EQ(entries[1]["count"], 4);
+    EXPECT_EQ(entries[1]["state"], "failed");
+    EXPECT_GE(double(entries[1]["end"]) - double(entries[1]["start"]), 0.0);
+    ::unlink(
+        (frDir + "/cleave-flight-rank" + std::to_string(r) + ".json").c_str());
+  }
+  ::rmdir(frDir.c_str());
+}
+
+/// CLEAVE_DEBUG_COLLECTIVES=1 also checks send/recv against the peer's
+/// call: a recv of another count, and two ranks that both send first (the
+/// deadlock above), fail at once naming both ranks and both calls.
+TEST(CollectiveFailures, PointToPointMismatchNamesBothRanks) {
+  RunOptions options;
+  options.timeoutMs = 5000;
+  options.env["CLEAVE_DEBUG_COLLECTIVES"] = "1";
+  auto body = [](int rank) -> int {
+    if (initRuntime())
+      return 1;
+    int64_t shape[] = {2};
+    const char *names[] = {"pp"};
+    int64_t pp[] = {0};
+    RT_CHECK(cleave_rt_define_mesh(1, shape, names) == 0 &&
+                 cleave_rt_define_group(0, 1, pp) == 0,
+             "%s", cleave_rt_error_message());
+    std::vector<float> x(8, 1.0f);
+    double t0 = cleave_rt_now();
+    if (rank == 0)
+      cleave_rt_send(0, 1, CLEAVE_F32, x.data(), 4);
+    else
+      cleave_rt_recv(0, 0, CLEAVE_F32, x.data(), 8);
+    RT_CHECK(cleave_rt_failed(), "the count mismatch should fail");
+    std::printf("COUNT: %s\n", cleave_rt_error_message());
+    cleave_rt_clear_error();
+    cleave_rt_send(CLEAVE_WORLD_GROUP, 1 - rank, CLEAVE_F32, x.data(), 4);
+    RT_CHECK(cleave_rt_failed(), "both sending should fail");
+    std::printf("CYCLE: %s\n", cleave_rt_error_message());
+    RT_CHECK(cleave_rt_now() - t0 < 2.5, "mismatches must not wait for the "
+                                         "timeout");
+    std::fflush(nullptr);
+    ::_exit(0);
+  };
+  auto results = runRanks(2, body, options);
+  for (int r : {0, 1}) {
+    ASSERT_EQ(results[r].exitCode, 0) << describe(results);
+    const std::string &out = results[r].output;
+    std::string me = std::to_string(r), peer = std::to_string(1 - r);
+    EXPECT_TRUE(contains(out, "COUNT: rank " + me + ": " +
+                                  (r ? "recv" : "send") +
+                                  " on group 0 (mesh axes [pp], ranks 0,1)"))
+        << out;
+    EXPECT_TRUE(contains(out, "point-to-point mismatch: rank " + me +
+                                  " issued call #0: "))
+        << out;
+    EXPECT_TRUE(contains(out, "send(to group rank 1, count 4, f32)")) << out;
+    EXPECT_TRUE(contains(out, "recv(from group rank 0, count 8, f32)")) << out;
+    EXPECT_TRUE(contains(out, "CYCLE: rank " + me + ": send on group -1"))
+        << out;
+    EXPECT_TRUE(contains(out, "issued call #0: send(to group rank " + peer +
+                                  ", count 4, f32) but rank " + peer +
+                                  " issued call #0: send(to group rank " + me +
+                                  ", count 4, f32)"))
+        << out;
   }
 }
 

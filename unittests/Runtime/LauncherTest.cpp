@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <string>
 
 using namespace cleave::test;
 
@@ -102,6 +104,38 @@ TEST(LauncherTest, RunsRuntimeWorkers) {
     EXPECT_TRUE(has(r.output, "[rank 3] worker 3/4: all_reduce ok"))
         << r.output;
   }
+}
+
+/// A forked rank's body: reports its environment, fails on rank 1.
+int forkedBody(void *arg) {
+  const char *rank = std::getenv("RANK");
+  std::printf("forked r=%s w=%s tag=%s\n", rank, std::getenv("WORLD_SIZE"),
+              static_cast<const char *>(arg));
+  return std::string(rank) == "1" ? 5 : 0;
+}
+
+TEST(LauncherTest, ForkedRanksRunTheBodyWithTheirEnvironment) {
+  auto body = [&](int) -> int {
+    static char tag[] = "shared";
+    cleave_launch_options_t o{};
+    o.nprocs = 2;
+    o.prefix_output = 1;
+    o.timeout_ms = 2000;
+    o.body = forkedBody;
+    o.body_arg = tag;
+    std::vector<int32_t> codes(2, 99);
+    o.exit_status = codes.data();
+    int rc = cleave_launch(&o);
+    std::printf("RC=%d STATUS=%d,%d\n", rc, codes[0], codes[1]);
+    return 0;
+  };
+  RunOptions options;
+  options.deadlineSeconds = 30;
+  RankResult r = runRanks(1, body, options)[0];
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "[rank 0] forked r=0 w=2 tag=shared")) << r.output;
+  EXPECT_TRUE(has(r.output, "[rank 1] forked r=1 w=2 tag=shared")) << r.output;
+  EXPECT_TRUE(has(r.output, "RC=5 STATUS=0,5")) << r.output;
 }
 
 } // namespace

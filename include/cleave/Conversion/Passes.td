@@ -5,6 +5,47 @@
 
 include "mlir/Pass/PassBase.td"
 
+def CleaveLowerCollectivesPass
+    : Pass<"cleave-lower-collectives", "::mlir::ModuleOp"> {
+  let summary = "Lowers per-device communication ops to runtime calls.";
+  let description = [{
+    The first pass of a per-device (partitioned) program's lowering. Every
+    `cleave.all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`,
+    `collective_permute`, `send` and `recv` becomes a call of the runtime's
+    C ABI (`include/cleave/Runtime/Runtime.h`) on buffers: the operand is read
+    through `bufferization.to_memref`, the result is written into a fresh
+    buffer that `bufferization.to_tensor` returns to the tensor program, so
+    bufferization and the rest of the pipeline see ordinary tensor code.
+    `cleave.axis_index` becomes `cleave_rt_group_rank`, `cleave.shard` a
+    `tensor.extract_slice` at that rank's offset.
+
+    The runtime moves contiguous blocks, so a gather, scatter or all-to-all
+    along a non-leading dimension first becomes the same op on the leading
+    dimension between `cleave.transpose`s (and, for all-to-all, reshapes that
+    put the received blocks next to the concatenated dimension).
+
+    Each distinct list of mesh axes gets a communicator group id, in order of
+    first use; the module attribute `cleave.groups` lists the axes of each id
+    so that the host defines the groups (`cleave_rt_define_group`) before the
+    first step:
+
+    ```mlir
+    %1 = cleave.all_reduce %0 on @m axes = [tp] : tensor<8x4xf32>
+    // becomes (module attributes {cleave.groups = [["tp"]]})
+    %in = bufferization.to_memref %0 read_only : memref<8x4xf32>
+    %out = memref.alloc() {alignment = 64 : i64} : memref<8x4xf32>
+    call @cleave_rt_all_reduce(%c0_i64, %c0_i32, %c0_i32, %pin, %pout, %c32_i64)
+        : (i64, i32, i32, !llvm.ptr, !llvm.ptr, i64) -> ()
+    %1 = bufferization.to_tensor %out restrict writable : memref<8x4xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def CleaveLowerToLinalgPass
     : Pass<"cleave-lower-to-linalg", "::mlir::ModuleOp"> {
   let summary = "Lowers local cleave compute ops to linalg, tensor and math.";

@@ -78,6 +78,9 @@ def Cleave_Dialect : Dialect {
         "cleave.pipeline";
     /// On a partitioned module: the mesh axes of each communicator group id.
     static constexpr ::llvm::StringLiteral kGroupsAttrName = "cleave.groups";
+    /// On an argument or result of a per-device function: the sharding of
+    /// the global tensor whose block the value holds.
+    static constexpr ::llvm::StringLiteral kLayoutAttrName = "cleave.layout";
 
   private:
     void registerAttributes();

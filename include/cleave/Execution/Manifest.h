@@ -14,6 +14,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,29 @@ struct BufferSpec {
   /// For parameters: a cleave_init_t code and its scale.
   int32_t init = 0;
   double initScale = 0.0;
+  /// For per-device programs: per dimension, the mesh axes (indices into
+  /// MeshSpec::axes, major first) splitting the global tensor whose block
+  /// this buffer holds. Empty, or all dimensions empty: the whole tensor.
+  std::vector<std::vector<int64_t>> layout;
 
+  /// Elements and bytes of this (per-device) buffer.
   int64_t numElements() const;
   int64_t numBytes() const;
+  /// True if the buffer holds a block of a larger tensor.
+  bool isSplit() const;
+};
+
+/// The device mesh of a per-device program: axis names and sizes, ranks
+/// laid out row-major (last axis fastest).
+struct MeshSpec {
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
+
+  int64_t numDevices() const;
+  /// The coordinates of `rank` on every axis.
+  std::vector<int64_t> coordinates(int64_t rank) const;
+  /// "dp=2, tp=2".
+  std::string toString() const;
 };
 
 struct FunctionSpec {
@@ -44,6 +65,11 @@ struct FunctionSpec {
 
 struct ProgramManifest {
   std::vector<FunctionSpec> functions;
+  /// Set for per-device programs (after cleave-partition).
+  std::optional<MeshSpec> mesh;
+  /// The communicator groups generated code uses: for each group id, the
+  /// mesh axes (indices, major first) it spans.
+  std::vector<std::vector<int64_t>> groups;
 
   const FunctionSpec *lookup(llvm::StringRef name) const;
   llvm::json::Value toJSON() const;
@@ -57,6 +83,14 @@ llvm::StringRef stringifyRole(BufferSpec::Role role);
 /// (tensor level, before lowering). Fails with a diagnostic on a signature
 /// the host cannot drive (dynamic shapes, unsupported element types).
 FailureOr<ProgramManifest> extractManifest(ModuleOp module);
+
+/// Reads the `cleave.groups` attribute that cleave-lower-collectives leaves
+/// on `module` into `manifest.groups`.
+LogicalResult extractGroups(ModuleOp module, ProgramManifest &manifest);
+
+/// The global shape of a buffer of a per-device program.
+std::vector<int64_t> globalShape(const BufferSpec &buffer,
+                                 const MeshSpec &mesh);
 
 } // namespace mlir::cleave
 

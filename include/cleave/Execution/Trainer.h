@@ -43,7 +43,18 @@ struct TrainerOptions {
   double learningRate = 1e-3;
   /// Seed of parameter initialization and dropout.
   uint64_t seed = 0;
+  /// For a per-device program: its mesh and this process's rank. Buffers
+  /// are then blocks of global tensors, which the trainer initializes,
+  /// loads, feeds and saves in their global form.
+  std::optional<MeshSpec> mesh;
+  int64_t rank = 0;
 };
+
+/// Declares `manifest`'s mesh and communicator groups to the runtime
+/// (cleave_rt_define_mesh / _group). Fails, naming both numbers, when the
+/// mesh does not have one device per rank of the world. Does nothing for a
+/// program without a mesh.
+llvm::Error defineCommunicators(const ProgramManifest &manifest);
 
 class Trainer {
 public:
@@ -59,7 +70,9 @@ public:
   /// Loads parameters (and optimizer state when present) from a tensor
   /// file; every parameter must be there with its shape and type.
   llvm::Error loadParameters(llvm::StringRef path);
-  /// Writes parameters (and optimizer state if `withState`) atomically.
+  /// Writes parameters (and optimizer state if `withState`) atomically, in
+  /// their global form. With a mesh every rank must call it (blocks are
+  /// gathered); rank 0 writes the file.
   llvm::Error saveParameters(llvm::StringRef path, bool withState) const;
 
   /// Runs step `step` (0-based) and returns the loss. Fails if the runtime
@@ -75,6 +88,13 @@ public:
 private:
   Trainer(const FunctionSpec &spec, EntryFn entry, TrainerOptions options);
   void *buffer(int64_t index) const { return buffers[index]; }
+  /// Fills buffer `index` from its global tensor, which `fill` writes into
+  /// a scratch buffer (or directly, for buffers that are not split).
+  llvm::Error fromGlobal(int64_t index,
+                         llvm::function_ref<llvm::Error(void *)> fill);
+  /// The global tensor of buffer `index`, gathered from every rank (every
+  /// rank calls this; the result is complete everywhere).
+  llvm::Expected<std::vector<char>> gatherGlobal(int64_t index) const;
 
   FunctionSpec spec;
   EntryFn entry;

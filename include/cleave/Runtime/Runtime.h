@@ -295,6 +295,13 @@ typedef struct {
   /** If not NULL, nprocs entries receive each rank's exit status, or
    *  -signal for a rank killed by a signal. */
   int32_t *exit_status;
+  /** If not NULL, every rank is a fork of this process (argv is unused)
+   *  that sets the rank's environment variables, calls body(body_arg) and
+   *  exits with its result: what the parent prepared (a compiled program)
+   *  is shared, not rebuilt per rank. The parent must not have initialized
+   *  the runtime. */
+  int (*body)(void *body_arg);
+  void *body_arg;
 } cleave_launch_options_t;
 
 /** Returns 0 if every rank exited 0; else the first failing rank's exit

@@ -125,6 +125,199 @@ def CleaveEstimatePass : Pass<"cleave-estimate", "::mlir::ModuleOp"> {
   ];
 }
 
+def CleavePropagateShardingPass
+    : Pass<"cleave-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Completes partial sharding annotations through the ops' rules.";
+  let description = [{
+    Gives every tensor of every function a `#cleave.sharding`, starting from
+    the user's annotations (docs/plans.md): `cleave.sharding` on arguments,
+    `cleave.sharding_constraint` ops and existing `cleave.shardings`. It knows
+    no op by name: each op's factor rule (`ShardingRuleOpInterface`) turns the
+    shardings of the tensors it knows into mesh axes per factor, and those
+    into shardings of the tensors it does not know yet.
+
+    The policy is deterministic. Ops are visited in program order, then in
+    reverse, until nothing changes. At each op, user annotations propose
+    first (operands before results), then propagated operands, then
+    propagated results; the first proposal for a factor wins, a factor that
+    must not be split (the softmax dimension) takes none, and a proposal
+    whose axis another factor holds is dropped. A tensor receives a sharding
+    once, and only one that splits something or is a pending sum, so later
+    visits can still split values that are replicated so far. What stays
+    unknown is replicated. A reduction factor split over an axis leaves the
+    results without it as partial sums (`partial = [axis]`): the partitioner
+    reduces them where a consumer needs the full value.
+
+    Two user annotations that contradict each other at one op (both split
+    the same dimension differently, or put one axis on two dimensions) are
+    an error naming both, with a note at each annotation:
+
+    ```mlir
+    // error: sharding annotations contradict each other: operand #1 splits
+    //   a dimension of size 16 over [tp], but operand #0 ... as [dp]
+    %y = cleave.add %a, %b : tensor<16x16xf32>
+    ```
+
+    Results are recorded as `cleave.shardings` on each op and
+    `cleave.sharding` on every argument and function result. A result that
+    is the new value of an argument (`cleave.output` naming a
+    `cleave.param` or `cleave.state`) keeps the argument's sharding, so a
+    training step can run again on its own outputs.
+  }];
+}
+
+def CleavePartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrites a sharded global program into its per-device program.";
+  let description = [{
+    Runs after `cleave-propagate-sharding`. Every tensor takes the local
+    shape of one device's block and every op becomes its per-device form
+    (`ShardingRuleOpInterface::buildLocalOp`: the same op on smaller tensors,
+    except for the few whose meaning depends on global sizes or positions).
+    Where a consumer needs a different sharding than its producer gives, the
+    pass inserts the per-device ops that reshard (`lib/Sharding/Reshard.h`):
+    reduce-scatter or all-reduce for pending sums, all-to-all to move an axis
+    between dimensions, local slices (`cleave.shard`), all-gathers; slices
+    first and scatters instead of reductions, so no step moves more bytes
+    than the target needs.
+
+    ```mlir
+    cleave.mesh @m(tp = 2 : nvlink)
+    func.func @f(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, tp]>},
+                 %w: tensor<16x4xf32> {cleave.sharding = #cleave.sharding<@m, [tp, _]>})
+        -> tensor<8x4xf32> {
+      %y = cleave.matmul %x, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+      return %y : tensor<8x4xf32>
+    }
+    // becomes
+    func.func @f(%x: tensor<8x8xf32> {cleave.layout = #cleave.sharding<@m, [_, tp]>},
+                 %w: tensor<8x4xf32> {cleave.layout = #cleave.sharding<@m, [tp, _]>})
+        -> (tensor<8x4xf32> {cleave.layout = #cleave.sharding<@m, [_, _]>}) {
+      %0 = cleave.matmul %x, %w : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+      %1 = cleave.all_reduce %0 on @m axes = [tp] : tensor<8x4xf32>
+      return %1 : tensor<8x4xf32>
+    }
+    ```
+
+    Arguments and results then carry `cleave.layout`: the sharding of the
+    global tensor whose block they hold (the runtime slices and gathers
+    parameters and batches with it). Ops without a sharding rule, and values
+    without a sharding, are errors.
+  }];
+}
+
+def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
+  let summary = "Writes a named parallel plan as sharding annotations.";
+  let description = [{
+    The manual plans of Megatron-LM and ZeRO, as annotations in the form of
+    docs/plans.md on a training step (`cleave-autodiff`'s output), for
+    `cleave-propagate-sharding` and `cleave-partition` to carry out. Adds the
+    mesh `@mesh(dp = D : ib, tp = T : nvlink)` (axes of size 1 left out) and:
+
+    * `dp > 1` (data parallel): every data input splits its first (batch)
+      dimension over `dp`.
+    * `tp > 1` (Megatron tensor parallel): walking the program in order, the
+      first matmul that uses a 2-d parameter as its right-hand side makes it
+      *column-parallel* (its output features split over `tp`) when the
+      activations arrive whole, and *row-parallel* (its input features split)
+      when propagation shows they arrive split over `tp`: attention (q, k, v
+      then the output projection) and the MLP (up then down) come out as
+      column then row; their all-reduces appear where the row-parallel
+      products meet the residual stream. The tied output head is column
+      parallel over the vocabulary when it divides.
+    * `sp` (Megatron sequence parallel, with `tp`): the inputs of
+      normalizations and dropouts are pinned to split their sequence
+      dimension over `tp`, so the residual stream between tensor-parallel
+      regions is split by sequence and the all-reduces become a
+      reduce-scatter before and an all-gather after each norm.
+    * `zero = 1, 2, 3` (with `dp`): optimizer state (1), also gradients (2,
+      a reduce-scatter instead of an all-reduce), also parameters (3, an
+      all-gather before every use, FSDP) are split over `dp` on their first
+      divisible dimension.
+
+    Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices). The pass
+    only writes annotations; a global batch or feature size that does not
+    divide is an error naming the tensor.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel degree">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel degree">,
+    Option<"sp", "sp", "bool", /*default=*/"false",
+           "Megatron sequence parallelism (needs tp > 1)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage 0-3 (needs dp > 1)">
+  ];
+}
+
+def CleaveVerifyCollectivesPass
+    : Pass<"cleave-verify-collectives", "::mlir::ModuleOp"> {
+  let summary = "Proves that every rank's communication matches and no rank "
+                "can deadlock.";
+  let description = [{
+    Replays, for every device of the mesh, the program it runs and proves
+    that the devices' communication calls match and all complete:
+
+    * every member of every group (the devices that share their coordinates
+      on the axes an op does not name) issues the same collectives in the
+      same order, with the same kind, operand and result types (shapes and
+      element types), reduction, dimensions, permutation pairs and axes;
+    * every `cleave.send` meets a `cleave.recv` of the same type on the
+      same axes at the peer it names, which receives from the sender;
+    * no device waits forever: neither for a device that has finished, nor
+      in a cycle of waits.
+
+    The programs of a module are its public functions, each run by every
+    device (SPMD), and, with `cleave.pipeline = {axis = "pp", stages =
+    [@f_s0, @f_s1, ...]}`, the stage functions: a device runs the stage of
+    its `pp` coordinate (docs/plans.md). Replay follows calls, unrolls
+    `scf.for` loops whose bounds are compile-time values, and takes the
+    branch of `scf.if` / `scf.index_switch` that compile-time values select
+    (a branch decided at run time is fine if its alternatives communicate
+    alike). A device's `cleave.axis_index` is known: when it decides control
+    flow, one program per combination of the coordinates it reads is
+    replayed. Anything else around communication is an error.
+
+    Blocking follows the runtime (`lib/Runtime`): a collective completes
+    when every member of the group has reached it; `send` completes only
+    when the peer has posted the matching `recv` (a rendezvous) and `recv`
+    when the data has arrived. So two stages that both send first deadlock:
+
+    ```mlir
+    module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}} {
+      cleave.mesh @world(pp = 2 : ib)
+      func.func @s0(%a: tensor<4xf32>) -> tensor<4xf32> {
+        cleave.send %a on @world axes = [pp] to 1 : tensor<4xf32>
+        %g = cleave.recv on @world axes = [pp] from 1 : tensor<4xf32>
+        return %g : tensor<4xf32>
+      }
+      func.func @s1(%b: tensor<4xf32>) -> tensor<4xf32> {
+        cleave.send %b on @world axes = [pp] to 0 : tensor<4xf32>
+        %a = cleave.recv on @world axes = [pp] from 0 : tensor<4xf32>
+        return %a : tensor<4xf32>
+      }
+    }
+    // error: deadlock: these calls wait for each other in a cycle: rank 0
+    //   (pp=0) waits in send of tensor<4xf32> to rank 1 (pp=1) along [pp]
+    //   -> rank 1 (pp=1) waits in send of tensor<4xf32> to rank 0 (pp=0)
+    //   along [pp] -> back to rank 0 (pp=0) ...
+    // note: rank 1 (pp=1) waits here in send of tensor<4xf32> to rank 0 ...
+    ```
+
+    Every failure is one error at an operation of one rank, naming the
+    ranks with their mesh coordinates and both operations, with a note at
+    the other operation. Devices that differ only on axes that neither a
+    send or recv names nor selects a program run identical programs in
+    lockstep, so the check simulates one device per class: a pipeline on an
+    8 x 64 x 8 mesh simulates 8 devices.
+    The pass runs at the start of the CPU lowering pipeline; programs
+    without communication pass at the cost of one walk over their ops.
+  }];
+  let options = [
+    Option<"exhaustive", "exhaustive", "bool", /*default=*/"false",
+           "Simulate every device of the mesh instead of one per class of "
+           "interchangeable devices (for testing and benchmarking)">
+  ];
+}
+
 def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
   let summary = "Finds the fastest parallel plan and writes it into the module.";
   let description = [{

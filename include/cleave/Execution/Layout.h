@@ -1,0 +1,34 @@
+//===- Layout.h - Blocks of global tensors on a device mesh -----*- C++ -*-===//
+//
+// A per-device program's parameters, state and inputs are blocks of global
+// tensors (BufferSpec::layout). Hosts keep the global view: they initialize,
+// load, feed and save whole tensors and move each device's block in or out
+// with these helpers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_EXECUTION_LAYOUT_H
+#define CLEAVE_EXECUTION_LAYOUT_H
+
+#include "cleave/Execution/Manifest.h"
+#include <vector>
+
+namespace mlir::cleave {
+
+/// Where a device's block sits in the global tensor.
+struct Block {
+  std::vector<int64_t> offsets, sizes;
+};
+
+/// The block of `buffer`'s global tensor that `rank` holds.
+Block blockOf(const BufferSpec &buffer, const MeshSpec &mesh, int64_t rank);
+
+/// Copies `block` between a row-major global tensor of `globalShape` and a
+/// dense block buffer: into the block if `intoBlock`, else back.
+void copyBlock(const void *global, const std::vector<int64_t> &globalShape,
+               void *block, const Block &where, int64_t elementBytes,
+               bool intoBlock);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_EXECUTION_LAYOUT_H

@@ -1,0 +1,441 @@
+//===- LowerCollectives.cpp - Per-device ops to runtime calls -------------===//
+//
+// Implements -cleave-lower-collectives. See Passes.td for the contract.
+//
+// Two steps. First, at the cleave level, gathers, scatters and all-to-alls
+// along a non-leading dimension become transposes and reshapes around the
+// same op on the leading dimension (the runtime moves contiguous blocks).
+// Then every per-device op becomes a call of the runtime's C ABI on buffers:
+// the input through bufferization.to_memref, the result in a fresh buffer
+// that bufferization.to_tensor hands back to the tensor program.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Conversion/Passes.h"
+#include "cleave/Dialect/CleaveOps.h"
+#include "cleave/Runtime/Runtime.h"
+
+#define DEBUG_TYPE "cleave-lower-collectives"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_CLEAVELOWERCOLLECTIVESPASS
+#include "cleave/Conversion/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Step 1: collectives on the leading dimension
+//===----------------------------------------------------------------------===//
+
+/// `dim` is leading if every dimension before it has size 1.
+bool isLeading(RankedTensorType type, int64_t dim) {
+  return llvm::all_of(type.getShape().take_front(dim),
+                      [](int64_t s) { return s == 1; });
+}
+
+/// The permutation moving `dim` to the front, and its inverse.
+std::pair<SmallVector<int64_t>, SmallVector<int64_t>> frontPerm(int64_t rank,
+                                                                int64_t dim) {
+  SmallVector<int64_t> perm = {dim};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim)
+      perm.push_back(d);
+  SmallVector<int64_t> inverse(rank);
+  for (int64_t r = 0; r < rank; ++r)
+    inverse[perm[r]] = r;
+  return {perm, inverse};
+}
+
+Value transpose(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(type.getDimSize(p));
+  return b.create<TransposeOp>(
+      loc, RankedTensorType::get(shape, type.getElementType()), v,
+      b.getDenseI64ArrayAttr(perm));
+}
+
+Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return b.create<ReshapeOp>(
+      loc, RankedTensorType::get(shape, type.getElementType()), v);
+}
+
+/// Rebuilds a gather or scatter along `dim` as the same op on the leading
+/// dimension between two transposes; `make` creates the op on the moved
+/// tensor, given the moved result type.
+template <typename OpT>
+void moveToFront(OpT op, function_ref<Value(OpBuilder &, Value, Type)> make) {
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  auto out = cast<RankedTensorType>(op.getType());
+  int64_t dim = op.getDim();
+  auto [perm, inverse] = frontPerm(in.getRank(), dim);
+  OpBuilder b(op);
+  Value moved = transpose(b, op.getLoc(), op.getInput(), perm);
+  SmallVector<int64_t> outShape;
+  for (int64_t p : perm)
+    outShape.push_back(out.getDimSize(p));
+  Value result = make(b, moved,
+                      RankedTensorType::get(outShape, out.getElementType()));
+  op.replaceAllUsesWith(transpose(b, op.getLoc(), result, inverse));
+  op.erase();
+}
+
+/// all_to_all(split j, concat i) as a leading-dimension exchange: split
+/// dimension first, exchange blocks, then put the senders' blocks next to
+/// dimension i and merge them into it.
+void normalizeAllToAll(AllToAllOp op, int64_t groupSize) {
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  int64_t rank = in.getRank(), split = op.getSplitDim(),
+          concat = op.getConcatDim();
+  Location loc = op.getLoc();
+  OpBuilder b(op);
+  auto [perm, inverse] = frontPerm(rank, split);
+  Value moved = transpose(b, loc, op.getInput(), perm);
+  auto exchanged = b.create<AllToAllOp>(loc, moved.getType(), moved,
+                                        op.getMeshAttr(), op.getAxesAttr(),
+                                        b.getI64IntegerAttr(0),
+                                        b.getI64IntegerAttr(0));
+  // [g, S_split / g, other dims in order] -> original order with the group
+  // dimension right before `concat`.
+  SmallVector<int64_t> blocked = {groupSize,
+                                  in.getDimSize(split) / groupSize};
+  SmallVector<int64_t> others; // original dims other than split
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != split) {
+      others.push_back(d);
+      blocked.push_back(in.getDimSize(d));
+    }
+  Value grouped = reshape(b, loc, exchanged, blocked);
+  SmallVector<int64_t> order; // positions in `blocked`
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == concat)
+      order.push_back(0);
+    if (d == split)
+      order.push_back(1);
+    else
+      order.push_back(2 + (llvm::find(others, d) - others.begin()));
+  }
+  Value placed = transpose(b, loc, grouped, order);
+  op.replaceAllUsesWith(
+      reshape(b, loc, placed, cast<RankedTensorType>(op.getType()).getShape()));
+  op.erase();
+}
+
+LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
+  SmallVector<Operation *> work;
+  module.walk([&](Operation *op) {
+    if (isa<AllGatherOp, ReduceScatterOp, AllToAllOp>(op))
+      work.push_back(op);
+  });
+  for (Operation *op : work) {
+    if (auto g = dyn_cast<AllGatherOp>(op)) {
+      if (isLeading(g.getInput().getType(), g.getDim()))
+        continue;
+      moveToFront(g, [&](OpBuilder &b, Value v, Type t) -> Value {
+        return b.create<AllGatherOp>(g.getLoc(), t, v, g.getMeshAttr(),
+                                     g.getAxesAttr(), b.getI64IntegerAttr(0));
+      });
+    } else if (auto s = dyn_cast<ReduceScatterOp>(op)) {
+      if (isLeading(s.getInput().getType(), s.getDim()))
+        continue;
+      moveToFront(s, [&](OpBuilder &b, Value v, Type t) -> Value {
+        return b.create<ReduceScatterOp>(s.getLoc(), t, v, s.getMeshAttr(),
+                                         s.getAxesAttr(),
+                                         b.getI64IntegerAttr(0),
+                                         s.getReductionAttr());
+      });
+    } else if (auto a = dyn_cast<AllToAllOp>(op)) {
+      if (a.getSplitDim() == 0 && a.getConcatDim() == 0)
+        continue;
+      MeshOp mesh = lookupMesh(a, a.getMeshAttr(), &symbols);
+      if (!mesh)
+        return a.emitError() << "refers to an unknown mesh";
+      normalizeAllToAll(a, mesh.getGroupSize(a.getAxisNames()));
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Step 2: runtime calls
+//===----------------------------------------------------------------------===//
+
+std::optional<int32_t> dtypeCode(Type type) {
+  if (type.isF32())
+    return CLEAVE_F32;
+  if (type.isF64())
+    return CLEAVE_F64;
+  if (type.isBF16())
+    return CLEAVE_BF16;
+  if (type.isF16())
+    return CLEAVE_F16;
+  if (type.isInteger(32))
+    return CLEAVE_I32;
+  if (type.isInteger(64))
+    return CLEAVE_I64;
+  return std::nullopt;
+}
+
+int32_t reductionCode(ReductionKind kind) {
+  switch (kind) {
+  case ReductionKind::Sum:
+    return CLEAVE_SUM;
+  case ReductionKind::Max:
+    return CLEAVE_MAX;
+  case ReductionKind::Min:
+    return CLEAVE_MIN;
+  case ReductionKind::Avg:
+    return CLEAVE_AVG;
+  }
+  return CLEAVE_SUM;
+}
+
+/// Builds runtime calls for the per-device ops of one module.
+class CallBuilder {
+public:
+  CallBuilder(ModuleOp module) : module(module), ctx(module.getContext()) {}
+
+  LogicalResult lower(Operation *op);
+  ArrayAttr groupsAttr() const {
+    SmallVector<Attribute> groups;
+    for (const auto &axes : groupAxes)
+      groups.push_back(Builder(ctx).getStrArrayAttr(axes));
+    return ArrayAttr::get(ctx, groups);
+  }
+
+private:
+  int64_t groupId(ArrayAttr axes);
+  func::FuncOp declare(StringRef name, ArrayRef<Type> args,
+                       ArrayRef<Type> results = {});
+  Value i64(OpBuilder &b, Location loc, int64_t v) {
+    return b.create<arith::ConstantIntOp>(loc, v, 64);
+  }
+  Value i32(OpBuilder &b, Location loc, int64_t v) {
+    return b.create<arith::ConstantIntOp>(loc, v, 32);
+  }
+  Value pointer(OpBuilder &b, Location loc, Value memref);
+  Value input(OpBuilder &b, Location loc, Value tensor);
+  Value buffer(OpBuilder &b, Location loc, Type tensorType);
+  Value result(OpBuilder &b, Location loc, Value memref);
+  Value groupRank(OpBuilder &b, Location loc, ArrayAttr axes);
+  LogicalResult lowerShard(ShardOp op);
+
+  ModuleOp module;
+  MLIRContext *ctx;
+  SmallVector<SmallVector<StringRef>> groupAxes;
+  llvm::StringMap<func::FuncOp> declared;
+};
+
+int64_t CallBuilder::groupId(ArrayAttr axes) {
+  SmallVector<StringRef> names;
+  for (Attribute a : axes)
+    names.push_back(cast<StringAttr>(a).getValue());
+  for (auto [id, known] : llvm::enumerate(groupAxes))
+    if (known == names)
+      return id;
+  groupAxes.push_back(names);
+  return groupAxes.size() - 1;
+}
+
+func::FuncOp CallBuilder::declare(StringRef name, ArrayRef<Type> args,
+                                  ArrayRef<Type> results) {
+  if (auto it = declared.find(name); it != declared.end())
+    return it->second;
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return declared[name] = existing;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto func = b.create<func::FuncOp>(module.getLoc(), name,
+                                     b.getFunctionType(args, results));
+  func.setPrivate();
+  return declared[name] = func;
+}
+
+Value CallBuilder::pointer(OpBuilder &b, Location loc, Value memref) {
+  Value index = b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, memref);
+  Value address = b.create<arith::IndexCastOp>(loc, b.getI64Type(), index);
+  return b.create<LLVM::IntToPtrOp>(loc, LLVM::LLVMPointerType::get(ctx),
+                                    address);
+}
+
+Value CallBuilder::input(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  auto memref = MemRefType::get(type.getShape(), type.getElementType());
+  return b.create<bufferization::ToMemrefOp>(loc, memref, tensor,
+                                             /*read_only=*/true);
+}
+
+Value CallBuilder::buffer(OpBuilder &b, Location loc, Type tensorType) {
+  auto type = cast<RankedTensorType>(tensorType);
+  return b.create<memref::AllocOp>(
+      loc, MemRefType::get(type.getShape(), type.getElementType()),
+      b.getI64IntegerAttr(64));
+}
+
+Value CallBuilder::result(OpBuilder &b, Location loc, Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  return b.create<bufferization::ToTensorOp>(
+      loc, RankedTensorType::get(type.getShape(), type.getElementType()),
+      memref, /*restrict=*/true, /*writable=*/true);
+}
+
+Value CallBuilder::groupRank(OpBuilder &b, Location loc, ArrayAttr axes) {
+  func::FuncOp fn =
+      declare("cleave_rt_group_rank", {b.getI64Type()}, {b.getI64Type()});
+  return b.create<func::CallOp>(loc, fn, ValueRange{i64(b, loc, groupId(axes))})
+      .getResult(0);
+}
+
+LogicalResult CallBuilder::lowerShard(ShardOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto in = op.getInput().getType();
+  auto out = cast<RankedTensorType>(op.getType());
+  int64_t dim = op.getDim();
+  Value rank = b.create<arith::IndexCastOp>(loc, b.getIndexType(),
+                                            groupRank(b, loc, op.getAxes()));
+  Value offset = b.create<arith::MulIOp>(
+      loc, rank, b.create<arith::ConstantIndexOp>(loc, out.getDimSize(dim)));
+  SmallVector<OpFoldResult> offsets(in.getRank(), b.getIndexAttr(0)),
+      sizes, strides(in.getRank(), b.getIndexAttr(1));
+  offsets[dim] = offset;
+  for (int64_t s : out.getShape())
+    sizes.push_back(b.getIndexAttr(s));
+  Value slice = b.create<tensor::ExtractSliceOp>(loc, out, op.getInput(),
+                                                 offsets, sizes, strides);
+  op.replaceAllUsesWith(slice);
+  op.erase();
+  return success();
+}
+
+LogicalResult CallBuilder::lower(Operation *op) {
+  if (auto shard = dyn_cast<ShardOp>(op))
+    return lowerShard(shard);
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  Type i64T = b.getI64Type(), i32T = b.getI32Type();
+  if (auto index = dyn_cast<AxisIndexOp>(op)) {
+    Value rank = groupRank(b, loc, index.getAxes());
+    op->getResult(0).replaceAllUsesWith(b.create<tensor::FromElementsOp>(
+        loc, index.getType(), ValueRange{rank}));
+    op->erase();
+    return success();
+  }
+  // Communication: element type, counts, group.
+  Value data = op->getNumOperands() ? op->getOperand(0) : Value();
+  Type elemType = cast<RankedTensorType>(data ? data.getType()
+                                              : op->getResult(0).getType())
+                      .getElementType();
+  std::optional<int32_t> dtype = dtypeCode(elemType);
+  if (!dtype)
+    return op->emitError() << "element type " << elemType
+                           << " has no runtime code";
+  auto group = i64(b, loc, groupId(op->getAttrOfType<ArrayAttr>("axes")));
+  Value dt = i32(b, loc, *dtype);
+  auto count = [&](Value v) {
+    return i64(b, loc, cast<RankedTensorType>(v.getType()).getNumElements());
+  };
+  if (auto send = dyn_cast<SendOp>(op)) {
+    func::FuncOp fn = declare("cleave_rt_send", {i64T, i64T, i32T, ptr, i64T});
+    b.create<func::CallOp>(loc, fn,
+                           ValueRange{group, i64(b, loc, send.getPeer()), dt,
+                                      pointer(b, loc, input(b, loc, data)),
+                                      count(data)});
+    op->erase();
+    return success();
+  }
+  Value out = buffer(b, loc, op->getResult(0).getType());
+  Value outPtr = pointer(b, loc, out);
+  Value outCount = count(op->getResult(0));
+  if (auto recv = dyn_cast<RecvOp>(op)) {
+    func::FuncOp fn = declare("cleave_rt_recv", {i64T, i64T, i32T, ptr, i64T});
+    b.create<func::CallOp>(
+        loc, fn,
+        ValueRange{group, i64(b, loc, recv.getPeer()), dt, outPtr, outCount});
+  } else {
+    Value inPtr = pointer(b, loc, input(b, loc, data));
+    if (auto ar = dyn_cast<AllReduceOp>(op)) {
+      func::FuncOp fn = declare("cleave_rt_all_reduce",
+                                {i64T, i32T, i32T, ptr, ptr, i64T});
+      b.create<func::CallOp>(
+          loc, fn,
+          ValueRange{group, dt, i32(b, loc, reductionCode(ar.getReduction())),
+                     inPtr, outPtr, outCount});
+    } else if (isa<AllGatherOp>(op)) {
+      func::FuncOp fn =
+          declare("cleave_rt_all_gather", {i64T, i32T, ptr, ptr, i64T});
+      b.create<func::CallOp>(loc, fn,
+                             ValueRange{group, dt, inPtr, outPtr, count(data)});
+    } else if (auto rs = dyn_cast<ReduceScatterOp>(op)) {
+      func::FuncOp fn = declare("cleave_rt_reduce_scatter",
+                                {i64T, i32T, i32T, ptr, ptr, i64T});
+      b.create<func::CallOp>(
+          loc, fn,
+          ValueRange{group, dt, i32(b, loc, reductionCode(rs.getReduction())),
+                     inPtr, outPtr, outCount});
+    } else if (auto a2a = dyn_cast<AllToAllOp>(op)) {
+      MeshOp mesh = lookupMesh(a2a, a2a.getMeshAttr());
+      int64_t g = mesh.getGroupSize(a2a.getAxisNames());
+      func::FuncOp fn =
+          declare("cleave_rt_all_to_all", {i64T, i32T, ptr, ptr, i64T});
+      int64_t block =
+          cast<RankedTensorType>(data.getType()).getNumElements() / g;
+      b.create<func::CallOp>(
+          loc, fn, ValueRange{group, dt, inPtr, outPtr, i64(b, loc, block)});
+    } else if (auto perm = dyn_cast<CollectivePermuteOp>(op)) {
+      ArrayRef<int64_t> flat = perm.getPairs();
+      auto pairsType =
+          MemRefType::get({int64_t(flat.size())}, b.getI64Type());
+      Value pairs = b.create<memref::AllocaOp>(loc, pairsType);
+      for (auto [i, v] : llvm::enumerate(flat))
+        b.create<memref::StoreOp>(loc, i64(b, loc, v), pairs,
+                                  ValueRange{b.create<arith::ConstantIndexOp>(
+                                      loc, int64_t(i))});
+      func::FuncOp fn = declare("cleave_rt_collective_permute",
+                                {i64T, i32T, ptr, ptr, i64T, i64T, ptr});
+      b.create<func::CallOp>(
+          loc, fn,
+          ValueRange{group, dt, inPtr, outPtr, outCount,
+                     i64(b, loc, int64_t(flat.size() / 2)),
+                     pointer(b, loc, pairs)});
+    } else {
+      return op->emitError() << "has no runtime lowering";
+    }
+  }
+  op->getResult(0).replaceAllUsesWith(result(b, loc, out));
+  op->erase();
+  return success();
+}
+
+struct CleaveLowerCollectivesPass final
+    : cleave::impl::CleaveLowerCollectivesPassBase<
+          CleaveLowerCollectivesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTableCollection symbols;
+    if (failed(normalize(module, symbols)))
+      return signalPassFailure();
+    CallBuilder calls(module);
+    SmallVector<Operation *> work;
+    module.walk([&](Operation *op) {
+      if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
+              CollectivePermuteOp, SendOp, RecvOp, AxisIndexOp, ShardOp>(op))
+        work.push_back(op);
+    });
+    for (Operation *op : work)
+      if (failed(calls.lower(op)))
+        return signalPassFailure();
+    if (!work.empty())
+      module->setAttr(CleaveDialect::kGroupsAttrName, calls.groupsAttr());
+  }
+};
+
+} // namespace

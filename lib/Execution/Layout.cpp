@@ -1,0 +1,62 @@
+//===- Layout.cpp - Blocks of global tensors on a device mesh -------------===//
+
+#include "cleave/Execution/Layout.h"
+#include <cstring>
+
+using namespace mlir::cleave;
+
+Block mlir::cleave::blockOf(const BufferSpec &buffer, const MeshSpec &mesh,
+                            int64_t rank) {
+  std::vector<int64_t> coords = mesh.coordinates(rank);
+  Block block;
+  block.sizes = buffer.shape;
+  block.offsets.assign(buffer.shape.size(), 0);
+  for (size_t d = 0; d < buffer.layout.size(); ++d) {
+    // Linear index over the dimension's axes, the first one major.
+    int64_t index = 0;
+    for (int64_t axis : buffer.layout[d])
+      index = index * mesh.shape[axis] + coords[axis];
+    block.offsets[d] = index * buffer.shape[d];
+  }
+  return block;
+}
+
+void mlir::cleave::copyBlock(const void *global,
+                             const std::vector<int64_t> &globalShape,
+                             void *block, const Block &where,
+                             int64_t elementBytes, bool intoBlock) {
+  int64_t rank = globalShape.size();
+  if (rank == 0) {
+    if (intoBlock)
+      std::memcpy(block, global, elementBytes);
+    else
+      std::memcpy(const_cast<void *>(global), block, elementBytes);
+    return;
+  }
+  // Row-major strides of the global tensor, in elements.
+  std::vector<int64_t> stride(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    stride[d] = stride[d + 1] * globalShape[d + 1];
+  int64_t rowBytes = where.sizes[rank - 1] * elementBytes;
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    rows *= where.sizes[d];
+  std::vector<int64_t> index(rank, 0);
+  auto *g = static_cast<char *>(const_cast<void *>(global));
+  auto *b = static_cast<char *>(block);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      offset += (where.offsets[d] + index[d]) * stride[d];
+    char *gp = g + offset * elementBytes, *bp = b + row * rowBytes;
+    if (intoBlock)
+      std::memcpy(bp, gp, rowBytes);
+    else
+      std::memcpy(gp, bp, rowBytes);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++index[d] < where.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}

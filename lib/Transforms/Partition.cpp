@@ -1,0 +1,238 @@
+//===- Partition.cpp - Global program to per-device program ---------------===//
+//
+// Implements -cleave-partition. See Passes.td for the contract. The work per
+// op is generic: factor axes from lib/Sharding, resharding steps from
+// Reshard.h, and the op's own buildLocalOp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Sharding/FactorAssignment.h"
+#include "cleave/Sharding/Reshard.h"
+#include "cleave/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#define DEBUG_TYPE "cleave-partition"
+
+namespace mlir::cleave {
+#define GEN_PASS_DEF_CLEAVEPARTITIONPASS
+#include "cleave/Transforms/Passes.h.inc"
+} // namespace mlir::cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+/// The per-device value standing for a global value, and its sharding.
+struct Local {
+  Value value;
+  ShardingAttr sharding;
+  RankedTensorType global;
+};
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp func, MeshOp mesh) : func(func), mesh(mesh) {}
+  LogicalResult run();
+
+private:
+  LogicalResult partitionOp(Operation *op);
+  LogicalResult partitionRuled(ShardingRuleOpInterface op);
+  LogicalResult partitionReturn(func::ReturnOp ret);
+  /// The local value of `global` resharded to `target`, built before `at`.
+  FailureOr<Value> reshard(Value global, ShardingAttr target, Operation *at);
+  FailureOr<Value> reshardLocal(Local local, ShardingAttr target,
+                                Operation *at);
+
+  func::FuncOp func;
+  MeshOp mesh;
+  llvm::DenseMap<Value, Local> locals;
+  /// Reshardings already built, so consumers that want the same layout of a
+  /// value share the collectives.
+  llvm::DenseMap<std::pair<Value, Attribute>, Value> reshardCache;
+};
+
+FailureOr<Value> Partitioner::reshardLocal(Local local, ShardingAttr target,
+                                           Operation *at) {
+  if (local.sharding == target)
+    return local.value;
+  std::string why;
+  auto steps = planReshard(local.global, local.sharding, target, mesh, why);
+  if (failed(steps))
+    return at->emitError() << "cannot reshard a value from "
+                           << local.sharding << " to " << target << ": "
+                           << why;
+  OpBuilder b(at);
+  return emitReshard(b, at->getLoc(), local.value, local.global,
+                     local.sharding, *steps, mesh);
+}
+
+FailureOr<Value> Partitioner::reshard(Value global, ShardingAttr target,
+                                      Operation *at) {
+  auto it = locals.find(global);
+  if (it == locals.end())
+    return at->emitError() << "an operand has no per-device value (it is "
+                              "defined by an op the partitioner skipped)";
+  auto key = std::make_pair(global, Attribute(target));
+  if (auto cached = reshardCache.find(key); cached != reshardCache.end())
+    return cached->second;
+  FailureOr<Value> value = reshardLocal(it->second, target, at);
+  if (succeeded(value))
+    reshardCache[key] = *value;
+  return value;
+}
+
+LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
+  ShardingRule rule = op.getShardingRule();
+  auto recorded =
+      op->getAttrOfType<ArrayAttr>(CleaveDialect::kShardingsAttrName);
+  if (op->getNumResults() != 0 &&
+      (!recorded || recorded.size() != op->getNumResults()))
+    return op->emitError() << "has no '" << CleaveDialect::kShardingsAttrName
+                           << "' (run cleave-propagate-sharding first)";
+  // The results' shardings are fixed; operands propose after them.
+  SmallVector<KnownSharding> offers;
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    offers.push_back({cast<ShardingAttr>(recorded[i]), true, i, false, {}});
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (auto it = locals.find(v); it != locals.end())
+      offers.push_back({it->second.sharding, false, unsigned(i), false, {}});
+  FailureOr<FactorAxes> axes = assignFactors(
+      op, rule, mesh, offers, ReductionPolicy::MatchResultPartials);
+  if (failed(axes))
+    return failure();
+
+  SmallVector<Value> operands;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    FailureOr<Value> local = reshard(
+        v, shardingFromFactors(mesh, rule, rule.getOperand(i), *axes, false),
+        op);
+    if (failed(local))
+      return failure();
+    operands.push_back(*local);
+  }
+  SmallVector<ShardingAttr> derived;
+  SmallVector<Type> resultTypes;
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    derived.push_back(
+        shardingFromFactors(mesh, rule, rule.getResult(i), *axes, true));
+    resultTypes.push_back(getLocalType(cast<RankedTensorType>(r.getType()),
+                                       derived.back(), mesh));
+  }
+  LocalOpContext context(op, rule, *axes, mesh, operands, resultTypes);
+  SmallVector<Value> results;
+  OpBuilder b(op);
+  if (failed(op.buildLocalOp(b, context, results)))
+    return failure();
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto global = cast<RankedTensorType>(r.getType());
+    // Normally the op produces what propagation recorded; if not, reshard.
+    auto target = cast<ShardingAttr>(recorded[i]);
+    FailureOr<Value> local =
+        reshardLocal({results[i], derived[i], global}, target, op);
+    if (failed(local))
+      return failure();
+    locals[r] = {*local, target, global};
+  }
+  return success();
+}
+
+LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
+  SmallVector<Value> values;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto target = func.getResultAttrOfType<ShardingAttr>(
+        i, CleaveDialect::kShardingAttrName);
+    if (!target)
+      return ret.emitError() << "result #" << i << " has no '"
+                             << CleaveDialect::kShardingAttrName
+                             << "' (run cleave-propagate-sharding first)";
+    FailureOr<Value> local = reshard(v, target, ret);
+    if (failed(local))
+      return failure();
+    values.push_back(*local);
+    func.removeResultAttr(i, StringAttr::get(func.getContext(),
+                                             CleaveDialect::kShardingAttrName));
+    func.setResultAttr(i, CleaveDialect::kLayoutAttrName, target);
+  }
+  ret->setOperands(values);
+  return success();
+}
+
+LogicalResult Partitioner::partitionOp(Operation *op) {
+  if (auto ret = dyn_cast<func::ReturnOp>(op))
+    return partitionReturn(ret);
+  if (auto constraint = dyn_cast<ShardingConstraintOp>(op)) {
+    FailureOr<Value> local =
+        reshard(constraint.getInput(), constraint.getSharding(), op);
+    if (failed(local))
+      return failure();
+    locals[constraint.getResult()] = {*local, constraint.getSharding(),
+                                      constraint.getType()};
+    return success();
+  }
+  if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
+    return partitionRuled(ruled);
+  return op->emitError() << "cannot be partitioned: '" << op->getName()
+                         << "' has no sharding rule";
+}
+
+LogicalResult Partitioner::run() {
+  Block &body = func.getBody().front();
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : body.getArguments()) {
+    auto global = dyn_cast<RankedTensorType>(arg.getType());
+    auto sharding = func.getArgAttrOfType<ShardingAttr>(
+        arg.getArgNumber(), CleaveDialect::kShardingAttrName);
+    if (!global || !sharding)
+      return func.emitError()
+             << "argument #" << arg.getArgNumber() << " has no '"
+             << CleaveDialect::kShardingAttrName
+             << "' (run cleave-propagate-sharding first)";
+    arg.setType(getLocalType(global, sharding, mesh));
+    locals[arg] = {arg, sharding, global};
+    func.removeArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName);
+    func.setArgAttr(arg.getArgNumber(), CleaveDialect::kLayoutAttrName,
+                    sharding);
+    argTypes.push_back(arg.getType());
+  }
+  SmallVector<Operation *> globalOps;
+  for (Operation &op : body)
+    globalOps.push_back(&op);
+  for (Operation *op : globalOps)
+    if (failed(partitionOp(op)))
+      return failure();
+  // The global ops are dead now; the return was updated in place.
+  for (Operation *op : llvm::reverse(globalOps))
+    if (!isa<func::ReturnOp>(op)) {
+      op->dropAllUses();
+      op->erase();
+    }
+  func.setFunctionType(FunctionType::get(
+      func.getContext(), argTypes,
+      body.getTerminator()->getOperandTypes()));
+  return success();
+}
+
+struct CleavePartitionPass final
+    : cleave::impl::CleavePartitionPassBase<CleavePartitionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<MeshOp> mesh = getModuleMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      if (func.isExternal())
+        continue;
+      if (!func.getBody().hasOneBlock()) {
+        func.emitError() << "partitioning needs a function with one block";
+        return signalPassFailure();
+      }
+      if (failed(Partitioner(func, *mesh).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
