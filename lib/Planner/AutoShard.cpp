@@ -150,72 +150,109 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
 std::vector<std::string> summarize(const ShardingGraph &g,
                                    const std::vector<StageSolution> &stages);
 
+namespace {
+
+/// The function to plan and what the planner reads from it.
+struct Problem {
+  PlanCluster cluster;
+  func::FuncOp func;
+  ForwardView view;
+  int64_t batch = 0;
+  DType dtype = DType::F32;
+};
+
+cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
+  using P = cost::Result<Problem>;
+  cost::Result<PlanCluster> pc = resolveCluster(o.cluster, o.gpus);
+  if (!pc)
+    return P::failure(pc.error());
+  std::string error;
+  Problem p;
+  p.cluster = *pc;
+  p.func = pickFunction(module, o.function, error);
+  if (!p.func)
+    return P::failure(error);
+  FailureOr<ForwardView> view = analyzeForward(p.func, error);
+  if (failed(view))
+    return P::failure(error);
+  p.view = std::move(*view);
+  std::string input;
+  p.batch = moduleBatch(p.view, input);
+  if (p.batch <= 0)
+    return P::failure("function @" + p.func.getSymName().str() +
+                      " has no data input (cleave.input) with a batch "
+                      "dimension");
+  if (o.globalBatch && o.globalBatch != p.batch)
+    return P::failure("global batch: " + std::to_string(o.globalBatch) +
+                      " differs from the module's batch of " +
+                      std::to_string(p.batch) + " (input '" + input +
+                      "'); the module is one global step");
+  p.dtype = computeType(p.view);
+  return p;
+}
+
+/// Transformer mode: the plan search on the cost model, then the ILP of
+/// each stage of the chosen plan.
+cost::Result<bool> planTransformer(const Problem &p,
+                                   const AutoShardOptions &o,
+                                   AutoShardResult &res,
+                                   std::shared_ptr<ShardingGraph> &graph,
+                                   std::vector<int> &chunks) {
+  res.transformerMode = true;
+  cost::Result<SearchResult> s =
+      searchPlans(res.model, p.cluster.spec, res.searchOptions);
+  if (!s)
+    return cost::Result<bool>::failure(s.error());
+  res.search = *s;
+  if (!res.search.best)
+    return true;
+  const cost::ParallelPlan &plan = res.search.best->plan;
+  GraphOptions go;
+  go.dtype = p.dtype;
+  go.parameterUses = double(plan.numMicroBatches);
+  graph = std::make_shared<ShardingGraph>(
+      buildShardingGraph(p.view, detail::meshAxes(plan, p.cluster.spec),
+                         p.cluster.spec, go, cost::defaultConstants()));
+  chunks = detail::chunkOfInstances(p.view, res.model, plan);
+  res.stages = detail::solveStages(*graph, *res.search.best,
+                                   res.search.memoryLimit, chunks,
+                                   o.ilpTimeLimit);
+  return true;
+}
+
+} // namespace
+
 cost::Result<AutoShardResult> autoShard(ModuleOp module,
                                         const AutoShardOptions &o) {
   auto start = std::chrono::steady_clock::now();
-  cost::Result<PlanCluster> pc = resolveCluster(o.cluster, o.gpus);
-  if (!pc)
-    return R::failure(pc.error());
-  std::string error;
-  func::FuncOp func = pickFunction(module, o.function, error);
-  if (!func)
-    return R::failure(error);
-  FailureOr<ForwardView> view = analyzeForward(func, error);
-  if (failed(view))
-    return R::failure(error);
-  std::string input;
-  int64_t batch = moduleBatch(*view, input);
-  if (batch <= 0)
-    return R::failure("function @" + func.getSymName().str() +
-                      " has no data input (cleave.input) with a batch "
-                      "dimension");
-  if (o.globalBatch && o.globalBatch != batch)
-    return R::failure("global batch: " + std::to_string(o.globalBatch) +
-                      " differs from the module's batch of " +
-                      std::to_string(batch) + " (input '" + input +
-                      "'); the module is one global step");
+  cost::Result<Problem> p = prepare(module, o);
+  if (!p)
+    return R::failure(p.error());
   AutoShardResult res;
-  res.cluster = *pc;
-  DType dtype = computeType(*view);
-  res.searchOptions = searchOptions(o, *pc, batch, dtype);
-  std::optional<ModelConfig> model = modelOf(module, *view, o.model, error);
+  res.cluster = p->cluster;
+  res.searchOptions = searchOptions(o, p->cluster, p->batch, p->dtype);
+  std::string error;
+  std::optional<ModelConfig> model = modelOf(module, p->view, o.model, error);
   if (!error.empty())
     return R::failure(error);
   std::shared_ptr<ShardingGraph> graph;
   std::vector<int> chunks;
-  const cost::CostConstants &c = cost::defaultConstants();
   if (model) {
-    res.transformerMode = true;
     res.model = *model;
-    res.model.dtype = dtype;
-    cost::Result<SearchResult> s =
-        searchPlans(res.model, pc->spec, res.searchOptions);
-    if (!s)
-      return R::failure(s.error());
-    res.search = *s;
-    if (res.search.best) {
-      const cost::ParallelPlan &p = res.search.best->plan;
-      GraphOptions go;
-      go.dtype = dtype;
-      go.parameterUses = double(p.numMicroBatches);
-      graph = std::make_shared<ShardingGraph>(buildShardingGraph(
-          *view, detail::meshAxes(p, pc->spec), pc->spec, go, c));
-      chunks = detail::chunkOfInstances(*view, res.model, p);
-      res.stages = detail::solveStages(*graph, res.model, pc->spec,
-                                       *res.search.best, batch,
-                                       res.search.memoryLimit, chunks,
-                                       o.ilpTimeLimit, c);
-    }
+    res.model.dtype = p->dtype;
+    cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);
+    if (!done)
+      return R::failure(done.error());
   } else {
-    res.model.name = func.getSymName().str();
+    res.model.name = p->func.getSymName().str();
     cost::Result<detail::GraphModeResult> g = detail::searchGraphMode(
-        *view, *pc, res.searchOptions, dtype, o.ilpTimeLimit);
+        p->view, p->cluster, res.searchOptions, p->dtype, o.ilpTimeLimit);
     if (!g)
       return R::failure(g.error());
     res.search = g->search;
     graph = g->graph;
     res.stages = g->stages;
-    chunks.assign(size_t(view->count), 0);
+    chunks.assign(size_t(p->view.count), 0);
   }
   if (res.search.best) {
     detail::PlanAnnotation a;
@@ -226,7 +263,7 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
     for (const StageSolution &s : res.stages)
       for (int stage : s.stages)
         a.choice[size_t(stage)] = s.ilp.choice;
-    a.links = linksOf(a.plan, *pc);
+    a.links = linksOf(a.plan, p->cluster);
     if (failed(detail::annotateModule(module, a, error)))
       return R::failure(error);
     res.axes = graph->axes;

@@ -31,13 +31,13 @@ std::vector<int> chunkOfInstances(const ForwardView &v,
                                   const cost::ParallelPlan &p);
 
 /// Solves the ILP of every pipeline stage of a transformer-mode plan;
-/// `best` carries the cost model's memory per stage.
-std::vector<StageSolution>
-solveStages(const ShardingGraph &g, const ModelConfig &model,
-            const cost::ClusterSpec &cluster, const Candidate &best,
-            int64_t globalBatch, double memoryLimit,
-            const std::vector<int> &chunkOfInstance, double timeLimit,
-            const cost::CostConstants &c);
+/// `best` carries the cost model's memory per stage. Stages with the same
+/// solution share one entry.
+std::vector<StageSolution> solveStages(const ShardingGraph &g,
+                                       const Candidate &best,
+                                       double memoryLimit,
+                                       const std::vector<int> &chunkOfInstance,
+                                       double timeLimit);
 
 /// Graph mode: every dp x tp mesh (tp inside a node) and ZeRO stage, each
 /// priced by its ILP plus the gradient reduction and the optimizer.
