@@ -92,6 +92,82 @@ SearchResult emptyResult(const Space &space) {
 
 } // namespace
 
+namespace {
+
+/// The branch and bound: candidates in order of their lower bound, refined
+/// when first visited, memory checked before simulating, until the bound
+/// passes the k-th best simulated plan.
+class BranchAndBound {
+public:
+  BranchAndBound(Space &space, const PlannerOptions &options)
+      : space(space), options(options), ranking(size_t(options.topK)) {}
+
+  cost::Result<bool> run() {
+    for (size_t i = 0; i < space.candidates.size(); ++i)
+      queue.push({space.candidates[i].bound, i});
+    while (!queue.empty()) {
+      auto [bound, index] = queue.top();
+      // Ties are kept: a bound equal to the k-th best may still rank first.
+      if (ranking.full() && bound > ranking.worst() * (1 + 1e-9))
+        break;
+      queue.pop();
+      if (cost::Result<bool> r = visit(index); !r)
+        return r;
+    }
+    return true;
+  }
+
+  void report() {
+    if (!options.progress)
+      return;
+    const SearchStats &s = space.stats;
+    options.progress(
+        {s.candidates, s.visited, s.simulated,
+         ranking.items.empty() ? 0.0 : ranking.items.front().first.stepTime,
+         secondsSince(start)});
+  }
+
+  Ranking &result() { return ranking; }
+  std::vector<OverMemory> &overMemory() { return over; }
+
+private:
+  cost::Result<bool> visit(size_t index) {
+    SearchStats &stats = space.stats;
+    if ((++stats.visited & 255) == 0 && secondsSince(lastReport) > 0.25) {
+      lastReport = Clock::now();
+      report();
+    }
+    detail::Candidate &c = space.candidates[index];
+    if (!c.exact) {
+      space.refine(c);
+      if (!c.dropped)
+        queue.push({c.bound, index});
+      return true;
+    }
+    cost::ParallelPlan plan = space.materialize(c);
+    double peak = space.peakMemory(plan, space.workloadOf(c, plan));
+    if (peak > space.memoryLimit) {
+      over.push_back({index, c.bound, peak});
+      return true;
+    }
+    cost::Result<Candidate> e = space.evaluate(c);
+    if (!e)
+      return cost::Result<bool>::failure(e.error());
+    ranking.add(std::move(*e), index);
+    return true;
+  }
+
+  using Entry = std::pair<double, size_t>;
+  Space &space;
+  const PlannerOptions &options;
+  Ranking ranking;
+  std::vector<OverMemory> over;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  Clock::time_point start = Clock::now(), lastReport = Clock::now();
+};
+
+} // namespace
+
 cost::Result<SearchResult> searchPlans(const ModelConfig &model,
                                        const cost::ClusterSpec &cluster,
                                        const PlannerOptions &options) {
@@ -101,56 +177,12 @@ cost::Result<SearchResult> searchPlans(const ModelConfig &model,
     return cost::Result<SearchResult>::failure(e);
   space.enumerate();
   SearchResult result = emptyResult(space);
-  using Entry = std::pair<double, size_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-  for (size_t i = 0; i < space.candidates.size(); ++i)
-    queue.push({space.candidates[i].bound, i});
-  Ranking ranking(size_t(options.topK));
-  std::vector<OverMemory> over;
-  SearchStats &stats = space.stats;
-  Clock::time_point lastReport = start;
-  auto report = [&] {
-    if (!options.progress)
-      return;
-    SearchProgress p{stats.candidates, stats.visited, stats.simulated,
-                     ranking.items.empty()
-                         ? 0.0
-                         : ranking.items.front().first.stepTime,
-                     secondsSince(start)};
-    options.progress(p);
-  };
-  while (!queue.empty()) {
-    auto [bound, index] = queue.top();
-    // Ties are kept: a bound equal to the k-th best may still rank before it.
-    if (ranking.full() && bound > ranking.worst() * (1 + 1e-9))
-      break;
-    queue.pop();
-    ++stats.visited;
-    if ((stats.visited & 255) == 0 && secondsSince(lastReport) > 0.25) {
-      lastReport = Clock::now();
-      report();
-    }
-    detail::Candidate &c = space.candidates[index];
-    if (!c.exact) {
-      space.refine(c);
-      if (!c.dropped)
-        queue.push({c.bound, index});
-      continue;
-    }
-    cost::ParallelPlan plan = space.materialize(c);
-    double peak = space.peakMemory(plan, space.workloadOf(c, plan));
-    if (peak > space.memoryLimit) {
-      over.push_back({index, c.bound, peak});
-      continue;
-    }
-    cost::Result<Candidate> e = space.evaluate(c);
-    if (!e)
-      return cost::Result<SearchResult>::failure(e.error());
-    ranking.add(std::move(*e), index);
-  }
-  finish(space, ranking, std::move(over), result);
+  BranchAndBound search(space, options);
+  if (cost::Result<bool> r = search.run(); !r)
+    return cost::Result<SearchResult>::failure(r.error());
+  finish(space, search.result(), std::move(search.overMemory()), result);
   result.stats.seconds = secondsSince(start);
-  report();
+  search.report();
   return result;
 }
 
