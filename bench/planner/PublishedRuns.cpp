@@ -130,11 +130,11 @@ std::optional<Row> runRow(size_t i, const json &row) {
   o.implementation = published;
   Result<planner::SearchResult> r = planner::searchPlans(model, *cluster, o);
   if (!pub || !r || !r->best) {
-    std::printf("%-3zu error: %s\n", i,
-                !pub ? pub.error().c_str()
-                : !r ? r.error().c_str()
-                     : (r->infeasible.empty() ? "no plan"
-                                              : r->infeasible[0].c_str()));
+    std::printf(
+        "%-3zu error: %s\n", i,
+        !pub ? pub.error().c_str()
+        : !r ? r.error().c_str()
+             : (r->infeasible.empty() ? "no plan" : r->infeasible[0].c_str()));
     return std::nullopt;
   }
   const planner::Candidate &best = *r->best;

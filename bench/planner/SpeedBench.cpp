@@ -1,16 +1,21 @@
 //===- SpeedBench.cpp - How long a full plan search takes -----------------===//
 //
-// Times the planner's search on the two reference problems, GPT-3
-// 175B on 1,024 A100s and Llama-3 405B on 16,384 H100s (targets: 10 s and
-// 30 s on a 2-core machine), plus smaller ones, and prints the chosen plan.
-// With --ir it also builds each model's program, solves the intra-op ILP of
-// the chosen plan's stages and annotates the module (planModule).
+// Times the planner on the two reference problems, GPT-3 175B on
+// 1,024 A100s and Llama-3 405B on 16,384 H100s (targets: 10 s and 30 s on a
+// 2-core machine), plus smaller ones: the plan search alone (searchPlans),
+// and the whole of cleave-plan (build the model's program, search, solve
+// each stage's integer program, annotate the module). Prints the best of
+// --repeat runs and the chosen plan.
 //
 // Usage: cleave-planner-speed [--repeat N]
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Planner/Explain.h"
+#include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Models/ModelZoo.h"
+#include "cleave/Planner/AutoShard.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +32,32 @@ struct Problem {
   int64_t globalBatch;
 };
 
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+/// The whole of cleave-plan on a zoo preset; the result, and seconds.
+std::pair<cost::Result<planner::AutoShardResult>, double>
+planFull(const Problem &p) {
+  auto t0 = std::chrono::steady_clock::now();
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::cleave::CleaveDialect, mlir::func::FuncDialect>();
+  ModelConfig config = *lookupPreset(p.model);
+  config.dtype = DType::BF16;
+  config.batch = p.globalBatch;
+  std::string error;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::cleave::buildModel(&ctx, config, error);
+  planner::AutoShardOptions o;
+  o.cluster = p.cluster;
+  o.gpus = p.gpus;
+  cost::Result<planner::AutoShardResult> r =
+      module ? planner::autoShard(*module, o)
+             : cost::Result<planner::AutoShardResult>::failure(error);
+  return {std::move(r), since(t0)};
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -40,37 +71,36 @@ int main(int argc, char **argv) {
       {"llama3-70b", "dgx-h100", 1024, 1024},
       {"llama3-8b", "dgx-h100", 64, 512},
   };
-  std::printf("%-12s %-14s %6s %6s  %8s %8s %7s %9s  %s\n", "model", "cluster",
-              "GPUs", "batch", "search s", "plans", "visited", "simulated",
-              "chosen plan (step, MFU)");
+  std::printf("%-12s %-14s %6s %6s  %8s %8s  %8s %7s %9s  %s\n", "model",
+              "cluster", "GPUs", "batch", "search s", "full s", "plans",
+              "visited", "simulated", "chosen plan (step, MFU)");
   for (const Problem &p : problems) {
-    ModelConfig model = *lookupPreset(p.model);
-    cost::ClusterSpec cluster =
-        *cost::lookupClusterPreset(p.cluster, p.gpus / 8);
-    planner::PlannerOptions o;
-    o.globalBatch = p.globalBatch;
-    double best = 1e300;
-    cost::Result<planner::SearchResult> r =
-        cost::Result<planner::SearchResult>::failure("not run");
+    double search = 1e300, full = 1e300;
+    cost::Result<planner::AutoShardResult> r =
+        cost::Result<planner::AutoShardResult>::failure("not run");
     for (int i = 0; i < repeat; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      r = planner::searchPlans(model, cluster, o);
-      best = std::min(best, std::chrono::duration<double>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count());
+      auto [result, seconds] = planFull(p);
+      if (!result)
+        break;
+      full = std::min(full, seconds);
+      search = std::min(search, result->search.stats.seconds);
+      r = std::move(result);
     }
-    if (!r || !r->best) {
+    if (!r || !r->search.best) {
       std::printf("%-12s error: %s\n", p.model,
                   r ? "no plan fits" : r.error().c_str());
       continue;
     }
-    std::printf("%-12s %-14s %6d %6lld  %8.2f %8lld %7lld %9lld  %s (%.3f s, "
-                "MFU %.1f%%)\n",
-                p.model, p.cluster, p.gpus, (long long)p.globalBatch, best,
-                (long long)r->stats.candidates, (long long)r->stats.visited,
-                (long long)r->stats.simulated,
-                cost::describe(r->best->plan).c_str(), r->best->stepTime,
-                100 * r->best->mfu);
+    const planner::SearchStats &s = r->search.stats;
+    const cost::ParallelPlan &plan = r->search.best->plan;
+    std::printf("%-12s %-14s %6d %6lld  %8.2f %8.2f  %8lld %7lld %9lld  "
+                "tp%d pp%d dp%d cp%d mbs%lld %s z%d (%.3f s, MFU %.1f%%)\n",
+                p.model, p.cluster, p.gpus, (long long)p.globalBatch, search,
+                full, (long long)s.candidates, (long long)s.visited,
+                (long long)s.simulated, plan.tp, plan.pp, plan.dp, plan.cp,
+                (long long)plan.microBatchSize, cost::toString(plan.schedule),
+                plan.zeroStage, r->search.best->stepTime,
+                100 * r->search.best->mfu);
   }
   return 0;
 }
