@@ -109,8 +109,8 @@ private:
       Operation *op = v.ops[i];
       int chunk = chunkOf(int(i));
       const Node &node = g.nodes[size_t(g.nodeOfOp.lookup(op))];
-      const Strategy &s =
-          node.strategies[size_t(choiceAt(chunk)[size_t(g.nodeOfOp.lookup(op))])];
+      const Strategy &s = node.strategies[size_t(
+          choiceAt(chunk)[size_t(g.nodeOfOp.lookup(op))])];
       for (unsigned k = 0; k < op->getNumOperands(); ++k) {
         Value x = op->getOperand(k);
         const Layout &want = s.operands[k];
@@ -123,12 +123,10 @@ private:
           if (Operation *def = x.getDefiningOp())
             builder.setInsertionPointAfter(def);
           else
-            builder.setInsertionPointToStart(
-                cast<BlockArgument>(x).getOwner());
+            builder.setInsertionPointToStart(cast<BlockArgument>(x).getOwner());
           auto constraint =
               builder.create<ShardingConstraintOp>(op->getLoc(), x, attr);
-          constraint->setAttr("cleave.stage",
-                              builder.getI64IntegerAttr(chunk));
+          constraint->setAttr("cleave.stage", builder.getI64IntegerAttr(chunk));
           c = constraint.getResult();
         }
         op->setOperand(k, c);
@@ -150,9 +148,9 @@ private:
     StringRef best;
     for (const auto &entry : paramShardings) {
       StringRef param = entry.getKey();
-      bool owns = name == param || (name.starts_with(param) &&
-                                    name.size() > param.size() &&
-                                    name[param.size()] == '.');
+      bool owns = name == param ||
+                  (name.starts_with(param) && name.size() > param.size() &&
+                   name[param.size()] == '.');
       if (owns && param.size() > best.size())
         best = param;
     }
@@ -177,20 +175,20 @@ private:
         continue;
       f.setArgAttr(arg.getArgNumber(), "cleave.sharding", attr);
       if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      "cleave.param"))
+                                                     "cleave.param"))
         paramShardings[name.getValue()] = attr;
     }
     // Optimizer state follows its parameter.
     for (BlockArgument arg : f.getArguments())
       if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      "cleave.state")) {
+                                                     "cleave.state")) {
         std::optional<ShardingAttr> attr = paramSharding(name.getValue());
         auto type = cast<RankedTensorType>(arg.getType());
-        f.setArgAttr(arg.getArgNumber(), "cleave.sharding",
-                     attr ? *attr
-                          : ShardingAttr::getReplicated(
-                                module.getContext(), kMesh,
-                                unsigned(type.getRank())));
+        f.setArgAttr(
+            arg.getArgNumber(), "cleave.sharding",
+            attr ? *attr
+                 : ShardingAttr::getReplicated(module.getContext(), kMesh,
+                                               unsigned(type.getRank())));
       }
   }
 
@@ -204,11 +202,11 @@ private:
       if (auto name = f.getResultAttrOfType<StringAttr>(r, "cleave.output"))
         if (name.getValue() != "loss")
           attr = paramSharding(name.getValue());
-      f.setResultAttr(r, "cleave.sharding",
-                      attr ? *attr
-                           : ShardingAttr::getReplicated(
-                                 module.getContext(), kMesh,
-                                 unsigned(type.getRank())));
+      f.setResultAttr(
+          r, "cleave.sharding",
+          attr ? *attr
+               : ShardingAttr::getReplicated(module.getContext(), kMesh,
+                                             unsigned(type.getRank())));
     }
   }
 
@@ -247,7 +245,8 @@ private:
       int chunk = -1;
       for (Operation *user : op->getUsers())
         if (auto c = user->getAttrOfType<IntegerAttr>("cleave.stage"))
-          chunk = chunk < 0 ? int(c.getInt()) : std::min(chunk, int(c.getInt()));
+          chunk =
+              chunk < 0 ? int(c.getInt()) : std::min(chunk, int(c.getInt()));
       set(op, std::max(chunk, 0));
     }
   }

@@ -28,8 +28,7 @@ struct PlanAnnotation {
 
 /// Writes the mesh, shardings, constraints, stages and plan attribute.
 mlir::LogicalResult annotateModule(mlir::ModuleOp module,
-                                   const PlanAnnotation &a,
-                                   std::string &error);
+                                   const PlanAnnotation &a, std::string &error);
 
 } // namespace cleave::planner::detail
 

@@ -42,8 +42,8 @@ int64_t moduleBatch(const ForwardView &v, std::string &input) {
   for (BlockArgument a : f.getArguments()) {
     auto t = dyn_cast<RankedTensorType>(a.getType());
     if (v.isInput(a) && t && t.getRank() >= 1) {
-      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(),
-                                                  "cleave.input"))
+      if (auto n =
+              f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "cleave.input"))
         input = n.getValue().str();
       return t.getDimSize(0);
     }
@@ -62,8 +62,8 @@ DType computeType(const ForwardView &v) {
     if (!c || !t || !isa<FloatType>(t.getElementType()))
       continue;
     Type e = t.getElementType();
-    DType d = e.isBF16()   ? DType::BF16
-              : e.isF16()  ? DType::F16
+    DType d = e.isBF16()                       ? DType::BF16
+              : e.isF16()                      ? DType::F16
               : e.getIntOrFloatBitWidth() == 8 ? DType::F8E4M3
                                                : DType::F32;
     flops[int(d)] += c.getFlops();
@@ -116,8 +116,8 @@ std::array<LinkKind, 4> linksOf(const cost::ParallelPlan &p,
                        cost::Axis::TP};
   for (size_t i = 0; i < 4; ++i) {
     bool across = cost::axisGroup(axes[i], p, pc.spec).nodes > 1;
-    out[i] = pc.host                ? LinkKind::Host
-             : across               ? LinkKind::InfiniBand
+    out[i] = pc.host  ? LinkKind::Host
+             : across ? LinkKind::InfiniBand
              : pc.spec.intra.kind == cost::IntraNodeKind::PCIe
                  ? LinkKind::PCIe
                  : LinkKind::NVLink;
@@ -193,8 +193,7 @@ cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
 
 /// Transformer mode: the plan search on the cost model, then the ILP of
 /// each stage of the chosen plan.
-cost::Result<bool> planTransformer(const Problem &p,
-                                   const AutoShardOptions &o,
+cost::Result<bool> planTransformer(const Problem &p, const AutoShardOptions &o,
                                    AutoShardResult &res,
                                    std::shared_ptr<ShardingGraph> &graph,
                                    std::vector<int> &chunks) {
@@ -214,9 +213,8 @@ cost::Result<bool> planTransformer(const Problem &p,
       buildShardingGraph(p.view, detail::meshAxes(plan, p.cluster.spec),
                          p.cluster.spec, go, cost::defaultConstants()));
   chunks = detail::chunkOfInstances(p.view, res.model, plan);
-  res.stages = detail::solveStages(*graph, *res.search.best,
-                                   res.search.memoryLimit, chunks,
-                                   o.ilpTimeLimit);
+  res.stages = detail::solveStages(
+      *graph, *res.search.best, res.search.memoryLimit, chunks, o.ilpTimeLimit);
   return true;
 }
 
@@ -269,9 +267,9 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
     res.axes = graph->axes;
     res.shardingSummary = summarize(*graph, res.stages);
   }
-  res.seconds = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  res.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return res;
 }
 

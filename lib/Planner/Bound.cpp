@@ -66,13 +66,11 @@ double zero3Streams(const cost::ClusterSpec &cl, const ParallelPlan &p,
   double gather = cost::collectiveCost(cost::CollectiveKind::AllGather,
                                        w.layerParams * paramBytes, dp, cl, c)
                       .time;
-  double reduce =
-      cost::collectiveCost(cost::CollectiveKind::ReduceScatter,
-                           w.layerParams * double(bytesOf(p.gradDType())), dp,
-                           cl, c)
-          .time;
-  bool recompute =
-      w.layerRecomputeOf[size_t(p.recomputeOf(stage))].total() > 0;
+  double reduce = cost::collectiveCost(
+                      cost::CollectiveKind::ReduceScatter,
+                      w.layerParams * double(bytesOf(p.gradDType())), dp, cl, c)
+                      .time;
+  bool recompute = w.layerRecomputeOf[size_t(p.recomputeOf(stage))].total() > 0;
   double passes = double(p.numMicroBatches) * layers;
   return passes * std::max((recompute ? 3 : 2) * gather, reduce);
 }

@@ -13,11 +13,13 @@ using namespace mlir::cleave;
 namespace cleave::planner {
 
 bool ForwardView::isParam(BlockArgument a) const {
-  return bool(mlir::func::FuncOp(func).getArgAttr(a.getArgNumber(), "cleave.param"));
+  return bool(
+      mlir::func::FuncOp(func).getArgAttr(a.getArgNumber(), "cleave.param"));
 }
 
 bool ForwardView::isInput(BlockArgument a) const {
-  return bool(mlir::func::FuncOp(func).getArgAttr(a.getArgNumber(), "cleave.input"));
+  return bool(
+      mlir::func::FuncOp(func).getArgAttr(a.getArgNumber(), "cleave.input"));
 }
 
 OperandSource ForwardView::sourceOf(int t, int j, unsigned k) const {
@@ -132,12 +134,12 @@ void propagateBatch(ForwardView &v) {
 /// What planning sees of an op: types, rule, FLOPs, argument kinds.
 uint64_t signature(const ForwardView &v, size_t i) {
   Operation *op = v.ops[i];
-  llvm::hash_code h = llvm::hash_combine(
-      op->getName().getStringRef(), v.rules[i].toString(),
-      llvm::hash_combine_range(op->getResultTypes().begin(),
-                               op->getResultTypes().end()),
-      llvm::hash_combine_range(op->getOperandTypes().begin(),
-                               op->getOperandTypes().end()));
+  llvm::hash_code h =
+      llvm::hash_combine(op->getName().getStringRef(), v.rules[i].toString(),
+                         llvm::hash_combine_range(op->getResultTypes().begin(),
+                                                  op->getResultTypes().end()),
+                         llvm::hash_combine_range(op->getOperandTypes().begin(),
+                                                  op->getOperandTypes().end()));
   if (auto c = dyn_cast<CostOpInterface>(op))
     h = llvm::hash_combine(h, uint64_t(c.getFlops()));
   for (Value operand : op->getOperands())

@@ -30,9 +30,9 @@ std::vector<int> leastMemory(const IlpProblem &p) {
   const IlpProblem::MemoryRow &row = p.memory.front();
   for (size_t n = 0; n < row.bytes.size(); ++n)
     if (!row.bytes[n].empty())
-      choice[n] = int(std::min_element(row.bytes[n].begin(),
-                                       row.bytes[n].end()) -
-                      row.bytes[n].begin());
+      choice[n] =
+          int(std::min_element(row.bytes[n].begin(), row.bytes[n].end()) -
+              row.bytes[n].begin());
   return choice;
 }
 
@@ -106,9 +106,9 @@ private:
     const ShardingGraph &g = *graph;
     ++r.search.stats.candidates;
     ++r.search.stats.simulated;
-    IlpProblem p = g.problem(view.count, true, true,
-                             limit - c.runtimeReservedBytes, 1.0,
-                             parameterStateFactor(plan));
+    IlpProblem p =
+        g.problem(view.count, true, true, limit - c.runtimeReservedBytes, 1.0,
+                  parameterStateFactor(plan));
     IlpSolution s = solveIlp(p, io);
     bool fits = !s.choice.empty();
     std::vector<int> memoryChoice = s.choice;
@@ -248,10 +248,10 @@ private:
 
 } // namespace
 
-cost::Result<GraphModeResult>
-searchGraphMode(const ForwardView &view, const PlanCluster &cluster,
-                const PlannerOptions &options, DType dtype,
-                double timeLimit) {
+cost::Result<GraphModeResult> searchGraphMode(const ForwardView &view,
+                                              const PlanCluster &cluster,
+                                              const PlannerOptions &options,
+                                              DType dtype, double timeLimit) {
   return GraphSearch(view, cluster, options, dtype, timeLimit).run();
 }
 

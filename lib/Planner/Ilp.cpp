@@ -197,12 +197,12 @@ void runCbc(CbcModel &model, double timeLimit) {
   data.noPrinting_ = true;
   CbcMain0(model, data);
   std::string seconds = std::to_string(timeLimit);
-  const char *argv[] = {"cbc",   "-log",    "0",     "-slog",
-                        "0",     "-sec",    seconds.c_str(), "-threads",
-                        "1",     "-ratio",  "1e-9",  "-solve",
-                        "-quit"};
-  CbcMain1(int(sizeof(argv) / sizeof(argv[0])), argv, model,
-           [](CbcModel *, int) { return 0; }, data);
+  const char *argv[] = {"cbc",  "-log",          "0",        "-slog", "0",
+                        "-sec", seconds.c_str(), "-threads", "1",     "-ratio",
+                        "1e-9", "-solve",        "-quit"};
+  CbcMain1(
+      int(sizeof(argv) / sizeof(argv[0])), argv, model,
+      [](CbcModel *, int) { return 0; }, data);
 }
 
 } // namespace
@@ -217,8 +217,7 @@ double objectiveOf(const IlpProblem &p, const std::vector<int> &choice) {
   return total;
 }
 
-double memoryOf(const IlpProblem &p, const std::vector<int> &choice,
-                int row) {
+double memoryOf(const IlpProblem &p, const std::vector<int> &choice, int row) {
   double bytes = 0;
   const IlpProblem::MemoryRow &r = p.memory[size_t(row)];
   for (size_t n = 0; n < r.bytes.size(); ++n)
@@ -245,9 +244,9 @@ IlpSolution solveIlp(const IlpProblem &p, const IlpOptions &options) {
   bool roomLeft = addMemoryRows(m, p, r, cols);
   s.constraints = m.numberRows();
   auto done = [&] {
-    s.seconds = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    s.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     return s;
   };
   if (!roomLeft) {

@@ -72,18 +72,17 @@ public:
       it = fastest.emplace(role, solveIlp(p, options)).first;
     }
     s.ilp = it->second;
-    key = std::to_string(s.layers) + (s.first ? "f" : "") +
-          (s.last ? "l" : "");
+    key = std::to_string(s.layers) + (s.first ? "f" : "") + (s.last ? "l" : "");
     auto [act, par] = g.memoryOf(s.ilp.choice, s.layers, s.first, s.last);
-    double scale = activationTarget > 0 && act > 0 ? activationTarget / act
-                                                   : 1.0;
+    double scale =
+        activationTarget > 0 && act > 0 ? activationTarget / act : 1.0;
     if (act * scale + par * parameter <= s.memoryLimit)
       return s;
     key += "/" + std::to_string(int64_t(activationTarget)) + "/" +
            std::to_string(int64_t(s.memoryLimit));
-    IlpSolution fit = solveIlp(g.problem(s.layers, s.first, s.last,
-                                         s.memoryLimit, scale, parameter),
-                               options);
+    IlpSolution fit = solveIlp(
+        g.problem(s.layers, s.first, s.last, s.memoryLimit, scale, parameter),
+        options);
     if (fit.choice.empty())
       s.memoryRelaxed = true; // keep the fastest; the report says so
     else

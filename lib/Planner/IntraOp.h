@@ -33,11 +33,9 @@ std::vector<int> chunkOfInstances(const ForwardView &v,
 /// Solves the ILP of every pipeline stage of a transformer-mode plan;
 /// `best` carries the cost model's memory per stage. Stages with the same
 /// solution share one entry.
-std::vector<StageSolution> solveStages(const ShardingGraph &g,
-                                       const Candidate &best,
-                                       double memoryLimit,
-                                       const std::vector<int> &chunkOfInstance,
-                                       double timeLimit);
+std::vector<StageSolution>
+solveStages(const ShardingGraph &g, const Candidate &best, double memoryLimit,
+            const std::vector<int> &chunkOfInstance, double timeLimit);
 
 /// Graph mode: every dp x tp mesh (tp inside a node) and ZeRO stage, each
 /// priced by its ILP plus the gradient reduction and the optimizer.
@@ -47,10 +45,10 @@ struct GraphModeResult {
   std::shared_ptr<ShardingGraph> graph;
   std::vector<StageSolution> stages;
 };
-cost::Result<GraphModeResult>
-searchGraphMode(const ForwardView &view, const PlanCluster &cluster,
-                const PlannerOptions &options, DType dtype,
-                double timeLimit);
+cost::Result<GraphModeResult> searchGraphMode(const ForwardView &view,
+                                              const PlanCluster &cluster,
+                                              const PlannerOptions &options,
+                                              DType dtype, double timeLimit);
 
 } // namespace cleave::planner::detail
 

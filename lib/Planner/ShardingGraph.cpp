@@ -177,8 +177,8 @@ private:
     } else {
       auto t = dyn_cast<RankedTensorType>(n.arg.getType());
       bool param = n.kind == NodeKind::Parameter;
-      n.strategies = costs.argStrategies(n.arg, param,
-                                         !param && t && t.getRank() >= 1);
+      n.strategies =
+          costs.argStrategies(n.arg, param, !param && t && t.getRank() >= 1);
     }
     for (Operation *f : n.followers)
       for (Strategy &s : n.strategies)
@@ -199,8 +199,7 @@ private:
   void addEdge(Value x, int consumer, unsigned operand, EdgeKind kind) {
     auto [from, result] = producerOf(x);
     const Node &p = g.nodes[size_t(from)], &c = g.nodes[size_t(consumer)];
-    bool gradient =
-        detail::isFloatTensor(x) && p.kind != NodeKind::Input;
+    bool gradient = detail::isFloatTensor(x) && p.kind != NodeKind::Input;
     double uses = p.kind == NodeKind::Parameter ? options.parameterUses : 1.0;
     // A parameter's gradient summed over the batch axis is the
     // data-parallel gradient reduction, which the plan prices (and ZeRO
@@ -257,8 +256,7 @@ private:
         break;
       case OperandSource::Previous:
         addEdge(x, node, k, EdgeKind::Entry);
-        addEdge(v.at(1, v.slotOf(i))->getOperand(k), node, k,
-                EdgeKind::Wrap);
+        addEdge(v.at(1, v.slotOf(i))->getOperand(k), node, k, EdgeKind::Wrap);
         break;
       case OperandSource::External:
         addEdge(x, node, k, EdgeKind::Shared);
@@ -339,13 +337,13 @@ IlpProblem ShardingGraph::problem(int64_t layers, bool first, bool last,
   return p;
 }
 
-std::pair<double, double> ShardingGraph::memoryOf(
-    const std::vector<int> &choice, int64_t layers, bool first,
-    bool last) const {
+std::pair<double, double>
+ShardingGraph::memoryOf(const std::vector<int> &choice, int64_t layers,
+                        bool first, bool last) const {
   double activation = 0, parameter = 0;
   for (size_t n = 0; n < nodes.size(); ++n) {
     Region r = nodes[n].region;
-    double m = r == Region::Block ? double(layers)
+    double m = r == Region::Block    ? double(layers)
                : r == Region::Before ? double(first)
                                      : double(last);
     const Strategy &s = nodes[n].strategies[size_t(choice[n])];

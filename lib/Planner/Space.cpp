@@ -231,8 +231,8 @@ const cost::Workload &Space::cachedWorkload(const ParallelPlan &plan) {
     uniform.recomputePerStage.clear();
     uniform.layersPerChunk.clear();
     it = workloads
-             .emplace(key, cost::buildWorkload(model, cluster, uniform,
-                                               constants))
+             .emplace(key,
+                      cost::buildWorkload(model, cluster, uniform, constants))
              .first;
   }
   return it->second;
@@ -246,8 +246,7 @@ const cost::Workload &Space::workloadOf(const Candidate &c,
   auto it = exactWorkloads.find(key);
   if (it == exactWorkloads.end())
     it = exactWorkloads
-             .emplace(key,
-                      cost::buildWorkload(model, cluster, plan, constants))
+             .emplace(key, cost::buildWorkload(model, cluster, plan, constants))
              .first;
   return it->second;
 }
@@ -259,8 +258,8 @@ std::vector<int> Space::balancedLayers(const ParallelPlan &plan,
                  w.layerWeightGrad.total() +
                  w.layerRecomputeOf[size_t(plan.recompute)].total();
   double first = w.embeddingForward.total() + w.embeddingBackward.total();
-  double last = w.headForward.total() + w.headBackward.total() +
-                w.headWeightGrad.total();
+  double last =
+      w.headForward.total() + w.headBackward.total() + w.headWeightGrad.total();
   return balancedPartition(std::vector<double>(size_t(model.layers), layer),
                            first, last, chunks);
 }
@@ -328,9 +327,9 @@ void Space::refine(Candidate &c) {
   }
   if (c.recompute == RecomputeMode::PerStage) {
     std::vector<Recompute> kinds = lightestFitting(plan);
-    bool uniform = !kinds.empty() &&
-                   std::count(kinds.begin(), kinds.end(), kinds[0]) ==
-                       int64_t(kinds.size());
+    bool uniform =
+        !kinds.empty() && std::count(kinds.begin(), kinds.end(), kinds[0]) ==
+                              int64_t(kinds.size());
     if (kinds.empty() || uniform) {
       c.dropped = true; // nothing fits, or a uniform candidate covers it
       return;

@@ -68,8 +68,8 @@ public:
   const cost::Workload &workloadOf(const Candidate &c,
                                    const cost::ParallelPlan &plan);
   /// Memory per stage of a plan.
-  std::vector<cost::MemoryBreakdown>
-  memoryOf(const cost::ParallelPlan &plan, const cost::Workload &w) const;
+  std::vector<cost::MemoryBreakdown> memoryOf(const cost::ParallelPlan &plan,
+                                              const cost::Workload &w) const;
   /// The largest per-GPU memory over a plan's stages (and keeps the plan
   /// with the smallest for the diagnosis).
   double peakMemory(const cost::ParallelPlan &plan, const cost::Workload &w);

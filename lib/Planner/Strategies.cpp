@@ -231,16 +231,15 @@ void StrategyCosts::addFollower(Operation *follower, Strategy &s,
 
 double StrategyCosts::collective(cost::CollectiveKind kind, double bytes,
                                  size_t axis) const {
-  return cost::collectiveCost(kind, bytes, axes[axis].group, cluster,
-                              constants)
+  return cost::collectiveCost(kind, bytes, axes[axis].group, cluster, constants)
       .time;
 }
 
 namespace {
 
 /// The collective axis `a` needs to convert `from` into `to`, if any.
-std::optional<cost::CollectiveKind> stepOf(const Layout &from,
-                                           const Layout &to, size_t a) {
+std::optional<cost::CollectiveKind> stepOf(const Layout &from, const Layout &to,
+                                           size_t a) {
   uint8_t bit = uint8_t(1u << a);
   bool inTo = to.splitAxes() & bit;
   if (from.partial & bit)

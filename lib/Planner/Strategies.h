@@ -47,8 +47,7 @@ struct StrategyCosts {
 private:
   double opTime(mlir::Operation *op, const Strategy &s,
                 uint8_t computeAxes) const;
-  double collective(cost::CollectiveKind kind, double bytes,
-                    size_t axis) const;
+  double collective(cost::CollectiveKind kind, double bytes, size_t axis) const;
 };
 
 } // namespace cleave::planner::detail

@@ -113,8 +113,10 @@ std::vector<std::string> summarize(const ShardingGraph &g,
     const Node &from = g.nodes[size_t(e.from)], &to = g.nodes[size_t(e.to)];
     if (to.kind != NodeKind::Op)
       continue;
-    const Strategy &p = from.strategies[size_t(choiceFor(from, stages)[size_t(e.from)])];
-    const Strategy &c = to.strategies[size_t(choiceFor(to, stages)[size_t(e.to)])];
+    const Strategy &p =
+        from.strategies[size_t(choiceFor(from, stages)[size_t(e.from)])];
+    const Strategy &c =
+        to.strategies[size_t(choiceFor(to, stages)[size_t(e.to)])];
     const Layout &l = p.results[e.result], &want = c.operands[e.operand];
     Layout grad = want, back = l;
     grad.partial = c.gradPartial[e.operand];
@@ -128,8 +130,8 @@ std::vector<std::string> summarize(const ShardingGraph &g,
         e.gradient ? detail::describeReshard(grad, back, g.axes) : "";
     if (fwd.empty() && bwd.empty())
       continue;
-    std::string src = from.kind == NodeKind::Op ? opName(g, from)
-                                                : paramName(g, e.from);
+    std::string src =
+        from.kind == NodeKind::Op ? opName(g, from) : paramName(g, e.from);
     std::ostringstream os;
     os << "  " << src << " -> " << opName(g, to) << " #" << e.operand << ": "
        << formatLayout(l, g.axes) << " -> " << formatLayout(want, g.axes)
@@ -151,9 +153,9 @@ std::string stageLine(const StageSolution &s) {
     os << (i ? "," : "") << s.stages[i];
   os << ": " << s.layers << " repeated layer" << (s.layers == 1 ? "" : "s")
      << (s.first ? " + first" : "") << (s.last ? " + last" : "") << ", "
-     << s.ilp.variables << " variables, " << s.ilp.constraints
-     << " rows, " << std::fixed << std::setprecision(3) << s.ilp.seconds
-     << " s, " << (s.ilp.optimal ? "optimal" : "not proven optimal");
+     << s.ilp.variables << " variables, " << s.ilp.constraints << " rows, "
+     << std::fixed << std::setprecision(3) << s.ilp.seconds << " s, "
+     << (s.ilp.optimal ? "optimal" : "not proven optimal");
   if (s.memoryRelaxed)
     os << "; no sharding meets the " << std::setprecision(1)
        << s.memoryLimit / 1e9 << " GB budget, the fastest is used";

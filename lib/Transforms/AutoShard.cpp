@@ -39,9 +39,9 @@ struct CleaveAutoShardPass final
     std::error_code ec;
     llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_Text);
     if (ec) {
-      getOperation().emitError() << "cleave-auto-shard: " << option
-                                 << ": cannot write " << path << ": "
-                                 << ec.message();
+      getOperation().emitError()
+          << "cleave-auto-shard: " << option << ": cannot write " << path
+          << ": " << ec.message();
       return false;
     }
     out << text;

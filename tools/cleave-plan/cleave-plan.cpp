@@ -74,9 +74,9 @@ cl::opt<int> top("top", cl::desc("Plans to rank in the report"), cl::init(5),
                  cl::cat(category));
 cl::opt<std::string> jsonPath("json", cl::desc("Write the report as JSON"),
                               cl::cat(category));
-cl::opt<std::string> output("o",
-                            cl::desc("Write the annotated module ('-': stdout)"),
-                            cl::cat(category));
+cl::opt<std::string>
+    output("o", cl::desc("Write the annotated module ('-': stdout)"),
+           cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("No progress on stderr"),
                     cl::cat(category));
 

@@ -54,7 +54,10 @@ std::vector<Instance> instances() {
       {"megatron-7.5b", "dgx-a100-40gb", 8, 8,
        [](PlannerOptions &o) { o.maxPp = 4; }},
       {"gpt2-medium", "dgx-a100-80gb", 4, 8,
-       [](PlannerOptions &o) { o.gpus = 4; o.fixedTp = 2; }},
+       [](PlannerOptions &o) {
+         o.gpus = 4;
+         o.fixedTp = 2;
+       }},
   };
 }
 
@@ -146,10 +149,9 @@ TEST(SearchTest, BalancedPartitionIsOptimal) {
         parts[size_t(k)] = left;
         double b = bottleneck(c, first, last, parts);
         // Later chunks larger: compare reversed lexicographically.
-        bool later = bestLate.empty() ||
-                     std::lexicographical_compare(bestLate.rbegin(),
-                                                  bestLate.rend(),
-                                                  parts.rbegin(), parts.rend());
+        bool later = bestLate.empty() || std::lexicographical_compare(
+                                             bestLate.rbegin(), bestLate.rend(),
+                                             parts.rbegin(), parts.rend());
         if (b < best - 1e-12 || (b < best + 1e-12 && later)) {
           best = std::min(best, b);
           bestLate = parts;
@@ -182,9 +184,9 @@ TEST(SearchTest, SaysByHowMuchNothingFits) {
   ASSERT_TRUE(r) << r.error();
   EXPECT_FALSE(r->best);
   ASSERT_GE(r->infeasible.size(), 2u);
-  EXPECT_EQ(r->infeasible[0].rfind("memory: the plan needing the least memory",
-                                   0),
-            0u)
+  EXPECT_EQ(
+      r->infeasible[0].rfind("memory: the plan needing the least memory", 0),
+      0u)
       << r->infeasible[0];
   EXPECT_NE(r->infeasible[0].find("over the limit of 80.0 GB"),
             std::string::npos);

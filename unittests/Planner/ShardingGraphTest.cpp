@@ -1,9 +1,9 @@
 //===- ShardingGraphTest.cpp - Forward view, strategy graph, ILP on IR ----===//
 
+#include "cleave/Planner/ShardingGraph.h"
 #include "cleave/CostModel/Plan.h"
 #include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Models/ModelZoo.h"
-#include "cleave/Planner/ShardingGraph.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -214,9 +214,8 @@ TEST_F(ShardingGraphTest, MemoryLimitBinds) {
   EXPECT_TRUE(tight.optimal);
   EXPECT_LE(memory(tight.choice), limit * (1 + 1e-9));
   EXPECT_GT(tight.objective, fast.objective);
-  EXPECT_TRUE(
-      solveIlp(g.problem(g.view.count, true, true, fewest * 0.99, 1, 4))
-          .infeasible);
+  EXPECT_TRUE(solveIlp(g.problem(g.view.count, true, true, fewest * 0.99, 1, 4))
+                  .infeasible);
 }
 
 /// Batch dimensions come from the data inputs through the rules: the

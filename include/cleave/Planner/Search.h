@@ -1,4 +1,4 @@
-//===- Search.h - The plan search over a transformer's parallelism -*- C++ -*-===//
+//===- Search.h - The plan search over a transformer's parallelism *- C++ -*-===//
 //
 // The outer search of the planner: every way to run one training step of a
 // transformer on a cluster that the cost model can price - mesh
@@ -41,9 +41,8 @@ struct SearchSpace {
   /// Model chunks per pipeline rank tried by the interleaved schedule.
   int maxVirtualStages = 4;
   std::vector<int> zeroStages = {0, 1, 2, 3};
-  std::vector<cost::Recompute> recomputes = {cost::Recompute::None,
-                                             cost::Recompute::Selective,
-                                             cost::Recompute::Full};
+  std::vector<cost::Recompute> recomputes = {
+      cost::Recompute::None, cost::Recompute::Selective, cost::Recompute::Full};
   /// Also try, for pipelined plans, the lightest recomputation that fits
   /// each stage.
   bool recomputePerStage = true;

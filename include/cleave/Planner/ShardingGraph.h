@@ -1,4 +1,4 @@
-//===- ShardingGraph.h - The intra-op sharding problem of a stage -*- C++ -*-===//
+//===- ShardingGraph.h - The intra-op sharding problem -----------*- C++ -*-===//
 //
 // From a function's forward view, the strategy graph the ILP chooses on:
 // one node per op (one instance of the repeated block stands for all of
@@ -139,9 +139,8 @@ struct ShardingGraph {
   /// before the block (`first`) and after it (`last`). Memory: activation
   /// bytes x `activationFactor` + parameter bytes x `parameterFactor` <=
   /// `memoryLimit`. Nodes outside the stage cost nothing.
-  IlpProblem problem(int64_t layers, bool first, bool last,
-                     double memoryLimit, double activationFactor,
-                     double parameterFactor) const;
+  IlpProblem problem(int64_t layers, bool first, bool last, double memoryLimit,
+                     double activationFactor, double parameterFactor) const;
   /// Raw activation and parameter bytes of an assignment on a stage (as
   /// `problem` counts them, before its factors).
   std::pair<double, double> memoryOf(const std::vector<int> &choice,
