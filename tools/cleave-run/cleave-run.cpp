@@ -5,6 +5,7 @@
 //   cleave-run --model gpt2-small --data train.bin --token-bytes 2 --steps 10
 //   cleave-run --model tiny-gpt --emit-object step.o    # ahead of time
 //   cleave-run --model tiny-gpt --aot step.so           # run an AOT build
+//   cleave-run -n 4 --model tiny-gpt --plan auto        # the planner's plan
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 #include "cleave/Execution/Trainer.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Models/ModelZoo.h"
+#include "cleave/Planner/AutoShard.h"
 #include "llvm/ADT/StringExtras.h"
 #include <cstdlib>
 #include "cleave/Transforms/Passes.h"
@@ -104,7 +106,9 @@ cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
                              "environment"));
 cl::opt<std::string> planSpec(
     "plan", cl::init(""), cl::cat(parallelCat),
-    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan); "
+    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan), or "
+             "'auto' (optionally auto,tp=N): the planner's choice for the "
+             "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
              "default with several ranks and no mesh in the program: "
              "dp=<ranks>"));
 
@@ -213,9 +217,51 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
   return o;
 }
 
+/// True for "auto" and "auto,<constraints>".
+bool isAutoPlan(StringRef text) {
+  return text == "auto" || text.starts_with("auto,");
+}
+
+/// "--plan auto[,tp=N]": the planner chooses the plan of `world` processes
+/// of this machine and writes it into the program (docs/planner.md);
+/// prints the chosen plan and its predicted step time.
+Error planAutomatically(mlir::ModuleOp module, int world, StringRef text) {
+  auto error = [](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan " + message.str());
+  };
+  cleave::planner::AutoShardOptions o;
+  o.cluster = "local-cpu";
+  o.gpus = world;
+  SmallVector<StringRef> parts;
+  text.split(parts, ',', -1, false);
+  for (StringRef part : ArrayRef(parts).drop_front()) {
+    auto [key, value] = part.trim().split('=');
+    if (key != "tp" || value.getAsInteger(10, o.fixedTp) || o.fixedTp < 1)
+      return error("auto: cannot read '" + part + "' (expected tp=N)");
+  }
+  cleave::cost::Result<cleave::planner::AutoShardResult> r =
+      cleave::planner::autoShard(module, o);
+  if (!r)
+    return error("auto: " + r.error());
+  if (!r->search.best) {
+    std::string why = "auto: no plan fits " + std::to_string(world) +
+                      " local ranks";
+    for (const std::string &line : r->search.infeasible)
+      why += "\n  " + line;
+    return error(why);
+  }
+  const cleave::planner::Candidate &best = *r->search.best;
+  outs() << "plan (planner, " << world << " local ranks): "
+         << cleave::cost::describe(best.plan) << "; predicted step "
+         << format("%.2f", best.stepTime * 1e3) << " ms, "
+         << format("%.2f", best.peakMemory / 1e9) << " GB per rank\n";
+  return Error::success();
+}
+
 /// Turns the global training step into the per-device program of `world`
-/// ranks: the named plan (or data parallelism), then propagation and
-/// partitioning.
+/// ranks: the named plan, the planner's plan (--plan auto) or data
+/// parallelism, then propagation and partitioning.
 Error partition(mlir::ModuleOp module, int world) {
   bool hasMesh = !module.getOps<mlir::cleave::MeshOp>().empty();
   std::string plan = planSpec;
@@ -223,12 +269,17 @@ Error partition(mlir::ModuleOp module, int world) {
     plan = "dp=" + std::to_string(world);
   if (plan.empty() && !hasMesh)
     return Error::success();
+  if (!plan.empty() && hasMesh)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan: the program already has a mesh and "
+                             "sharding annotations");
+  if (isAutoPlan(plan)) {
+    if (Error err = planAutomatically(module, world, plan))
+      return err;
+    plan.clear();
+  }
   mlir::PassManager pm(module.getContext());
   if (!plan.empty()) {
-    if (hasMesh)
-      return createStringError(inconvertibleErrorCode(),
-                               "--plan: the program already has a mesh and "
-                               "sharding annotations");
     Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan);
     if (!options)
       return options.takeError();
