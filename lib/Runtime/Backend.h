@@ -117,6 +117,12 @@ std::unique_ptr<Backend> createCpuBackend(const std::string &socketHost,
 /// The cpu GEMM, usable without an initialized runtime.
 void cpuGemm(const GemmArgs &args);
 
+/// Gives OpenBLAS this process's share of the machine's cores when
+/// `localRanks` processes run on it (unless OPENBLAS_NUM_THREADS or
+/// OMP_NUM_THREADS say otherwise): several ranks each spinning a thread per
+/// core would oversubscribe the machine.
+void shareCpuCores(int localRanks);
+
 /// Checks the arguments of a GEMM; throws RuntimeError naming the problem.
 void checkGemm(const GemmArgs &args);
 

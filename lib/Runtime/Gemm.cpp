@@ -16,6 +16,8 @@
 #include <cblas.h>
 
 #include <climits>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 namespace cleave::rt {
@@ -152,4 +154,12 @@ extern "C" void cleave_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b,
       cpuGemm(args);
     return 0;
   });
+}
+
+void cleave::rt::shareCpuCores(int localRanks) {
+  if (localRanks <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
+      std::getenv("OMP_NUM_THREADS"))
+    return;
+  int cores = int(std::thread::hardware_concurrency());
+  openblas_set_num_threads(std::max(1, cores / localRanks));
 }

@@ -146,6 +146,8 @@ void initialize(const cleave_rt_options_t *opts) {
   require(capacity > 0, "CLEAVE_FLIGHT_RECORDER_SIZE must be positive");
   state->recorder.reset(size_t(capacity));
   state->keyPrefix = keyPrefixFor(initCount++);
+  shareCpuCores(int(envInt("LOCAL_WORLD_SIZE",
+                           envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1))));
   if (o.worldSize > 1)
     connectWorld(*state);
   else

@@ -92,10 +92,41 @@ static bool matchesResultPartials(const ShardingRule &rule, int64_t f,
   return true;
 }
 
-FailureOr<FactorAxes>
-mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
-                            MeshOp mesh, ArrayRef<KnownSharding> known,
-                            ReductionPolicy policy) {
+/// A dimension made of several factors is split as one block per device only
+/// when every factor before a split one is split completely (the axes of a
+/// minor factor alone would give each device a strided set of rows). Drops
+/// the axes of such minor factors until every tensor of the rule is
+/// expressible as a dimension sharding.
+static void keepBlockLayouts(const ShardingRule &rule, MeshOp mesh,
+                             FactorAxes &assigned) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    auto visit = [&](ArrayRef<TensorFactors> tensors) {
+      for (const TensorFactors &tensor : tensors)
+        for (const auto &factors : tensor) {
+          bool complete = true;
+          for (int64_t f : factors) {
+            if (!complete && !assigned[f].empty()) {
+              assigned[f].clear();
+              changed = true;
+            }
+            complete &= assigned[f].empty()
+                            ? rule.getFactorSize(f) == 1
+                            : mesh.getGroupSize(assigned[f]) ==
+                                  rule.getFactorSize(f);
+          }
+        }
+    };
+    visit(rule.getOperandFactors());
+    visit(rule.getResultFactors());
+  }
+}
+
+FactorAxes mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
+                                       MeshOp mesh,
+                                       ArrayRef<KnownSharding> known,
+                                       ReductionPolicy policy, bool warn) {
   FactorAxes assigned(rule.getNumFactors());
   SmallVector<int> owner(rule.getNumFactors(), -1);
   llvm::StringMap<int64_t> axisFactor;
@@ -134,7 +165,15 @@ mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
       bool sameFactor = other >= 0 && other == owner[f];
       bool compatible = sameFactor && (isPrefix(assigned[f], p.axes) ||
                                        isPrefix(p.axes, assigned[f]));
-      bool refines = compatible && tensor.isUser &&
+      // When partitioning, the results fix every pass-through factor; a
+      // reduction factor may still need the finer split propagation chose.
+      FactorKind kind = rule.getFactorKind(f);
+      bool partitioning = policy == ReductionPolicy::MatchResultPartials;
+      bool mayRefine = partitioning ? kind == FactorKind::Reduction &&
+                                          matchesResultPartials(rule, f, p.axes,
+                                                                known)
+                                    : tensor.isUser;
+      bool refines = compatible && mayRefine &&
                      p.axes.size() > assigned[f].size() &&
                      llvm::none_of(ArrayRef(p.axes).drop_front(
                                        assigned[f].size()),
@@ -150,21 +189,21 @@ mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
         continue;
       }
       bool clash = other >= 0 && !compatible;
-      if (clash && tensor.isUser && known[other].isUser) {
-        InFlightDiagnostic diag = op->emitError()
-                                  << "sharding annotations contradict each "
-                                     "other: "
-                                  << describe(tensor) << " splits a dimension "
-                                  << "of size " << rule.getFactorSize(f)
-                                  << " over " << formatAxes(p.axes) << ", but "
-                                  << describe(known[other]) << " splits it "
-                                  << "(or uses the axes) as "
-                                  << formatAxes(otherAxes);
-        for (int who : {int(k), other})
+      if (clash && warn && tensor.isUser && known[other].isUser) {
+        InFlightDiagnostic diag =
+            op->emitWarning()
+            << "sharding annotations disagree: " << describe(tensor)
+            << " splits a dimension of size " << rule.getFactorSize(f)
+            << " over " << formatAxes(p.axes) << ", but "
+            << describe(known[other]) << " already splits it (or uses the "
+            << "axes) as " << formatAxes(otherAxes) << "; the op follows "
+            << describe(known[other]) << " and " << describe(tensor)
+            << " is resharded";
+        for (int who : {other, int(k)})
           if (known[who].annotatedAt)
             diag.attachNote(*known[who].annotatedAt)
                 << "annotation of " << describe(known[who]) << " is here";
-        return failure();
+        warn = false;
       }
       if (other >= 0 || !assigned[f].empty())
         continue;
@@ -187,6 +226,7 @@ mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
         axisFactor[axis] = f;
     }
   }
+  keepBlockLayouts(rule, mesh, assigned);
   return assigned;
 }
 

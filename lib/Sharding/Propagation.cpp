@@ -49,6 +49,7 @@ private:
   MeshOp mesh;
   llvm::DenseMap<Value, Known> known;
   SmallVector<ShardingRuleOpInterface> ops;
+  llvm::DenseSet<Operation *> warned;
 };
 
 void Propagator::seed() {
@@ -95,10 +96,11 @@ LogicalResult Propagator::visit(ShardingRuleOpInterface op, bool &changed) {
                             it->second.annotatedAt});
       }
     }
-  FailureOr<FactorAxes> axes =
-      assignFactors(op, rule, mesh, offers, ReductionPolicy::Free);
-  if (failed(axes))
-    return failure();
+  // Disagreeing user annotations are reported once per op.
+  FactorAxes assigned = assignFactors(op, rule, mesh, offers,
+                                      ReductionPolicy::Free,
+                                      /*warn=*/warned.insert(op).second);
+  FactorAxes *axes = &assigned;
   auto offer = [&](Value v, ShardingAttr s) {
     if (known.count(v) || s.isFullyReplicated())
       return;

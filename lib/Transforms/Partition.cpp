@@ -47,6 +47,8 @@ private:
   func::FuncOp func;
   MeshOp mesh;
   llvm::DenseMap<Value, Local> locals;
+  /// Every op's rule, taken while all types are still global.
+  llvm::DenseMap<Operation *, ShardingRule> rules;
   /// Reshardings already built, so consumers that want the same layout of a
   /// value share the collectives.
   llvm::DenseMap<std::pair<Value, Attribute>, Value> reshardCache;
@@ -83,7 +85,7 @@ FailureOr<Value> Partitioner::reshard(Value global, ShardingAttr target,
 }
 
 LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
-  ShardingRule rule = op.getShardingRule();
+  const ShardingRule &rule = rules[op];
   auto recorded =
       op->getAttrOfType<ArrayAttr>(CleaveDialect::kShardingsAttrName);
   if (op->getNumResults() != 0 &&
@@ -97,10 +99,9 @@ LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (auto it = locals.find(v); it != locals.end())
       offers.push_back({it->second.sharding, false, unsigned(i), false, {}});
-  FailureOr<FactorAxes> axes = assignFactors(
-      op, rule, mesh, offers, ReductionPolicy::MatchResultPartials);
-  if (failed(axes))
-    return failure();
+  FactorAxes assigned = assignFactors(op, rule, mesh, offers,
+                                      ReductionPolicy::MatchResultPartials);
+  FactorAxes *axes = &assigned;
 
   SmallVector<Value> operands;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
@@ -178,6 +179,10 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
 LogicalResult Partitioner::run() {
   Block &body = func.getBody().front();
+  // Rules depend on types; arguments are about to take local types.
+  for (Operation &op : body)
+    if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
+      rules[&op] = ruled.getShardingRule();
   SmallVector<Type> argTypes;
   for (BlockArgument arg : body.getArguments()) {
     auto global = dyn_cast<RankedTensorType>(arg.getType());

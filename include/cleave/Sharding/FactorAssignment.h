@@ -42,12 +42,13 @@ enum class ReductionPolicy {
 /// tensor in turn proposes, for every split dimension, its axes to the
 /// dimension's factors (major factor first); a proposal is taken unless the
 /// factor already has axes, one of the axes is taken, the factor must not be
-/// split, or the factor size is not divisible. When two user annotations
-/// disagree about a factor, emits an error on `op` naming both and fails.
-FailureOr<FactorAxes> assignFactors(Operation *op, const ShardingRule &rule,
-                                    MeshOp mesh,
-                                    llvm::ArrayRef<KnownSharding> known,
-                                    ReductionPolicy policy);
+/// split, or the factor size is not divisible. A user annotation that
+/// refines an earlier one (adds axes to the same split) replaces it. When
+/// two user annotations disagree, the earlier wins and, if `warn`, a warning
+/// on `op` names both (the partitioner reshards the other operand).
+FactorAxes assignFactors(Operation *op, const ShardingRule &rule, MeshOp mesh,
+                         llvm::ArrayRef<KnownSharding> known,
+                         ReductionPolicy policy, bool warn = false);
 
 /// The sharding of a tensor whose factors are `tensor` under `axes`: each
 /// dimension is split by its factors' axes, major first. With

@@ -148,13 +148,18 @@ def CleavePropagateShardingPass
     results without it as partial sums (`partial = [axis]`): the partitioner
     reduces them where a consumer needs the full value.
 
+    A user annotation that refines another (ZeRO's optimizer state is split
+    over `[tp, dp]` where its parameter is split over `[tp]`) wins over it.
     Two user annotations that contradict each other at one op (both split
-    the same dimension differently, or put one axis on two dimensions) are
-    an error naming both, with a note at each annotation:
+    the same dimension differently, or put one axis on two dimensions) get a
+    warning naming both, with a note at each annotation; the earlier one
+    wins and the partitioner reshards the other operand (that is what a
+    storage layout such as FSDP's needs, so it is not an error):
 
     ```mlir
-    // error: sharding annotations contradict each other: operand #1 splits
-    //   a dimension of size 16 over [tp], but operand #0 ... as [dp]
+    // warning: sharding annotations disagree: operand #1 splits a dimension
+    //   of size 16 over [tp], but operand #0 already splits it (or uses the
+    //   axes) as [dp]; the op follows operand #0 and operand #1 is resharded
     %y = cleave.add %a, %b : tensor<16x16xf32>
     ```
 
