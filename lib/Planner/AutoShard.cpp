@@ -131,6 +131,8 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   so.globalBatch = batch;
   so.gpus = o.gpus;
   so.fixedTp = o.fixedTp;
+  if (o.fixedZero >= 0)
+    so.space.zeroStages = {o.fixedZero};
   so.maxPp = o.maxPp >= 0 ? o.maxPp : (pc.host ? 1 : 0);
   so.memoryHeadroom = o.memoryHeadroom;
   so.topK = o.topK;

@@ -156,6 +156,9 @@ std::vector<std::string> explainInfeasible(const ModelConfig &model,
   std::vector<std::string> limits;
   if (options.fixedTp)
     limits.push_back("tp fixed at " + std::to_string(options.fixedTp));
+  if (options.space.zeroStages.size() == 1)
+    limits.push_back("ZeRO stage fixed at " +
+                     std::to_string(options.space.zeroStages[0]));
   if (options.maxPp)
     limits.push_back("pp at most " + std::to_string(options.maxPp));
   if (options.gpus)

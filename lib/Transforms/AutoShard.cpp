@@ -54,6 +54,7 @@ struct CleaveAutoShardPass final
     o.gpus = gpus;
     o.globalBatch = globalBatch;
     o.fixedTp = tp;
+    o.fixedZero = zero;
     o.maxPp = maxPp;
     o.memoryHeadroom = headroom;
     o.maxMicroBatches = maxMicroBatches;

@@ -56,6 +56,8 @@ cl::opt<int64_t> globalBatch(
     cl::init(0), cl::cat(category));
 cl::opt<int> tp("tp", cl::desc("Fix the tensor-parallel size"), cl::init(0),
                 cl::cat(category));
+cl::opt<int> zero("zero", cl::desc("Fix the ZeRO stage 0-3 (default: search)"),
+                  cl::init(-1), cl::cat(category));
 cl::opt<int> maxPp("max-pp",
                    cl::desc("Largest pipeline size (default: the layer "
                             "count; 1 on local-cpu)"),
@@ -168,6 +170,7 @@ int main(int argc, char **argv) {
   o.gpus = gpus;
   o.globalBatch = input.empty() ? 0 : globalBatch;
   o.fixedTp = tp;
+  o.fixedZero = zero;
   o.maxPp = maxPp;
   o.memoryHeadroom = headroom;
   o.maxMicroBatches = maxMicroBatches;

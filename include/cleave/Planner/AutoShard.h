@@ -54,6 +54,8 @@ struct AutoShardOptions {
   /// leading dimension). Must equal it when given.
   int64_t globalBatch = 0;
   int fixedTp = 0;
+  /// Fix the ZeRO stage (0-3); -1: search.
+  int fixedZero = -1;
   /// Largest pipeline size; -1: the layer count on GPU clusters, 1 on
   /// local CPU clusters (pipelines do not run there yet).
   int maxPp = -1;

@@ -371,6 +371,8 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
            "Sequences per step; must equal the module's batch (0: take it)">,
     Option<"tp", "tp", "int", /*default=*/"0",
            "Fix the tensor-parallel size (0: search)">,
+    Option<"zero", "zero", "int", /*default=*/"-1",
+           "Fix the ZeRO stage 0-3 (-1: search)">,
     Option<"maxPp", "max-pp", "int", /*default=*/"-1",
            "Largest pipeline size (-1: the layer count; 1 on local-cpu)">,
     Option<"headroom", "headroom", "double", /*default=*/"0.0",
