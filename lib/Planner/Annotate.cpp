@@ -3,6 +3,7 @@
 #include "Annotate.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
 #include <map>
@@ -36,6 +37,7 @@ public:
     addConstraints();
     annotateArguments();
     annotateResults();
+    applyZero();
     assignStages();
     addPlanAttribute();
     return success();
@@ -210,6 +212,114 @@ private:
     }
   }
 
+  /// `attr` with dp added to the first dimension it still divides (the
+  /// ZeRO shard of a parameter's state), unchanged if none does.
+  ShardingAttr withDp(ShardingAttr attr, RankedTensorType type) {
+    SmallVector<SmallVector<StringRef>> dims;
+    for (unsigned d = 0; d < attr.getRank(); ++d)
+      dims.push_back(attr.getDimAxes(d));
+    for (const auto &axes : dims)
+      if (llvm::is_contained(axes, StringRef("dp")))
+        return attr;
+    auto sizeOf = [&](StringRef name) {
+      for (const MeshAxis &x : g.axes)
+        if (x.name == name)
+          return x.size;
+      return int64_t(1);
+    };
+    for (auto [d, axes] : llvm::enumerate(dims)) {
+      int64_t blocks = a.plan.dp;
+      for (StringRef x : axes)
+        blocks *= sizeOf(x);
+      if (type.getDimSize(d) % blocks == 0) {
+        axes.push_back("dp");
+        return ShardingAttr::get(module.getContext(), kMesh, dims,
+                                 attr.getPartialAxes());
+      }
+    }
+    return attr;
+  }
+
+  /// The op computing the new value of parameter `name`, if any.
+  Operation *updateOf(func::FuncOp f, StringRef name) {
+    Operation *ret = f.getBody().front().getTerminator();
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      if (auto out = f.getResultAttrOfType<StringAttr>(i, "cleave.output"))
+        if (out.getValue() == name)
+          return ret->getOperand(i).getDefiningOp();
+    return nullptr;
+  }
+
+  /// A constraint to `attr` on `x`, built before `at`, on `chunk`.
+  Value pin(Value x, ShardingAttr attr, Operation *at, int chunk) {
+    builder.setInsertionPoint(at);
+    auto c = builder.create<ShardingConstraintOp>(at->getLoc(), x, attr);
+    c->setAttr("cleave.stage", builder.getI64IntegerAttr(chunk));
+    return c.getResult();
+  }
+
+  /// ZeRO in a training step, as cleave-apply-plan writes it: optimizer
+  /// state split over dp (1-3); stage 1 reduces gradients whole, then
+  /// updates a slice; stage 3 keeps parameters split over dp and gathers
+  /// them before every use but the update. A forward function has no state:
+  /// there the stage is only recorded in cleave.plan.
+  void applyZero() {
+    if (a.plan.zeroStage == 0 || a.plan.dp == 1)
+      return;
+    splitState();
+    func::FuncOp f = func::FuncOp(v.func);
+    for (BlockArgument arg : f.getArguments()) {
+      auto name =
+          f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.param");
+      Operation *update = name ? updateOf(f, name.getValue()) : nullptr;
+      if (!update)
+        continue;
+      ShardingAttr layout = paramShardings.lookup(name.getValue());
+      int chunk = argChunk.lookup(arg);
+      if (a.plan.zeroStage == 1)
+        for (OpOperand &use : update->getOpOperands())
+          if (!isa<BlockArgument>(use.get()) &&
+              use.get().getType() == arg.getType())
+            use.set(pin(use.get(), layout, update, chunk));
+      if (a.plan.zeroStage < 3)
+        continue;
+      ShardingAttr split =
+          withDp(layout, cast<RankedTensorType>(arg.getType()));
+      f.setArgAttr(arg.getArgNumber(), "cleave.sharding", split);
+      for (unsigned r = 0; r < f.getNumResults(); ++r)
+        if (f.getResultAttr(r, "cleave.output") == name)
+          f.setResultAttr(r, "cleave.sharding", split);
+      Value gathered = pin(arg, layout, &f.getBody().front().front(), chunk);
+      llvm::SmallPtrSet<Operation *, 2> keep;
+      keep.insert(update);
+      keep.insert(gathered.getDefiningOp());
+      arg.replaceAllUsesExcept(gathered, keep);
+    }
+  }
+
+  /// Optimizer state (arguments and results) split over dp.
+  void splitState() {
+    func::FuncOp f = func::FuncOp(v.func);
+    for (BlockArgument arg : f.getArguments()) {
+      auto name =
+          f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.state");
+      if (std::optional<ShardingAttr> param =
+              name ? paramSharding(name.getValue()) : std::nullopt)
+        f.setArgAttr(arg.getArgNumber(), "cleave.sharding",
+                     withDp(*param, cast<RankedTensorType>(arg.getType())));
+    }
+    for (unsigned r = 0; r < f.getNumResults(); ++r) {
+      auto name = f.getResultAttrOfType<StringAttr>(r, "cleave.output");
+      if (!name || paramShardings.count(name.getValue()) ||
+          name.getValue().starts_with("grad:"))
+        continue;
+      if (std::optional<ShardingAttr> param = paramSharding(name.getValue()))
+        f.setResultAttr(
+            r, "cleave.sharding",
+            withDp(*param, cast<RankedTensorType>(f.getResultTypes()[r])));
+    }
+  }
+
   /// Forward ops run on their chunk; other ops (backward, optimizer) on the
   /// smallest chunk of what they read, else of what reads them.
   void assignStages() {
@@ -256,8 +366,6 @@ private:
     // docs/plans.md has one recomputation for the whole program: per-stage
     // choices are written as the heaviest (it fits wherever they fit).
     cost::Recompute heaviest = p.recompute;
-    for (cost::Recompute r : p.recomputePerStage)
-      heaviest = std::max(heaviest, r);
     if (!p.recomputePerStage.empty())
       heaviest = *std::max_element(p.recomputePerStage.begin(),
                                    p.recomputePerStage.end());
