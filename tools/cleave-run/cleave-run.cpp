@@ -107,10 +107,10 @@ cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
 cl::opt<std::string> planSpec(
     "plan", cl::init(""), cl::cat(parallelCat),
     cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan), or "
-             "'auto' (optionally auto,tp=N): the planner's choice for the "
-             "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
-             "default with several ranks and no mesh in the program: "
-             "dp=<ranks>"));
+             "'auto' (optionally auto,tp=N,zero=K): the planner's choice "
+             "for the ranks on this machine (cleave-auto-shard, cluster "
+             "local-cpu); default with several ranks and no mesh in the "
+             "program: dp=<ranks>"));
 
 int fail(const Twine &message) {
   outs().flush();
@@ -222,8 +222,8 @@ bool isAutoPlan(StringRef text) {
   return text == "auto" || text.starts_with("auto,");
 }
 
-/// "--plan auto[,tp=N]": the planner chooses the plan of `world` processes
-/// of this machine and writes it into the program (docs/planner.md);
+/// "--plan auto[,tp=N][,zero=K]": the planner chooses the plan of `world`
+/// processes of this machine and writes it into the program (docs/planner.md);
 /// prints the chosen plan and its predicted step time.
 Error planAutomatically(mlir::ModuleOp module, int world, StringRef text) {
   auto error = [](const Twine &message) {
@@ -237,25 +237,30 @@ Error planAutomatically(mlir::ModuleOp module, int world, StringRef text) {
   text.split(parts, ',', -1, false);
   for (StringRef part : ArrayRef(parts).drop_front()) {
     auto [key, value] = part.trim().split('=');
-    if (key != "tp" || value.getAsInteger(10, o.fixedTp) || o.fixedTp < 1)
-      return error("auto: cannot read '" + part + "' (expected tp=N)");
+    int *field = key == "tp"     ? &o.fixedTp
+                 : key == "zero" ? &o.fixedZero
+                                 : nullptr;
+    if (!field || value.getAsInteger(10, *field) || *field < 0)
+      return error("auto: cannot read '" + part +
+                   "' (expected tp=N or zero=K)");
   }
   cleave::cost::Result<cleave::planner::AutoShardResult> r =
       cleave::planner::autoShard(module, o);
   if (!r)
     return error("auto: " + r.error());
   if (!r->search.best) {
-    std::string why = "auto: no plan fits " + std::to_string(world) +
-                      " local ranks";
+    std::string why =
+        "auto: no plan fits " + std::to_string(world) + " local ranks";
     for (const std::string &line : r->search.infeasible)
       why += "\n  " + line;
     return error(why);
   }
   const cleave::planner::Candidate &best = *r->search.best;
-  outs() << "plan (planner, " << world << " local ranks): "
-         << cleave::cost::describe(best.plan) << "; predicted step "
-         << format("%.2f", best.stepTime * 1e3) << " ms, "
-         << format("%.2f", best.peakMemory / 1e9) << " GB per rank\n";
+  outs() << "plan (planner, " << world
+         << " local ranks): " << cleave::cost::describe(best.plan)
+         << "; predicted step " << format("%.2f", best.stepTime * 1e3)
+         << " ms, " << format("%.2f", best.peakMemory / 1e9)
+         << " GB per rank\n";
   return Error::success();
 }
 
