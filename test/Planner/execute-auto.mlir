@@ -13,6 +13,15 @@
 // TWO: for 2 ranks on mesh (pp=1, dp=2, cp=1, tp=1)
 // EIGHT: plan (planner, 8 local ranks): tp=2 pp=1 dp=4 cp=1 {{.*}} zero={{[1-3]}}
 // EIGHT: for 8 ranks on mesh (pp=1, dp=4, cp=1, tp=2)
+// A program that is not a transformer (an MLP read from tensor files) is
+// planned in graph mode (integer program per mesh) and runs too.
+// RUN: cleave-run --model tiny-mlp --inputs %S/../Tools/Inputs/mlp-batches.safetensors --steps 3 --save-losses %t/mlp-one.st > /dev/null
+// RUN: cleave-run -n 4 --model tiny-mlp --inputs %S/../Tools/Inputs/mlp-batches.safetensors --plan auto --steps 3 --save-losses %t/mlp-four.st | FileCheck %s --check-prefix=MLP
+// RUN: env PYTHONPATH=%cleave_src/python %python %S/Inputs/compare-losses.py %t/mlp-one.st %t/mlp-four.st | FileCheck %s --check-prefix=SAME
+// MLP: plan (planner, 4 local ranks): {{.*}} pp=1
+// MLP: for 4 ranks on mesh
+// SAME: steps: 3 and 3
+// SAME: within 1e-4 of one process
 // CHECK: steps: 5 and 5
 // CHECK: within 1e-4 of one process
 // CHECK: loss falls
