@@ -78,6 +78,28 @@ DType computeType(const ForwardView &v) {
   return best;
 }
 
+/// A preset built with another sequence length or vocabulary (cleave-run
+/// sizes the vocabulary to its corpus): the sequence length of the token
+/// input, and the vocabulary that accounts for the parameter count (the
+/// count is affine in it).
+void fitToModule(ModelConfig &m, const ForwardView &v, int64_t params) {
+  func::FuncOp f = v.func;
+  for (BlockArgument a : f.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(a.getType());
+    if (v.isInput(a) && t && t.getRank() == 2 &&
+        t.getElementType().isInteger()) {
+      m.seqLen = t.getDimSize(1);
+      break;
+    }
+  }
+  ModelConfig larger = m;
+  ++larger.vocab;
+  int64_t perWord = larger.numParameters() - m.numParameters();
+  int64_t extra = params - m.numParameters();
+  if (perWord > 0 && extra % perWord == 0 && m.vocab + extra / perWord > 0)
+    m.vocab += extra / perWord;
+}
+
 /// The cost model's description of the module, if it is a known
 /// transformer: the `model` option, else the module's preset name.
 std::optional<ModelConfig> modelOf(ModuleOp module, const ForwardView &v,
@@ -99,6 +121,7 @@ std::optional<ModelConfig> modelOf(ModuleOp module, const ForwardView &v,
   for (BlockArgument a : f.getArguments())
     if (v.isParam(a))
       params += cast<RankedTensorType>(a.getType()).getNumElements();
+  fitToModule(*m, v, params);
   if (params != m->numParameters()) {
     if (!name.empty())
       error = "model: the module has " + std::to_string(params) +

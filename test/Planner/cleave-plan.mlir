@@ -4,6 +4,9 @@
 // RUN: not cleave-plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 8 --global-batch 8 --max-pp 2 --quiet 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not cleave-plan --model gpt3-175b --cluster tpu-v5 --gpus 8 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not cleave-plan %s --cluster local-cpu --global-batch 8 2>&1 | FileCheck %s --check-prefix=BATCH
+// RUN: cleave-models --model tiny-gpt --vocab 100 --seq 16 -o %t.v100.mlir
+// RUN: cleave-plan %t.v100.mlir --model tiny-gpt --cluster local-cpu --gpus 4 --quiet | FileCheck %s --check-prefix=FIT
+// RUN: not cleave-plan %t.v100.mlir --model tiny-llama --cluster local-cpu --quiet 2>&1 | FileCheck %s --check-prefix=NOTIT
 
 // The planning tool on a zoo preset: the chosen plan with its step time,
 // MFU, memory per GPU and where the time goes; the runners-up with why each
@@ -45,6 +48,12 @@
 // BAD: cleave-plan: error: cluster: unknown cluster preset 'tpu-v5'
 
 // An input module's batch is the global batch.
+// A preset built with another vocabulary and sequence length is still the
+// preset: the planner takes both from the module.
+// FIT: model    tiny-gpt (0.108M parameters, 2 layers, seq 16)
+// FIT: intra-op sharding (integer program per pipeline stage
+// NOTIT: cleave-plan: error: model: the module has 107520 parameters, preset 'tiny-llama' has 82368
+
 // BATCH: cleave-plan: error: global batch: 8 differs from the module's batch of 4 (input 'x'); the module is one global step
 func.func @forward(%x: tensor<4x8xf32> {cleave.input = "x"},
                    %y: tensor<4xi32> {cleave.input = "y"},
