@@ -1,6 +1,6 @@
 //===- cleave-plan.cpp - Find the best parallel plan and explain it -------===//
 //
-//   cleave-plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 \
+//   cleave-plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024
 //       --global-batch 1536 --json plan.json
 //   cleave-plan step.mlir --cluster local-cpu --gpus 4 -o planned.mlir
 //
