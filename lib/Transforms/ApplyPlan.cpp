@@ -103,6 +103,10 @@ BlockArgument parameterOf(func::FuncOp f, Value v) {
 
 LogicalResult PlanWriter::splitMatmuls(func::FuncOp f) {
   SmallVector<MatmulOp> matmuls(f.getOps<MatmulOp>());
+  // A weight that tp does not divide stays whole (a vocabulary of 65 under
+  // tp = 2); a plan that can split no weight at all is an error.
+  int64_t split = 0;
+  BlockArgument unsplit;
   for (MatmulOp mm : matmuls) {
     BlockArgument w = parameterOf(f, mm.getRhs());
     auto type = w ? cast<RankedTensorType>(w.getType()) : RankedTensorType();
@@ -118,11 +122,25 @@ LogicalResult PlanWriter::splitMatmuls(func::FuncOp f) {
     bool rowParallel = llvm::is_contained(lhs.getDimAxes(lhsK), kTp);
     int64_t k = mm.getTransposeRhs() ? 1 : 0;
     int64_t d = rowParallel ? k : 1 - k;
-    if (type.getDimSize(d) % tp != 0)
+    if (type.getDimSize(d) % tp != 0) {
+      unsplit = unsplit ? unsplit : w;
       continue;
+    }
     DimAxes dims(2);
     dims[d].push_back(kTp);
     setArgSharding(f, w.getArgNumber(), dims);
+    ++split;
+  }
+  if (split == 0 && unsplit) {
+    auto type = cast<RankedTensorType>(unsplit.getType());
+    return f.emitError()
+           << "tensor parallelism over " << tp
+           << " devices splits no matmul weight: parameter '"
+           << f.getArgAttrOfType<StringAttr>(unsplit.getArgNumber(),
+                                             CleaveDialect::kParamAttrName)
+                  .getValue()
+           << "' is " << type.getDimSize(0) << " x " << type.getDimSize(1)
+           << ", and tp must divide the dimension it splits";
   }
   return success();
 }

@@ -1,9 +1,11 @@
 """The command lines: export, batches, the PyTorch reference trainer and compare.
 
 The reference trainer is the PyTorch side of the end-to-end comparison with
-cleave-run. Until cleave-run exists, the exported program itself (evaluated
-op by op, trained with the same AdamW) stands in for the Cleave side: the two
-must agree to 1e-5 over 5 steps, through the real parameter and batch files.
+cleave-run. Here the exported program itself (evaluated op by op, trained
+with the same AdamW) stands in for the Cleave side: the two must agree to
+1e-5 over 5 steps, through the real parameter and batch files. The
+comparisons with the real cleave-run (one process and 4 ranks) are the
+python.e2e_* tests of python/CMakeLists.txt.
 """
 
 import os

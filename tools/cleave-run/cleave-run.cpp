@@ -25,6 +25,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <dlfcn.h>
@@ -106,11 +107,12 @@ cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
                              "environment"));
 cl::opt<std::string> planSpec(
     "plan", cl::init(""), cl::cat(parallelCat),
-    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan), or "
-             "'auto' (optionally auto,tp=N,zero=K): the planner's choice "
-             "for the ranks on this machine (cleave-auto-shard, cluster "
-             "local-cpu); default with several ranks and no mesh in the "
-             "program: dp=<ranks>"));
+    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 (cleave-apply-plan; "
+             "dp defaults to the ranks left over by tp), or 'auto' "
+             "(optionally auto,tp=N,zero=K): the planner's choice for the "
+             "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
+             "without --plan, several ranks and no mesh in the program: "
+             "dp=<ranks>"));
 
 int fail(const Twine &message) {
   outs().flush();
@@ -192,9 +194,11 @@ int launcherWorldSize() {
   return 0;
 }
 
-/// Parses "dp=2,tp=2,sp,zero=1" into cleave-apply-plan options.
-Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
+/// Parses "dp=2,tp=2,sp,zero=1" into cleave-apply-plan options; without dp,
+/// the ranks that tensor parallelism leaves over are data parallel.
+Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text, int world) {
   CleaveApplyPlanPassOptions o;
+  bool dpGiven = false;
   SmallVector<StringRef> parts;
   text.split(parts, ',', -1, false);
   for (StringRef part : parts) {
@@ -204,7 +208,7 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
     if (key == "sp" && value.empty())
       o.sp = true;
     else if (key == "dp" && numeric)
-      o.dp = n;
+      o.dp = n, dpGiven = true;
     else if (key == "tp" && numeric)
       o.tp = n;
     else if (key == "zero" && numeric)
@@ -214,6 +218,8 @@ Expected<CleaveApplyPlanPassOptions> parsePlan(StringRef text) {
                                "--plan: cannot read '" + part +
                                    "' (expected dp=N, tp=N, sp, zero=K)");
   }
+  if (!dpGiven && o.tp > 0 && world % o.tp == 0)
+    o.dp = world / o.tp;
   return o;
 }
 
@@ -285,7 +291,7 @@ Error partition(mlir::ModuleOp module, int world) {
   }
   mlir::PassManager pm(module.getContext());
   if (!plan.empty()) {
-    Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan);
+    Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan, world);
     if (!options)
       return options.takeError();
     pm.addPass(createCleaveApplyPlanPass(*options));
@@ -451,8 +457,13 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  // Diagnostics on a program file quote its source lines (not the IR).
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   if (!input.empty()) {
-    module = mlir::parseSourceFile<mlir::ModuleOp>(input, &context);
+    module = mlir::parseSourceFile<mlir::ModuleOp>(input, sourceMgr,
+                                                   &context);
     if (!module)
       return fail("cannot read the program " + input);
     if (tokens && vocab < 0)
@@ -475,6 +486,14 @@ int main(int argc, char **argv) {
   }
   if (failed(addTrainStep(*module)))
     return fail("building the training step failed");
+  // Training needs only @train_step: the forward function (and anything
+  // else) would be partitioned and compiled for nothing.
+  if (emitObject.empty())
+    for (auto func : llvm::make_early_inc_range(
+             module->getOps<mlir::func::FuncOp>()))
+      if (func.getSymName() != "train_step" &&
+          mlir::SymbolTable::symbolKnownUseEmpty(func, *module))
+        func.erase();
   if (tokens)
     source = makeTokenSource(tokens, seed, vocab);
   if (aotPath.empty())
@@ -510,7 +529,8 @@ int main(int argc, char **argv) {
     return fail("the program has no @train_step");
   const std::optional<MeshSpec> &mesh = job.manifest.mesh;
   if (mesh && mesh->numDevices() != world)
-    return fail("the plan's mesh (" + mesh->toString() + ") has " +
+    return fail(Twine(planSpec.empty() ? "the program's" : "the plan's") +
+                " mesh (" + mesh->toString() + ") has " +
                 Twine(mesh->numDevices()) + " devices but there are " +
                 Twine(world) + " ranks" +
                 (nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
@@ -540,9 +560,14 @@ int main(int argc, char **argv) {
     job.entry = *e;
     job.manifest = jit->getManifest();
     job.spec = job.manifest.lookup("train_step");
-    outs() << "compiled in " << format("%.2f", cleave_rt_now() - compileStart)
-           << " s (lowering " << format("%.2f", jit->getStats().loweringSeconds)
-           << " s, LLVM " << format("%.2f", jit->getStats().codegenSeconds)
+    // The JIT emits machine code on the first lookup.
+    double total = cleave_rt_now() - compileStart;
+    const auto &stats = jit->getStats();
+    outs() << "compiled in " << format("%.2f", total) << " s (lowering "
+           << format("%.2f", stats.loweringSeconds) << " s, LLVM IR "
+           << format("%.2f", stats.codegenSeconds) << " s, machine code "
+           << format("%.2f", total - stats.loweringSeconds -
+                                 stats.codegenSeconds)
            << " s)";
     if (mesh)
       outs() << " for " << world << " ranks on mesh (" << mesh->toString()

@@ -144,9 +144,13 @@ def CleavePropagateShardingPass
     whose axis another factor holds is dropped. A tensor receives a sharding
     once, and only one that splits something or is a pending sum, so later
     visits can still split values that are replicated so far. What stays
-    unknown is replicated. A reduction factor split over an axis leaves the
-    results without it as partial sums (`partial = [axis]`): the partitioner
-    reduces them where a consumer needs the full value.
+    unknown is replicated. A dimension made of several factors (the query
+    heads of grouped-query attention are key/value heads times the group) is
+    only split into contiguous blocks: a minor factor keeps axes only while
+    every factor before it is split completely. A reduction factor split
+    over an axis leaves the results without it as partial sums (`partial =
+    [axis]`): the partitioner reduces them where a consumer needs the full
+    value.
 
     A user annotation that refines another (ZeRO's optimizer state is split
     over `[tp, dp]` where its parameter is split over `[tp]`) wins over it.
@@ -240,8 +244,10 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       divisible dimension.
 
     Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices). The pass
-    only writes annotations; a global batch or feature size that does not
-    divide is an error naming the tensor.
+    only writes annotations. A global batch that `dp` does not divide is an
+    error naming the input; a weight whose dimension `tp` does not divide
+    stays whole (a vocabulary of 65 under `tp = 2`), and a `tp` that divides
+    no weight at all is an error naming the first one.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel degree">,

@@ -12,8 +12,7 @@
    ``torch.optim.AdamW`` (``ref_losses``/``ref_final``);
 4. trains the Cleave side: ``--cleave-run PATH`` runs cleave-run with the
    flags in ``cleave_run_command`` below; ``--interpreter`` uses the
-   exported program's reference interpreter instead (what the tests use
-   until cleave-run exists);
+   exported program's reference interpreter instead;
 5. compares the per-step losses and the final parameters (``--rtol``,
    relative to each tensor's largest magnitude) and exits 1 on a mismatch.
    Final parameters also get an absolute floor ``--atol`` (default: 1% of
