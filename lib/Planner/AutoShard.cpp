@@ -101,15 +101,17 @@ void fitToModule(ModelConfig &m, const ForwardView &v, int64_t params) {
 }
 
 /// The cost model's description of the module, if it is a known
-/// transformer: the `model` option, else the module's preset name.
+/// transformer: the `config` option, the `model` option, else the module's
+/// preset name.
 std::optional<ModelConfig> modelOf(ModuleOp module, const ForwardView &v,
-                                   const std::string &name,
+                                   const AutoShardOptions &o,
                                    std::string &error) {
-  std::string preset = name;
+  std::string preset = o.config ? o.config->name : o.model;
+  std::string name = o.config ? o.config->name : o.model;
   if (preset.empty())
     if (auto a = module->getAttrOfType<StringAttr>("cleave.model"))
       preset = a.getValue().str();
-  std::optional<ModelConfig> m = lookupPreset(preset);
+  std::optional<ModelConfig> m = o.config ? o.config : lookupPreset(preset);
   if (!m || m->arch == Architecture::MLP) {
     if (!name.empty())
       error = "model: '" + name + "' is not a transformer preset " +
@@ -255,7 +257,7 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
   res.cluster = p->cluster;
   res.searchOptions = searchOptions(o, p->cluster, p->batch, p->dtype);
   std::string error;
-  std::optional<ModelConfig> model = modelOf(module, p->view, o.model, error);
+  std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
     return R::failure(error);
   std::shared_ptr<ShardingGraph> graph;

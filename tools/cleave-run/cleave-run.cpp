@@ -231,7 +231,8 @@ bool isAutoPlan(StringRef text) {
 /// "--plan auto[,tp=N][,zero=K]": the planner chooses the plan of `world`
 /// processes of this machine and writes it into the program (docs/planner.md);
 /// prints the chosen plan and its predicted step time.
-Error planAutomatically(mlir::ModuleOp module, int world, StringRef text) {
+Error planAutomatically(mlir::ModuleOp module, int world, StringRef text,
+                        const cleave::ModelConfig *config) {
   auto error = [](const Twine &message) {
     return createStringError(inconvertibleErrorCode(),
                              "--plan " + message.str());
@@ -239,6 +240,8 @@ Error planAutomatically(mlir::ModuleOp module, int world, StringRef text) {
   cleave::planner::AutoShardOptions o;
   o.cluster = "local-cpu";
   o.gpus = world;
+  if (config && config->arch != cleave::Architecture::MLP)
+    o.config = *config;
   SmallVector<StringRef> parts;
   text.split(parts, ',', -1, false);
   for (StringRef part : ArrayRef(parts).drop_front()) {
@@ -272,8 +275,10 @@ Error planAutomatically(mlir::ModuleOp module, int world, StringRef text) {
 
 /// Turns the global training step into the per-device program of `world`
 /// ranks: the named plan, the planner's plan (--plan auto) or data
-/// parallelism, then propagation and partitioning.
-Error partition(mlir::ModuleOp module, int world) {
+/// parallelism, then propagation and partitioning. `config`: the zoo model
+/// the program was built from, if it was.
+Error partition(mlir::ModuleOp module, int world,
+                const cleave::ModelConfig *config) {
   bool hasMesh = !module.getOps<mlir::cleave::MeshOp>().empty();
   std::string plan = planSpec;
   if (plan.empty() && !hasMesh && world > 1)
@@ -285,7 +290,7 @@ Error partition(mlir::ModuleOp module, int world) {
                              "--plan: the program already has a mesh and "
                              "sharding annotations");
   if (isAutoPlan(plan)) {
-    if (Error err = planAutomatically(module, world, plan))
+    if (Error err = planAutomatically(module, world, plan, config))
       return err;
     plan.clear();
   }
@@ -457,6 +462,7 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<cleave::ModelConfig> built; // the zoo model, if one is built
   // Diagnostics on a program file quote its source lines (not the IR).
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
@@ -477,6 +483,7 @@ int main(int argc, char **argv) {
     else if (vocab < 0)
       vocab = config->vocab;
     std::string error;
+    built = *config;
     module = buildModel(&context, *config, error);
     if (!module)
       return fail("invalid model: " + error);
@@ -497,7 +504,7 @@ int main(int argc, char **argv) {
   if (tokens)
     source = makeTokenSource(tokens, seed, vocab);
   if (aotPath.empty())
-    if (Error err = partition(*module, world))
+    if (Error err = partition(*module, world, built ? &*built : nullptr))
       return fail(toString(std::move(err)));
 
   if (!emitObject.empty()) {

@@ -65,6 +65,10 @@ struct AutoShardOptions {
   /// The model preset for the cost model; empty: the module's `cleave.model`
   /// if it names a preset, else graph mode.
   std::string model;
+  /// The configuration the module was built from, when the caller knows it
+  /// (cleave-run builds zoo models with overrides); takes precedence over
+  /// `model`. Must match the module's parameter count.
+  std::optional<ModelConfig> config;
   /// Function to annotate; empty: @train_step if present, else @forward,
   /// else the only function.
   std::string function;
