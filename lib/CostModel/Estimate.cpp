@@ -13,10 +13,21 @@ Result<Estimate> estimate(const ModelConfig &model, const ClusterSpec &cl,
     return Result<Estimate>::failure(err);
   const CostConstants &c =
       options.constants ? *options.constants : defaultConstants();
+  return estimateWithWorkload(model, cl, plan, buildWorkload(model, cl, plan, c),
+                              options);
+}
+
+Result<Estimate> estimateWithWorkload(const ModelConfig &model,
+                                      const ClusterSpec &cl,
+                                      const ParallelPlan &plan,
+                                      Workload workload,
+                                      const EstimateOptions &options) {
+  const CostConstants &c =
+      options.constants ? *options.constants : defaultConstants();
   Estimate e;
   e.numGpus = plan.numGpus();
   e.peakFlopsPerGpu = cl.gpu.peakFlops(plan.dtype);
-  e.workload = buildWorkload(model, cl, plan, c);
+  e.workload = std::move(workload);
   auto program = std::make_shared<Program>(buildProgram(
       model, cl, plan, e.workload, c, ProgramOptions{options.symmetric}));
   SimulationOptions so;

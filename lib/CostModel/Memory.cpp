@@ -149,14 +149,16 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   double live = peakOnStage(orders[stage], p, [&](int c) {
     return double(layersInChunk(m, p, c * p.pp + stage));
   });
-  mem.activations = live * layerActivationBytes(m, p);
+  // Activations and working memory follow this stage's recomputation.
+  ParallelPlan own = p.forStage(stage);
+  mem.activations = live * layerActivationBytes(m, own);
   ActDims d = actDims(m, p);
   if (stage == 0 && d.mask > 0) { // embedding dropout masks
     double mbs =
         peakOnStage(orders[0], p, [](int c) { return c == 0 ? 1.0 : 0.0; });
     mem.activations += mbs * d.tokensSp * d.h;
   }
-  mem.transient = transientBytes(m, p, stage == p.pp - 1);
+  mem.transient = transientBytes(m, own, stage == p.pp - 1);
 
   int communicators =
       (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.pp > 1 ? 2 : 0);

@@ -12,6 +12,13 @@ DType ParallelPlan::gradDType() const {
   return dtype == DType::F16 ? DType::F16 : DType::F32;
 }
 
+ParallelPlan ParallelPlan::forStage(int stage) const {
+  ParallelPlan p = *this;
+  p.recompute = recomputeOf(stage);
+  p.recomputePerStage.clear();
+  return p;
+}
+
 const char *toString(Schedule s) {
   switch (s) {
   case Schedule::GPipe:
@@ -66,6 +73,8 @@ std::optional<AttentionImpl> parseAttention(const std::string &name) {
 
 int64_t layersInChunk(const ModelConfig &model, const ParallelPlan &plan,
                       int chunk) {
+  if (!plan.layersPerChunk.empty())
+    return plan.layersPerChunk[size_t(chunk)];
   int64_t total = int64_t(plan.pp) * plan.chunks();
   int64_t base = model.layers / total, extra = model.layers % total;
   return base + (chunk < extra ? 1 : 0);
@@ -124,6 +133,28 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
     return "plan.pp: " + std::to_string(p.pp) + " stages x " +
            std::to_string(p.chunks()) + " chunks exceed the model's " +
            std::to_string(m.layers) + " layers";
+  if (!p.layersPerChunk.empty()) {
+    if (int64_t(p.layersPerChunk.size()) != chunks)
+      return "plan.layers_per_chunk: " +
+             std::to_string(p.layersPerChunk.size()) + " entries for " +
+             std::to_string(chunks) + " pipeline chunks (pp x chunks)";
+    int64_t sum = 0;
+    for (int n : p.layersPerChunk) {
+      if (n < 1)
+        return "plan.layers_per_chunk: every chunk needs at least one "
+               "layer, got " +
+               std::to_string(n);
+      sum += n;
+    }
+    if (sum != m.layers)
+      return "plan.layers_per_chunk: the chunks hold " + std::to_string(sum) +
+             " layers, the model has " + std::to_string(m.layers);
+  }
+  if (!p.recomputePerStage.empty() &&
+      int64_t(p.recomputePerStage.size()) != p.pp)
+    return "plan.recompute_per_stage: " +
+           std::to_string(p.recomputePerStage.size()) + " entries for " +
+           std::to_string(p.pp) + " pipeline stages";
   int64_t cpSplit = p.cp > 1 ? 2 * p.cp : 1;
   if (m.seqLen % cpSplit != 0)
     return "plan.cp: the sequence length " + std::to_string(m.seqLen) +
@@ -160,8 +191,17 @@ std::string describe(const ParallelPlan &p) {
      << " m=" << p.numMicroBatches << " " << toString(p.schedule);
   if (p.schedule == Schedule::Interleaved1F1B)
     os << "(v=" << p.virtualStages << ")";
-  os << " zero=" << p.zeroStage << " recompute=" << toString(p.recompute) << " "
-     << toString(p.dtype) << " attention=" << toString(p.attention);
+  os << " zero=" << p.zeroStage << " recompute=";
+  if (p.recomputePerStage.empty())
+    os << toString(p.recompute);
+  for (size_t i = 0; i < p.recomputePerStage.size(); ++i)
+    os << (i ? "," : "") << toString(p.recomputePerStage[i]);
+  os << " " << toString(p.dtype) << " attention=" << toString(p.attention);
+  if (!p.layersPerChunk.empty()) {
+    os << " layers=";
+    for (size_t i = 0; i < p.layersPerChunk.size(); ++i)
+      os << (i ? "," : "") << p.layersPerChunk[i];
+  }
   return os.str();
 }
 

@@ -92,6 +92,10 @@ private:
     return int(layersInChunk(m, p, chunk * p.pp + cur.stage));
   }
   double dpTime(CollectiveKind kind, double bytes) const;
+  /// One layer's recompute pass on the current rank's stage.
+  double stageRecompute() const {
+    return w.layerRecomputeOf[size_t(p.recomputeOf(cur.stage))].total();
+  }
   Task commTask(Stream stream, double duration, int32_t group) const;
   Task computeTask(PassKind kind, double layers, bool embed, bool head) const;
   int32_t dpGroup();
@@ -189,7 +193,7 @@ Task Builder::computeTask(PassKind kind, double layers, bool embed,
   case PassKind::Backward:
     t.category = TaskCategory::Backward;
     pc = scaled(w.layerBackward, layers);
-    recompute = layers * w.layerRecompute.total();
+    recompute = layers * stageRecompute();
     if (embed)
       pc += w.embeddingBackward;
     if (head)
@@ -336,7 +340,7 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
   // recompute forward inside backward: a recomputed layer is gathered again
   // for its recomputation and once more for its backward.
   bool splitRecompute =
-      zero3 && r.kind == PassKind::Backward && w.layerRecompute.total() > 0;
+      zero3 && r.kind == PassKind::Backward && stageRecompute() > 0;
   for (int step = 0; step < n; ++step) {
     int l = forward ? step : n - 1 - step;
     bool embed = vs == 0 && l == 0,
@@ -350,7 +354,7 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
       firstRecv = *recv;
     if (splitRecompute) {
       Task rc = t;
-      rc.duration = rc.recompute = w.layerRecompute.total();
+      rc.duration = rc.recompute = stageRecompute();
       rc.tp = rc.cp = 0;
       t.duration -= rc.duration;
       t.recompute = 0;

@@ -381,10 +381,10 @@ double conventionFlops(const std::vector<WorkItem> &items, Phase phase,
 
 PassCost recomputeCost(const std::vector<WorkItem> &items,
                        const ClusterSpec &cl, const ParallelPlan &p,
-                       const CostConstants &c) {
-  if (p.recompute == Recompute::Full)
+                       Recompute kind, const CostConstants &c) {
+  if (kind == Recompute::Full)
     return costPhase(items, Phase::Forward, cl, p, c);
-  if (p.recompute == Recompute::None)
+  if (kind == Recompute::None)
     return {};
   std::vector<WorkItem> core;
   for (const WorkItem &it : items)
@@ -414,13 +414,21 @@ void setFlops(Workload &w, const ModelConfig &m, const ParallelPlan &p) {
   double layerFwd = conventionFlops(layer, Phase::Forward, false);
   double headFwd = conventionFlops(head, Phase::Forward, false);
   double perSeq = 3 * (m.layers * layerFwd + headFwd);
-  double recompute = p.recompute == Recompute::Full ? layerFwd
-                     : p.recompute == Recompute::Selective
-                         ? conventionFlops(layer, Phase::Forward, true)
-                         : 0;
+  auto recomputeFlops = [&](Recompute kind) {
+    return kind == Recompute::Full ? layerFwd
+           : kind == Recompute::Selective
+               ? conventionFlops(layer, Phase::Forward, true)
+               : 0;
+  };
+  // Recomputed layers: every layer of each stage under that stage's kind.
+  double recomputed = 0;
+  for (int s = 0; s < p.pp; ++s)
+    for (int ch = 0; ch < p.chunks(); ++ch)
+      recomputed += double(layersInChunk(m, p, ch * p.pp + s)) *
+                    recomputeFlops(p.recomputeOf(s));
   double batch = double(p.globalBatch());
   w.modelFlopsPerStep = batch * perSeq;
-  w.hardwareFlopsPerStep = batch * (perSeq + m.layers * recompute);
+  w.hardwareFlopsPerStep = batch * (perSeq + recomputed);
 }
 
 } // namespace
@@ -433,7 +441,10 @@ Workload buildWorkload(const ModelConfig &m, const ClusterSpec &cl,
   w.layerForward = costPhase(layer, Phase::Forward, cl, p, c);
   w.layerBackward = costPhase(layer, Phase::Backward, cl, p, c);
   w.layerWeightGrad = costPhase(layer, Phase::WeightGrad, cl, p, c);
-  w.layerRecompute = recomputeCost(layer, cl, p, c);
+  for (Recompute kind :
+       {Recompute::None, Recompute::Selective, Recompute::Full})
+    w.layerRecomputeOf[size_t(kind)] = recomputeCost(layer, cl, p, kind, c);
+  w.layerRecompute = w.layerRecomputeOf[size_t(p.recompute)];
   std::vector<WorkItem> embed = embeddingItems(m, p);
   w.embeddingForward = costPhase(embed, Phase::Forward, cl, p, c);
   w.embeddingBackward = costPhase(embed, Phase::Backward, cl, p, c);

@@ -6,6 +6,7 @@
 //   cleave-run --model tiny-gpt --emit-object step.o    # ahead of time
 //   cleave-run --model tiny-gpt --aot step.so           # run an AOT build
 //   cleave-run --model gpt2-small --backend cuda        # one process per GPU
+//   cleave-run -n 4 --model tiny-gpt --plan auto        # the planner's plan
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "cleave/Execution/Trainer.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Models/ModelZoo.h"
+#include "cleave/Planner/AutoShard.h"
 #include "llvm/ADT/StringExtras.h"
 #include <cstdlib>
 #include "cleave/Transforms/Passes.h"
@@ -116,8 +118,11 @@ cl::opt<std::string> planSpec(
     cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 or "
              "pp=2,dp=2,schedule=1f1b,micro=4 (cleave-apply-plan; pipelines: "
              "pp, micro, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=V); "
-             "dp defaults to the ranks left over by tp and pp; without "
-             "--plan, several ranks and no mesh in the program: dp=<ranks>"));
+             "dp defaults to the ranks left over by tp and pp; or 'auto' "
+             "(optionally auto,tp=N,zero=K): the planner's choice for the "
+             "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
+             "without --plan, several ranks and no mesh in the program: "
+             "dp=<ranks>"));
 
 int fail(const Twine &message) {
   outs().flush();
@@ -275,22 +280,79 @@ LogicalResult splitStages(mlir::ModuleOp module) {
   return pm.run(module);
 }
 
+/// True for "auto" and "auto,<constraints>".
+bool isAutoPlan(StringRef text) {
+  return text == "auto" || text.starts_with("auto,");
+}
+
+/// "--plan auto[,tp=N][,zero=K]": the planner chooses the plan of `world`
+/// processes of this machine and writes it into the program (docs/planner.md);
+/// prints the chosen plan and its predicted step time.
+Error planAutomatically(mlir::ModuleOp module, int world, StringRef text,
+                        const cleave::ModelConfig *config) {
+  auto error = [](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan " + message.str());
+  };
+  cleave::planner::AutoShardOptions o;
+  o.cluster = "local-cpu";
+  o.gpus = world;
+  if (config && config->arch != cleave::Architecture::MLP)
+    o.config = *config;
+  SmallVector<StringRef> parts;
+  text.split(parts, ',', -1, false);
+  for (StringRef part : ArrayRef(parts).drop_front()) {
+    auto [key, value] = part.trim().split('=');
+    int *field = key == "tp"     ? &o.fixedTp
+                 : key == "zero" ? &o.fixedZero
+                                 : nullptr;
+    if (!field || value.getAsInteger(10, *field) || *field < 0)
+      return error("auto: cannot read '" + part +
+                   "' (expected tp=N or zero=K)");
+  }
+  cleave::cost::Result<cleave::planner::AutoShardResult> r =
+      cleave::planner::autoShard(module, o);
+  if (!r)
+    return error("auto: " + r.error());
+  if (!r->search.best) {
+    std::string why =
+        "auto: no plan fits " + std::to_string(world) + " local ranks";
+    for (const std::string &line : r->search.infeasible)
+      why += "\n  " + line;
+    return error(why);
+  }
+  const cleave::planner::Candidate &best = *r->search.best;
+  outs() << "plan (planner, " << world
+         << " local ranks): " << cleave::cost::describe(best.plan)
+         << "; predicted step " << format("%.2f", best.stepTime * 1e3)
+         << " ms, " << format("%.2f", best.peakMemory / 1e9)
+         << " GB per rank\n";
+  return Error::success();
+}
+
 /// Turns the global training step into the per-device program of `world`
-/// ranks: the named plan (or data parallelism), then propagation and
-/// partitioning.
-Error partition(mlir::ModuleOp module, int world) {
+/// ranks: the named plan, the planner's plan (--plan auto) or data
+/// parallelism, then propagation and partitioning. `config`: the zoo model
+/// the program was built from, if it was.
+Error partition(mlir::ModuleOp module, int world,
+                const cleave::ModelConfig *config) {
   bool hasMesh = !module.getOps<mlir::cleave::MeshOp>().empty();
   std::string plan = planSpec;
   if (plan.empty() && !hasMesh && world > 1)
     plan = "dp=" + std::to_string(world);
   if (plan.empty() && !hasMesh)
     return Error::success();
+  if (!plan.empty() && hasMesh)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan: the program already has a mesh and "
+                             "sharding annotations");
+  if (isAutoPlan(plan)) {
+    if (Error err = planAutomatically(module, world, plan, config))
+      return err;
+    plan.clear();
+  }
   mlir::PassManager pm(module.getContext());
   if (!plan.empty()) {
-    if (hasMesh)
-      return createStringError(inconvertibleErrorCode(),
-                               "--plan: the program already has a mesh and "
-                               "sharding annotations");
     Expected<CleaveApplyPlanPassOptions> options = parsePlan(plan, world);
     if (!options)
       return options.takeError();
@@ -496,6 +558,7 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<cleave::ModelConfig> built; // the zoo model, if one is built
   // Diagnostics on a program file quote its source lines (not the IR).
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
@@ -516,6 +579,7 @@ int main(int argc, char **argv) {
     else if (vocab < 0)
       vocab = config->vocab;
     std::string error;
+    built = *config;
     module = buildModel(&context, *config, error);
     if (!module)
       return fail("invalid model: " + error);
@@ -540,7 +604,7 @@ int main(int argc, char **argv) {
   if (tokens)
     source = makeTokenSource(tokens, seed, vocab);
   if (aotPath.empty())
-    if (Error err = partition(*module, world))
+    if (Error err = partition(*module, world, built ? &*built : nullptr))
       return fail(toString(std::move(err)));
 
   if (!emitObject.empty()) {

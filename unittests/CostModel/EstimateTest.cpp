@@ -136,3 +136,122 @@ TEST(EstimateTest, OversizedPlansDoNotFit) {
 }
 
 } // namespace
+
+namespace {
+
+/// Explicit per-chunk layer counts move layers between stages: the stage
+/// given more layers holds more parameters and gets slower, and a split that
+/// gives the last stage (with the 51,200-word output layer and loss, about
+/// three layers' time here) fewer layers beats the even split.
+TEST(EstimateTest, LayersPerChunkMoveLayersBetweenStages) {
+  ModelConfig m = test::model("megatron-1.7b"); // 24 layers
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  ParallelPlan p = test::plan(1, 4, 2, 8);
+  Result<Estimate> even = estimate(m, c, p);
+  p.layersPerChunk = {6, 6, 6, 6};
+  Result<Estimate> same = estimate(m, c, p);
+  p.layersPerChunk = {7, 7, 6, 4};
+  Result<Estimate> balanced = estimate(m, c, p);
+  p.layersPerChunk = {12, 4, 4, 4};
+  Result<Estimate> front = estimate(m, c, p);
+  ASSERT_TRUE(even && same && balanced && front);
+  EXPECT_DOUBLE_EQ(same->stepTime, even->stepTime);
+  EXPECT_EQ(layersInChunk(m, p, 0), 12);
+  EXPECT_EQ(layersInChunk(m, p, 3), 4);
+  EXPECT_GT(front->memoryPerStage[0].parameters,
+            even->memoryPerStage[0].parameters * 1.5);
+  EXPECT_LT(front->memoryPerStage[1].parameters,
+            even->memoryPerStage[1].parameters);
+  EXPECT_GT(front->stepTime, even->stepTime * 1.15);
+  EXPECT_LT(balanced->stepTime, even->stepTime * 0.97);
+  EXPECT_NE(describe(p).find("layers=12,4,4,4"), std::string::npos);
+}
+
+TEST(EstimateTest, LayersPerChunkAreValidated) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  ParallelPlan p = test::plan(1, 4, 2, 8);
+  p.layersPerChunk = {8, 8, 8};
+  EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: 3 entries for 4 "
+                                   "pipeline chunks (pp x chunks)");
+  p.layersPerChunk = {12, 12, 0, 0};
+  EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: every chunk needs "
+                                   "at least one layer, got 0");
+  p.layersPerChunk = {6, 6, 6, 5};
+  EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: the chunks hold 23 "
+                                   "layers, the model has 24");
+}
+
+/// estimateWithWorkload on the plan's own workload is estimate().
+TEST(EstimateTest, EstimateWithWorkloadEqualsEstimate) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 16);
+  ParallelPlan p = test::plan(8, 8, 2, 16);
+  p.schedule = Schedule::Interleaved1F1B;
+  p.virtualStages = 2;
+  p.zeroStage = 1;
+  Result<Estimate> a = estimate(m, c, p);
+  Result<Estimate> b = estimateWithWorkload(
+      m, c, p, buildWorkload(m, c, p, defaultConstants()));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->stepTime, b->stepTime);
+  EXPECT_EQ(a->peakMemory().total(), b->peakMemory().total());
+  EXPECT_EQ(a->mfu, b->mfu);
+}
+
+} // namespace
+
+namespace {
+
+/// Per-stage recomputation: the same kind on every stage is the uniform
+/// plan; mixing kinds puts each stage's activations, recompute time and
+/// recomputed FLOPs between the two uniform plans.
+TEST(EstimateTest, RecomputePerStage) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  ParallelPlan p = test::plan(8, 8, 1, 16);
+  p.sequenceParallel = true;
+  auto run = [&](std::vector<Recompute> kinds, Recompute uniform) {
+    ParallelPlan q = p;
+    q.recompute = uniform;
+    q.recomputePerStage = std::move(kinds);
+    Result<Estimate> e = estimate(m, c, q);
+    EXPECT_TRUE(e) << e.error();
+    return *e;
+  };
+  using R = Recompute;
+  Estimate sel = run({}, R::Selective);
+  Estimate sel8 = run(std::vector<R>(8, R::Selective), R::None);
+  EXPECT_EQ(sel.stepTime, sel8.stepTime);
+  EXPECT_EQ(sel.hardwareFlops, sel8.hardwareFlops);
+  EXPECT_EQ(sel.peakMemory().total(), sel8.peakMemory().total());
+
+  Estimate none = run({}, R::None), full = run({}, R::Full);
+  Estimate mixed = run({R::Full, R::Full, R::Full, R::Full, R::None, R::None,
+                        R::None, R::None},
+                       R::None);
+  EXPECT_EQ(mixed.memoryPerStage[0].activations,
+            full.memoryPerStage[0].activations);
+  EXPECT_EQ(mixed.memoryPerStage[7].activations,
+            none.memoryPerStage[7].activations);
+  EXPECT_GT(mixed.stepTime, none.stepTime);
+  EXPECT_LT(mixed.stepTime, full.stepTime);
+  EXPECT_GT(mixed.hardwareFlops, none.hardwareFlops);
+  EXPECT_LT(mixed.hardwareFlops, full.hardwareFlops);
+  // Half the layers are recomputed in full.
+  EXPECT_NEAR(mixed.hardwareFlops - none.hardwareFlops,
+              (full.hardwareFlops - none.hardwareFlops) / 2,
+              1e-9 * full.hardwareFlops);
+  ParallelPlan shown = p;
+  shown.recomputePerStage = {R::Full, R::Selective};
+  shown.pp = 2;
+  EXPECT_NE(describe(shown).find("recompute=full,selective"),
+            std::string::npos);
+
+  ParallelPlan bad = p;
+  bad.recomputePerStage = {R::Full};
+  EXPECT_EQ(validatePlan(bad, m, c),
+            "plan.recompute_per_stage: 1 entries for 8 pipeline stages");
+}
+
+} // namespace

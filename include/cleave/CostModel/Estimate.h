@@ -70,6 +70,16 @@ Result<Estimate> estimate(const ModelConfig &model, const ClusterSpec &cluster,
                           const ParallelPlan &plan,
                           const EstimateOptions &options = {});
 
+/// estimate() for a valid plan (validatePlan) whose workload is already
+/// built: `workload` must be buildWorkload(model, cluster, plan, constants).
+/// The planner builds one workload for the many plans that share it (they
+/// differ only in pp, dp, schedule and ZeRO stage).
+Result<Estimate> estimateWithWorkload(const ModelConfig &model,
+                                      const ClusterSpec &cluster,
+                                      const ParallelPlan &plan,
+                                      Workload workload,
+                                      const EstimateOptions &options = {});
+
 /// A readable report: throughput, MFU, time by category and axis, memory
 /// per GPU by category and whether it fits.
 std::string formatReport(const Estimate &e, const ModelConfig &model,

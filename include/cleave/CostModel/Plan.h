@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace cleave::cost {
 
@@ -63,6 +64,10 @@ struct ParallelPlan {
   /// distributed optimizer); 2: + gradients; 3: + parameters.
   int zeroStage = 0;
   Recompute recompute = Recompute::None;
+  /// Recomputation of each pipeline stage (pp entries); empty: `recompute`
+  /// everywhere. Early stages keep more micro-batches alive under 1F1B, so
+  /// they may recompute while later stages do not.
+  std::vector<Recompute> recomputePerStage;
   /// Compute precision. f32: pure fp32 training; bf16/f16: mixed precision
   /// with fp32 master weights and Adam moments; f8e4m3: fp8 linear layers
   /// (Transformer Engine), everything else bf16.
@@ -84,6 +89,12 @@ struct ParallelPlan {
   /// activation per TP rank, then an all-gather inside the node.
   bool scatterGatherP2p = true;
 
+  /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
+  /// each >= 1, summing to the model's layers); empty: an even split with
+  /// the remainder on the first chunks. The planner sets it to balance the
+  /// embedding and the output layer against the transformer layers.
+  std::vector<int> layersPerChunk;
+
   int numGpus() const { return tp * pp * dp * cp; }
   int64_t globalBatch() const { return microBatchSize * numMicroBatches * dp; }
   DType gradDType() const;
@@ -91,6 +102,13 @@ struct ParallelPlan {
   int chunks() const {
     return schedule == Schedule::Interleaved1F1B ? virtualStages : 1;
   }
+  /// The recomputation of pipeline stage `stage`.
+  Recompute recomputeOf(int stage) const {
+    return recomputePerStage.empty() ? recompute
+                                     : recomputePerStage[size_t(stage)];
+  }
+  /// This plan with stage `stage`'s recomputation as the uniform one.
+  ParallelPlan forStage(int stage) const;
 };
 
 /// Empty if `plan` can run `model` on `cluster`; otherwise a message naming
@@ -99,7 +117,8 @@ std::string validatePlan(const ParallelPlan &plan, const ModelConfig &model,
                          const ClusterSpec &cluster);
 
 /// Layers of pipeline chunk `chunk` (0 .. pp*chunks-1, in model order):
-/// an even split, with the remainder spread over the first chunks.
+/// `plan.layersPerChunk[chunk]` if set, else an even split with the
+/// remainder spread over the first chunks.
 int64_t layersInChunk(const ModelConfig &model, const ParallelPlan &plan,
                       int chunk);
 

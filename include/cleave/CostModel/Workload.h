@@ -22,6 +22,7 @@
 #include "cleave/CostModel/OpCost.h"
 #include "cleave/CostModel/Plan.h"
 
+#include <array>
 #include <vector>
 
 namespace cleave::cost {
@@ -71,6 +72,9 @@ struct PassCost {
 struct Workload {
   /// One transformer layer, one micro-batch.
   PassCost layerForward, layerBackward, layerWeightGrad, layerRecompute;
+  /// The recompute pass of one layer under each kind (index: Recompute);
+  /// `layerRecompute` is the entry of the plan's uniform kind.
+  std::array<PassCost, 3> layerRecomputeOf{};
   /// First stage: token (and position) embedding.
   PassCost embeddingForward, embeddingBackward;
   /// Last stage: final norm, output layer, loss.

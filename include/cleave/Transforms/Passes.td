@@ -459,4 +459,71 @@ def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
   ];
 }
 
+def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
+  let summary = "Finds the fastest parallel plan and writes it into the module.";
+  let description = [{
+    Runs the planner (`lib/Planner`, docs/planner.md) on the training step
+    (`@train_step`, else `@forward`, or `function`) for a cluster and writes
+    the chosen plan as docs/plans.md specifies: a `cleave.mesh @cluster`
+    with axes pp, dp, cp and tp, a `cleave.sharding` on every argument and
+    result (optimizer state follows its parameter, the loss is replicated),
+    a `cleave.sharding_constraint` wherever a value must change layout
+    between its producer and a consumer, a `cleave.stage` on every op and the
+    `cleave.plan` module attribute.
+
+    When the module is a model-zoo transformer (its `cleave.model` names a
+    preset, or `model` does), the plan is searched over the calibrated cost
+    model (mesh, micro-batching, schedule, stage partition, ZeRO,
+    recomputation) and each pipeline stage's op shardings are chosen by an
+    integer program over the ops' sharding rules (CBC), the repeated layer
+    solved once. Any other program is planned in graph mode: every
+    data x tensor parallel mesh and ZeRO stage priced by its integer program.
+
+    ```mlir
+    // cleave-opt --cleave-auto-shard="cluster=dgx-a100-80gb gpus=8 tp=8"
+    func.func @forward(%x: tensor<8x1024xbf16> {cleave.input = "x"},
+                       %w: tensor<4096x1024xbf16> {cleave.param = "w"}, ...)
+    // becomes
+    cleave.mesh @cluster(pp = 1 : nvlink, dp = 1 : nvlink, cp = 1 : nvlink,
+                         tp = 8 : nvlink)
+    func.func @forward(%x: ... {cleave.sharding = #cleave.sharding<@cluster, [_, _]>},
+                       %w: ... {cleave.sharding = #cleave.sharding<@cluster, [tp, _]>}, ...)
+      %h = cleave.matmul %x, %w {cleave.stage = 0 : i64, transpose_rhs} ...
+      %c = cleave.sharding_constraint %y <@cluster, [_, _]> ...
+    ```
+
+    The pass fails, naming the constraint and by how much, when no plan
+    fits (for example the smallest memory any plan needs against the
+    device memory), and on a module that already carries a plan.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"dgx-a100-80gb\"",
+           "Cluster preset (dgx-a100-40gb, dgx-a100-80gb, dgx-h100, "
+           "dgx-h200), local-cpu, or a JSON cluster file">,
+    Option<"gpus", "gpus", "int", /*default=*/"0",
+           "Devices (0: one node of a preset, 4 local CPU processes, the "
+           "file's size)">,
+    Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
+           "Sequences per step; must equal the module's batch (0: take it)">,
+    Option<"tp", "tp", "int", /*default=*/"0",
+           "Fix the tensor-parallel size (0: search)">,
+    Option<"zero", "zero", "int", /*default=*/"-1",
+           "Fix the ZeRO stage 0-3 (-1: search)">,
+    Option<"maxPp", "max-pp", "int", /*default=*/"-1",
+           "Largest pipeline size (-1: the layer count; 1 on local-cpu)">,
+    Option<"headroom", "headroom", "double", /*default=*/"0.0",
+           "Fraction of device memory kept free">,
+    Option<"maxMicroBatches", "max-micro-batches", "int64_t",
+           /*default=*/"0", "Largest micro-batch count (0: any)">,
+    Option<"model", "model", "std::string", /*default=*/"\"\"",
+           "The model-zoo preset the module is (default: its cleave.model)">,
+    Option<"function", "function", "std::string", /*default=*/"\"\"",
+           "Function to plan (default: train_step, else forward)">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write the readable report to this file ('-': stderr)">,
+    Option<"json", "json", "std::string", /*default=*/"\"\"",
+           "Write the report as JSON to this file">
+  ];
+}
+
 #endif // CLEAVE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,118 @@
+//===- AutoShard.h - Plan a module and write the plan into it ---*- C++ -*-===//
+//
+// The planner's entry point for IR (the cleave-auto-shard pass and the
+// cleave-plan tool call it): resolve the cluster, analyze the function to
+// plan, search the plan, choose every op's sharding per pipeline stage with
+// the intra-op ILP, and write the plan as docs/plans.md specifies - the
+// `cleave.mesh`, `cleave.sharding` argument and result attributes,
+// `cleave.sharding_constraint` ops where a value must change layout, the
+// `cleave.plan` module attribute and a `cleave.stage` on every op.
+//
+// Two ways to price plans:
+// - transformer mode, when the module's model is known (a zoo preset, by
+//   its `cleave.model` attribute or the `model` option): the plan search of
+//   Search.h over the calibrated cost model (pipelines, schedules, ZeRO,
+//   recomputation, context parallelism), then the ILP per stage;
+// - graph mode, for any other program: every data x tensor parallel mesh
+//   and ZeRO stage, each priced by its ILP (per-op roofline compute and
+//   collective costs from the ops' sharding rules) plus the data-parallel
+//   gradient reduction and the optimizer. No pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PLANNER_AUTOSHARD_H
+#define CLEAVE_PLANNER_AUTOSHARD_H
+
+#include "cleave/Planner/Ilp.h"
+#include "cleave/Planner/Search.h"
+#include "cleave/Planner/ShardingGraph.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <nlohmann/json.hpp>
+
+namespace cleave::planner {
+
+/// A cluster for planning, and whether its devices are processes of one
+/// machine (mesh links `host`).
+struct PlanCluster {
+  cost::ClusterSpec spec;
+  bool host = false;
+};
+
+/// `name` is a preset (dgx-a100-40gb, dgx-a100-80gb, dgx-h100, dgx-h200:
+/// `gpus` / 8 nodes), `local-cpu` (`gpus` processes on this machine, with
+/// its measured GEMM and loopback-collective speeds), or a path to a JSON
+/// cluster file (docs/cost-model.md). `gpus` 0: one node (presets), 4
+/// processes (local-cpu), the file's size (JSON).
+cost::Result<PlanCluster> resolveCluster(const std::string &name, int gpus);
+
+struct AutoShardOptions {
+  std::string cluster = "dgx-a100-80gb";
+  /// Devices to plan for; 0: see resolveCluster.
+  int gpus = 0;
+  /// Sequences per step; 0: the module's batch (the first data input's
+  /// leading dimension). Must equal it when given.
+  int64_t globalBatch = 0;
+  int fixedTp = 0;
+  /// Fix the ZeRO stage (0-3); -1: search.
+  int fixedZero = -1;
+  /// Largest pipeline size; -1: the layer count on GPU clusters, 1 on
+  /// local CPU clusters (pipelines do not run there yet).
+  int maxPp = -1;
+  double memoryHeadroom = 0;
+  /// Largest micro-batch count (0: any).
+  int64_t maxMicroBatches = 0;
+  /// The model preset for the cost model; empty: the module's `cleave.model`
+  /// if it names a preset, else graph mode.
+  std::string model;
+  /// The configuration the module was built from, when the caller knows it
+  /// (cleave-run builds zoo models with overrides); takes precedence over
+  /// `model`. Must match the module's parameter count.
+  std::optional<ModelConfig> config;
+  /// Function to annotate; empty: @train_step if present, else @forward,
+  /// else the only function.
+  std::string function;
+  int topK = 5;
+  double ilpTimeLimit = 60;
+  std::function<void(const SearchProgress &)> progress;
+};
+
+/// The intra-op solution of one pipeline stage class.
+struct StageSolution {
+  /// Pipeline stages this solution is for.
+  std::vector<int> stages;
+  int64_t layers = 0;
+  bool first = false, last = false;
+  double memoryLimit = 0;
+  IlpSolution ilp;
+  /// The memory row could not be met: solved without it.
+  bool memoryRelaxed = false;
+};
+
+struct AutoShardResult {
+  bool transformerMode = false;
+  ModelConfig model;
+  PlanCluster cluster;
+  PlannerOptions searchOptions;
+  SearchResult search;
+  /// The chosen plan's mesh axes of the intra-op plan (dp, cp, tp).
+  std::vector<MeshAxis> axes;
+  std::vector<StageSolution> stages;
+  /// One line per parameter group and per resharding point.
+  std::vector<std::string> shardingSummary;
+  double seconds = 0;
+
+  /// The readable report and its JSON form.
+  std::string report() const;
+  nlohmann::json toJson() const;
+};
+
+/// Plans `module` and annotates it. Errors say what is wrong (bad option,
+/// no loss, a module that already carries a plan, nothing fits - with the
+/// failing constraint).
+cost::Result<AutoShardResult> autoShard(mlir::ModuleOp module,
+                                        const AutoShardOptions &options);
+
+} // namespace cleave::planner
+
+#endif // CLEAVE_PLANNER_AUTOSHARD_H

@@ -1,0 +1,303 @@
+//===- AutoShard.cpp - Plan a module and write the plan into it -----------===//
+
+#include "cleave/Planner/AutoShard.h"
+
+#include "Annotate.h"
+#include "IntraOp.h"
+#include "Strategies.h"
+
+#include <chrono>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave::planner {
+
+namespace {
+
+using R = cost::Result<AutoShardResult>;
+
+func::FuncOp pickFunction(ModuleOp module, const std::string &name,
+                          std::string &error) {
+  if (!name.empty()) {
+    auto f = module.lookupSymbol<func::FuncOp>(name);
+    if (!f)
+      error = "function: the module has no function @" + name;
+    return f;
+  }
+  for (StringRef n : {"train_step", "forward"})
+    if (auto f = module.lookupSymbol<func::FuncOp>(n))
+      return f;
+  auto funcs = module.getOps<func::FuncOp>();
+  if (std::distance(funcs.begin(), funcs.end()) == 1)
+    return *funcs.begin();
+  error = "function: the module has no @train_step or @forward; name the "
+          "function to plan";
+  return {};
+}
+
+/// The leading dimension of the first data input (0 if none).
+int64_t moduleBatch(const ForwardView &v, std::string &input) {
+  func::FuncOp f = v.func;
+  for (BlockArgument a : f.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(a.getType());
+    if (v.isInput(a) && t && t.getRank() >= 1) {
+      if (auto n =
+              f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "cleave.input"))
+        input = n.getValue().str();
+      return t.getDimSize(0);
+    }
+  }
+  return 0;
+}
+
+/// The float type that carries most of the FLOPs.
+DType computeType(const ForwardView &v) {
+  std::map<int, double> flops;
+  for (Operation *op : v.ops) {
+    auto c = dyn_cast<CostOpInterface>(op);
+    auto t = op->getNumResults()
+                 ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                 : RankedTensorType();
+    if (!c || !t || !isa<FloatType>(t.getElementType()))
+      continue;
+    Type e = t.getElementType();
+    DType d = e.isBF16()                       ? DType::BF16
+              : e.isF16()                      ? DType::F16
+              : e.getIntOrFloatBitWidth() == 8 ? DType::F8E4M3
+                                               : DType::F32;
+    flops[int(d)] += c.getFlops();
+  }
+  DType best = DType::F32;
+  double most = -1;
+  for (auto [d, f] : flops)
+    if (f > most) {
+      most = f;
+      best = DType(d);
+    }
+  return best;
+}
+
+/// A preset built with another sequence length or vocabulary (cleave-run
+/// sizes the vocabulary to its corpus): the sequence length of the token
+/// input, and the vocabulary that accounts for the parameter count (the
+/// count is affine in it).
+void fitToModule(ModelConfig &m, const ForwardView &v, int64_t params) {
+  func::FuncOp f = v.func;
+  for (BlockArgument a : f.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(a.getType());
+    if (v.isInput(a) && t && t.getRank() == 2 &&
+        t.getElementType().isInteger()) {
+      m.seqLen = t.getDimSize(1);
+      break;
+    }
+  }
+  ModelConfig larger = m;
+  ++larger.vocab;
+  int64_t perWord = larger.numParameters() - m.numParameters();
+  int64_t extra = params - m.numParameters();
+  if (perWord > 0 && extra % perWord == 0 && m.vocab + extra / perWord > 0)
+    m.vocab += extra / perWord;
+}
+
+/// The cost model's description of the module, if it is a known
+/// transformer: the `config` option, the `model` option, else the module's
+/// preset name.
+std::optional<ModelConfig> modelOf(ModuleOp module, const ForwardView &v,
+                                   const AutoShardOptions &o,
+                                   std::string &error) {
+  std::string preset = o.config ? o.config->name : o.model;
+  std::string name = o.config ? o.config->name : o.model;
+  if (preset.empty())
+    if (auto a = module->getAttrOfType<StringAttr>("cleave.model"))
+      preset = a.getValue().str();
+  std::optional<ModelConfig> m = o.config ? o.config : lookupPreset(preset);
+  if (!m || m->arch == Architecture::MLP) {
+    if (!name.empty())
+      error = "model: '" + name + "' is not a transformer preset " +
+              "(cleave-models --list shows them)";
+    return std::nullopt;
+  }
+  int64_t params = 0;
+  func::FuncOp f = v.func;
+  for (BlockArgument a : f.getArguments())
+    if (v.isParam(a))
+      params += cast<RankedTensorType>(a.getType()).getNumElements();
+  fitToModule(*m, v, params);
+  if (params != m->numParameters()) {
+    if (!name.empty())
+      error = "model: the module has " + std::to_string(params) +
+              " parameters, preset '" + name + "' has " +
+              std::to_string(m->numParameters());
+    return std::nullopt;
+  }
+  return m;
+}
+
+std::array<LinkKind, 4> linksOf(const cost::ParallelPlan &p,
+                                const PlanCluster &pc) {
+  std::array<LinkKind, 4> out;
+  cost::Axis axes[] = {cost::Axis::PP, cost::Axis::DP, cost::Axis::CP,
+                       cost::Axis::TP};
+  for (size_t i = 0; i < 4; ++i) {
+    bool across = cost::axisGroup(axes[i], p, pc.spec).nodes > 1;
+    out[i] = pc.host  ? LinkKind::Host
+             : across ? LinkKind::InfiniBand
+             : pc.spec.intra.kind == cost::IntraNodeKind::PCIe
+                 ? LinkKind::PCIe
+                 : LinkKind::NVLink;
+  }
+  return out;
+}
+
+PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
+                             int64_t batch, DType dtype) {
+  PlannerOptions so;
+  so.globalBatch = batch;
+  so.gpus = o.gpus;
+  so.fixedTp = o.fixedTp;
+  if (o.fixedZero >= 0)
+    so.space.zeroStages = {o.fixedZero};
+  so.maxPp = o.maxPp >= 0 ? o.maxPp : (pc.host ? 1 : 0);
+  so.memoryHeadroom = o.memoryHeadroom;
+  so.topK = o.topK;
+  so.progress = o.progress;
+  so.space.maxMicroBatches = o.maxMicroBatches;
+  so.implementation.dtype = dtype;
+  // Bucketed gradient reduction and parameter gathers overlap the passes
+  // on GPU clusters (Megatron-Core, DeepSpeed, FSDP); the CPU runtime
+  // reduces after the backward pass.
+  so.implementation.overlapGradReduce = !pc.host;
+  so.implementation.overlapParamGather = !pc.host;
+  return so;
+}
+
+} // namespace
+
+std::vector<std::string> summarize(const ShardingGraph &g,
+                                   const std::vector<StageSolution> &stages);
+
+namespace {
+
+/// The function to plan and what the planner reads from it.
+struct Problem {
+  PlanCluster cluster;
+  func::FuncOp func;
+  ForwardView view;
+  int64_t batch = 0;
+  DType dtype = DType::F32;
+};
+
+cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
+  using P = cost::Result<Problem>;
+  cost::Result<PlanCluster> pc = resolveCluster(o.cluster, o.gpus);
+  if (!pc)
+    return P::failure(pc.error());
+  std::string error;
+  Problem p;
+  p.cluster = *pc;
+  p.func = pickFunction(module, o.function, error);
+  if (!p.func)
+    return P::failure(error);
+  FailureOr<ForwardView> view = analyzeForward(p.func, error);
+  if (failed(view))
+    return P::failure(error);
+  p.view = std::move(*view);
+  std::string input;
+  p.batch = moduleBatch(p.view, input);
+  if (p.batch <= 0)
+    return P::failure("function @" + p.func.getSymName().str() +
+                      " has no data input (cleave.input) with a batch "
+                      "dimension");
+  if (o.globalBatch && o.globalBatch != p.batch)
+    return P::failure("global batch: " + std::to_string(o.globalBatch) +
+                      " differs from the module's batch of " +
+                      std::to_string(p.batch) + " (input '" + input +
+                      "'); the module is one global step");
+  p.dtype = computeType(p.view);
+  return p;
+}
+
+/// Transformer mode: the plan search on the cost model, then the ILP of
+/// each stage of the chosen plan.
+cost::Result<bool> planTransformer(const Problem &p, const AutoShardOptions &o,
+                                   AutoShardResult &res,
+                                   std::shared_ptr<ShardingGraph> &graph,
+                                   std::vector<int> &chunks) {
+  res.transformerMode = true;
+  cost::Result<SearchResult> s =
+      searchPlans(res.model, p.cluster.spec, res.searchOptions);
+  if (!s)
+    return cost::Result<bool>::failure(s.error());
+  res.search = *s;
+  if (!res.search.best)
+    return true;
+  const cost::ParallelPlan &plan = res.search.best->plan;
+  GraphOptions go;
+  go.dtype = p.dtype;
+  go.parameterUses = double(plan.numMicroBatches);
+  graph = std::make_shared<ShardingGraph>(
+      buildShardingGraph(p.view, detail::meshAxes(plan, p.cluster.spec),
+                         p.cluster.spec, go, cost::defaultConstants()));
+  chunks = detail::chunkOfInstances(p.view, res.model, plan);
+  res.stages = detail::solveStages(
+      *graph, *res.search.best, res.search.memoryLimit, chunks, o.ilpTimeLimit);
+  return true;
+}
+
+} // namespace
+
+cost::Result<AutoShardResult> autoShard(ModuleOp module,
+                                        const AutoShardOptions &o) {
+  auto start = std::chrono::steady_clock::now();
+  cost::Result<Problem> p = prepare(module, o);
+  if (!p)
+    return R::failure(p.error());
+  AutoShardResult res;
+  res.cluster = p->cluster;
+  res.searchOptions = searchOptions(o, p->cluster, p->batch, p->dtype);
+  std::string error;
+  std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
+  if (!error.empty())
+    return R::failure(error);
+  std::shared_ptr<ShardingGraph> graph;
+  std::vector<int> chunks;
+  if (model) {
+    res.model = *model;
+    res.model.dtype = p->dtype;
+    cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);
+    if (!done)
+      return R::failure(done.error());
+  } else {
+    res.model.name = p->func.getSymName().str();
+    cost::Result<detail::GraphModeResult> g = detail::searchGraphMode(
+        p->view, p->cluster, res.searchOptions, p->dtype, o.ilpTimeLimit);
+    if (!g)
+      return R::failure(g.error());
+    res.search = g->search;
+    graph = g->graph;
+    res.stages = g->stages;
+    chunks.assign(size_t(p->view.count), 0);
+  }
+  if (res.search.best) {
+    detail::PlanAnnotation a;
+    a.plan = res.search.best->plan;
+    a.graph = graph.get();
+    a.chunkOfInstance = chunks;
+    a.choice.resize(size_t(a.plan.pp));
+    for (const StageSolution &s : res.stages)
+      for (int stage : s.stages)
+        a.choice[size_t(stage)] = s.ilp.choice;
+    a.links = linksOf(a.plan, p->cluster);
+    if (failed(detail::annotateModule(module, a, error)))
+      return R::failure(error);
+    res.axes = graph->axes;
+    res.shardingSummary = summarize(*graph, res.stages);
+  }
+  res.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return res;
+}
+
+} // namespace cleave::planner

@@ -1,0 +1,343 @@
+//===- Explain.cpp - The planner's report ---------------------------------===//
+
+#include "cleave/Planner/Explain.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace cleave::planner {
+
+using nlohmann::json;
+
+namespace {
+
+std::string gb(double bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << bytes / 1e9 << " GB";
+  return os.str();
+}
+
+std::string seconds(double s) {
+  std::ostringstream os;
+  os << std::fixed;
+  if (s >= 1)
+    os << std::setprecision(3) << s << " s";
+  else if (s >= 1e-3)
+    os << std::setprecision(2) << s * 1e3 << " ms";
+  else
+    os << std::setprecision(1) << s * 1e6 << " us";
+  return os.str();
+}
+
+std::string percent(double x, int digits = 1) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << 100 * x << "%";
+  return os.str();
+}
+
+/// The parts of a step's time, named as the report names them.
+std::vector<std::pair<std::string, double>>
+timeParts(const cost::TimeBreakdown &b) {
+  using cost::Axis;
+  return {{"compute", b.forward + b.backward + b.weightGrad},
+          {"recomputation", b.recompute},
+          {"optimizer", b.optimizer},
+          {"pipeline bubble", b.bubble},
+          {"exposed TP communication", b.exposedComm[size_t(Axis::TP)]},
+          {"exposed CP communication", b.exposedComm[size_t(Axis::CP)]},
+          {"exposed DP communication", b.exposedComm[size_t(Axis::DP)]},
+          {"exposed PP communication", b.exposedComm[size_t(Axis::PP)]}};
+}
+
+std::string memoryParts(const cost::MemoryBreakdown &m) {
+  std::ostringstream os;
+  os << "parameters " << gb(m.parameters) << ", gradients " << gb(m.gradients)
+     << ", optimizer states " << gb(m.optimizerStates) << ", activations "
+     << gb(m.activations) << ", other "
+     << gb(m.transient + m.communication + m.reserved);
+  return os.str();
+}
+
+std::string recomputeOf(const cost::ParallelPlan &p) {
+  if (p.recomputePerStage.empty())
+    return cost::toString(p.recompute);
+  std::string s;
+  for (size_t i = 0; i < p.recomputePerStage.size(); ++i)
+    s += (i ? "," : "") + std::string(cost::toString(p.recomputePerStage[i]));
+  return s + " (per stage)";
+}
+
+/// "1, 2 x 62, 1": a list with runs of equal values folded.
+std::string runs(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j < v.size() && v[j] == v[i])
+      ++j;
+    os << (i ? ", " : "") << v[i];
+    if (j - i > 1)
+      os << " x " << j - i;
+    i = j;
+  }
+  return os.str();
+}
+
+/// Short form of a plan for the ranking table.
+std::string brief(const cost::ParallelPlan &p) {
+  std::ostringstream os;
+  os << "pp" << p.pp << " dp" << p.dp << " cp" << p.cp << " tp" << p.tp
+     << (p.sequenceParallel ? " sp" : "") << " mbs" << p.microBatchSize << "x"
+     << p.numMicroBatches << " " << cost::toString(p.schedule);
+  if (p.schedule == cost::Schedule::Interleaved1F1B)
+    os << p.virtualStages;
+  os << " z" << p.zeroStage << " "
+     << (p.recomputePerStage.empty() ? cost::toString(p.recompute)
+                                     : "per-stage");
+  if (!p.layersPerChunk.empty())
+    os << " balanced";
+  return os.str();
+}
+
+} // namespace
+
+std::string explainLoss(const Candidate &loser, const Candidate &best,
+                        double memoryLimit) {
+  std::ostringstream os;
+  if (!loser.fits) {
+    os << "memory limit: needs " << gb(loser.peakMemory) << " per GPU (stage "
+       << loser.peakStage << "), " << gb(loser.peakMemory - memoryLimit)
+       << " over the " << gb(memoryLimit) << " limit";
+    return os.str();
+  }
+  double slower = loser.stepTime / best.stepTime - 1;
+  os << "+" << percent(slower, slower < 0.001 ? 3 : 1) << " step time";
+  auto mine = timeParts(loser.breakdown), theirs = timeParts(best.breakdown);
+  size_t worst = 0;
+  for (size_t i = 1; i < mine.size(); ++i)
+    if (mine[i].second - theirs[i].second >
+        mine[worst].second - theirs[worst].second)
+      worst = i;
+  double delta = mine[worst].second - theirs[worst].second;
+  if (delta > 0)
+    os << ", mostly " << mine[worst].first << " " << seconds(mine[worst].second)
+       << " vs " << seconds(theirs[worst].second);
+  return os.str();
+}
+
+std::vector<std::string> explainInfeasible(const ModelConfig &model,
+                                           const PlannerOptions &options,
+                                           const SearchResult &r) {
+  std::vector<std::string> out;
+  if (r.stats.meshes == 0) {
+    out.push_back("mesh: no factorization of the " + std::to_string(r.gpus) +
+                  " GPUs into pp x dp x cp x tp can run " + model.name +
+                  " with a global batch of " +
+                  std::to_string(options.globalBatch));
+    for (const auto &[why, count] : r.stats.rejectedMeshes)
+      out.push_back("  " + why + " (" + std::to_string(count) +
+                    (count == 1 ? " mesh)" : " meshes)"));
+  } else if (r.leastMemory) {
+    const LeastMemory &l = *r.leastMemory;
+    double need = l.memory.total();
+    std::ostringstream os;
+    os << "memory: the plan needing the least memory (" << brief(l.plan)
+       << ") needs " << gb(need) << " per GPU on stage " << l.stage << " ("
+       << memoryParts(l.memory) << "), " << gb(need - r.memoryLimit) << " ("
+       << percent(need / r.memoryLimit - 1) << ") over the limit of "
+       << gb(r.memoryLimit);
+    if (options.memoryHeadroom > 0)
+      os << " (" << gb(l.memory.capacity) << " minus "
+         << percent(options.memoryHeadroom, 0) << " headroom)";
+    out.push_back(os.str());
+  }
+  std::vector<std::string> limits;
+  if (options.fixedTp)
+    limits.push_back("tp fixed at " + std::to_string(options.fixedTp));
+  if (options.space.zeroStages.size() == 1)
+    limits.push_back("ZeRO stage fixed at " +
+                     std::to_string(options.space.zeroStages[0]));
+  if (options.maxPp)
+    limits.push_back("pp at most " + std::to_string(options.maxPp));
+  if (options.gpus)
+    limits.push_back(std::to_string(options.gpus) + " GPUs");
+  if (options.space.maxContextParallel == 1)
+    limits.push_back("no context parallelism");
+  if (!limits.empty()) {
+    std::string s = "constraints in effect: ";
+    for (size_t i = 0; i < limits.size(); ++i)
+      s += (i ? ", " : "") + limits[i];
+    out.push_back(s + " (relaxing them may help)");
+  }
+  return out;
+}
+
+json candidateToJson(const Candidate &c) {
+  const cost::ParallelPlan &p = c.plan;
+  json j;
+  j["plan"] = cost::describe(p);
+  j["tp"] = p.tp;
+  j["pp"] = p.pp;
+  j["dp"] = p.dp;
+  j["cp"] = p.cp;
+  j["sequence_parallel"] = p.sequenceParallel;
+  j["micro_batch"] = p.microBatchSize;
+  j["num_micro_batches"] = p.numMicroBatches;
+  j["schedule"] = cost::toString(p.schedule);
+  j["virtual_stages"] = p.virtualStages;
+  j["zero"] = p.zeroStage;
+  j["recompute"] = cost::toString(p.recompute);
+  if (!p.recomputePerStage.empty()) {
+    json kinds = json::array();
+    for (cost::Recompute r : p.recomputePerStage)
+      kinds.push_back(cost::toString(r));
+    j["recompute_per_stage"] = kinds;
+  }
+  if (!p.layersPerChunk.empty())
+    j["layers_per_chunk"] = p.layersPerChunk;
+  j["step_time_s"] = c.stepTime;
+  j["mfu"] = c.mfu;
+  j["tokens_per_s"] = c.tokensPerSecond;
+  j["peak_memory_bytes"] = c.peakMemory;
+  j["peak_memory_stage"] = c.peakStage;
+  j["fits"] = c.fits;
+  json parts;
+  for (const auto &[name, t] : timeParts(c.breakdown))
+    parts[name] = t;
+  j["time_s"] = parts;
+  if (!c.memoryPerStage.empty()) {
+    const cost::MemoryBreakdown &m = c.memoryPerStage[size_t(c.peakStage)];
+    j["memory_bytes"] = {{"parameters", m.parameters},
+                         {"gradients", m.gradients},
+                         {"optimizer_states", m.optimizerStates},
+                         {"activations", m.activations},
+                         {"transient", m.transient},
+                         {"communication", m.communication},
+                         {"reserved", m.reserved}};
+  }
+  if (!c.lostBecause.empty())
+    j["lost_because"] = c.lostBecause;
+  return j;
+}
+
+json searchToJson(const SearchResult &r, const ModelConfig &model,
+                  const cost::ClusterSpec &cluster,
+                  const PlannerOptions &options) {
+  json j;
+  j["model"] = model.name;
+  j["parameters"] = model.numParameters();
+  j["cluster"] = cluster.name;
+  j["gpus"] = r.gpus;
+  j["global_batch"] = options.globalBatch;
+  j["memory_limit_bytes"] = r.memoryLimit;
+  j["search"] = {{"meshes", r.stats.meshes},
+                 {"candidates", r.stats.candidates},
+                 {"visited", r.stats.visited},
+                 {"memory_checked", r.stats.memoryChecked},
+                 {"simulated", r.stats.simulated},
+                 {"seconds", r.stats.seconds}};
+  j["chosen"] = r.best ? candidateToJson(*r.best) : json(nullptr);
+  j["runners_up"] = json::array();
+  for (const Candidate &c : r.runnersUp)
+    j["runners_up"].push_back(candidateToJson(c));
+  j["over_memory"] = json::array();
+  for (const Candidate &c : r.overMemory)
+    j["over_memory"].push_back(candidateToJson(c));
+  j["infeasible"] = r.infeasible;
+  return j;
+}
+
+namespace {
+
+void formatChosen(std::ostream &os, const Candidate &c,
+                  const ModelConfig &model) {
+  const cost::ParallelPlan &p = c.plan;
+  os << "chosen plan\n";
+  os << "  mesh         pp=" << p.pp << " dp=" << p.dp << " cp=" << p.cp
+     << " tp=" << p.tp << (p.sequenceParallel ? " (sequence parallel)" : "")
+     << "\n";
+  os << "  batching     micro-batch " << p.microBatchSize << " x "
+     << p.numMicroBatches << " per replica, schedule "
+     << cost::toString(p.schedule);
+  if (p.schedule == cost::Schedule::Interleaved1F1B)
+    os << " with " << p.virtualStages << " chunks per stage";
+  os << "\n";
+  if (p.pp * p.chunks() > 1) {
+    std::vector<int64_t> layers;
+    for (int k = 0; k < p.pp * p.chunks(); ++k)
+      layers.push_back(cost::layersInChunk(model, p, k));
+    os << "  layers       " << runs(layers) << " per chunk"
+       << (p.layersPerChunk.empty() ? " (even split)"
+                                    : " (balanced by dynamic programming)")
+       << "\n";
+  }
+  os << "  memory       ZeRO-" << p.zeroStage << ", recompute "
+     << recomputeOf(p) << "\n";
+  os << "  step         " << seconds(c.stepTime) << ", ";
+  if (c.tokensPerSecond > 0)
+    os << std::setprecision(0) << std::fixed << c.tokensPerSecond
+       << " tokens/s, ";
+  os << "MFU " << percent(c.mfu) << "\n";
+  os << "  time         ";
+  bool first = true;
+  for (const auto &[name, t] : timeParts(c.breakdown))
+    if (t > 0) {
+      os << (first ? "" : ", ") << name << " " << percent(t / c.stepTime);
+      first = false;
+    }
+  os << "\n  memory/GPU   " << gb(c.peakMemory) << " on stage " << c.peakStage
+     << ": " << memoryParts(c.memoryPerStage[size_t(c.peakStage)]) << "\n";
+}
+
+void formatRow(std::ostream &os, const std::string &rank, const Candidate &c,
+               const std::string &why) {
+  os << "  " << std::left << std::setw(4) << rank << std::setw(52)
+     << brief(c.plan) << std::right << std::setw(11) << seconds(c.stepTime)
+     << std::setw(7) << percent(c.mfu) << std::setw(10) << gb(c.peakMemory)
+     << "  " << why << "\n";
+}
+
+} // namespace
+
+std::string formatSearch(const SearchResult &r, const ModelConfig &model,
+                         const cost::ClusterSpec &cluster,
+                         const PlannerOptions &options) {
+  std::ostringstream os;
+  os << "model    " << model.name;
+  if (model.layers > 0) {
+    double params = double(model.numParameters());
+    os << " (" << std::setprecision(3)
+       << (params >= 1e9 ? params / 1e9 : params / 1e6)
+       << (params >= 1e9 ? "B" : "M") << " parameters, " << model.layers
+       << " layers, seq " << model.seqLen << ")";
+  }
+  os << "\n";
+  os << "cluster  " << cluster.name << ": " << r.gpus << " x "
+     << cluster.gpu.name << " (" << cluster.gpusPerNode << " per node), "
+     << gb(r.memoryLimit) << " per GPU usable\n";
+  os << "batch    " << options.globalBatch << " sequences per step\n";
+  os << "search   " << r.stats.candidates << " candidate plans on "
+     << r.stats.meshes << " meshes; " << r.stats.visited << " visited, "
+     << r.stats.simulated << " simulated in " << std::fixed
+     << std::setprecision(2) << r.stats.seconds << " s\n\n";
+  if (!r.best) {
+    os << "no plan fits:\n";
+    for (const std::string &line : r.infeasible)
+      os << "  " << line << "\n";
+    return os.str();
+  }
+  formatChosen(os, *r.best, model);
+  os << "\n  #   plan" << std::string(48, ' ') << "step    MFU  mem/GPU  "
+     << "why it lost\n";
+  formatRow(os, "1", *r.best, "chosen");
+  for (size_t i = 0; i < r.runnersUp.size(); ++i)
+    formatRow(os, std::to_string(i + 2), r.runnersUp[i],
+              r.runnersUp[i].lostBecause);
+  for (const Candidate &c : r.overMemory)
+    formatRow(os, "-", c, c.lostBecause);
+  return os.str();
+}
+
+} // namespace cleave::planner

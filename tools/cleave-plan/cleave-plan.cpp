@@ -1,0 +1,204 @@
+//===- cleave-plan.cpp - Find the best parallel plan and explain it -------===//
+//
+//   cleave-plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024
+//       --global-batch 1536 --json plan.json
+//   cleave-plan step.mlir --cluster local-cpu --gpus 4 -o planned.mlir
+//
+// See `cleave-plan --help` and docs/planner.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Models/ModelZoo.h"
+#include "cleave/Planner/AutoShard.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace llvm;
+namespace planner = cleave::planner;
+
+namespace {
+cl::OptionCategory category("cleave-plan options");
+cl::opt<std::string> input(cl::Positional, cl::desc("[module.mlir]"),
+                           cl::init(""), cl::cat(category));
+cl::opt<std::string> model("model",
+                           cl::desc("Zoo preset to plan (builds its program), "
+                                    "or the preset an input module is"),
+                           cl::cat(category));
+cl::opt<std::string> dtype("dtype",
+                           cl::desc("Compute type of a --model program: f32, "
+                                    "bf16 (default), f16"),
+                           cl::init("bf16"), cl::cat(category));
+cl::opt<std::string> cluster(
+    "cluster",
+    cl::desc("dgx-a100-40gb, dgx-a100-80gb (default), dgx-h100, dgx-h200, "
+             "local-cpu, or a JSON cluster file"),
+    cl::init("dgx-a100-80gb"), cl::cat(category));
+cl::opt<int> gpus("gpus", cl::desc("Devices (default: one node; local-cpu: 4)"),
+                  cl::init(0), cl::cat(category));
+cl::opt<int64_t> globalBatch(
+    "global-batch",
+    cl::desc("Sequences per step (a --model program is built with it; an "
+             "input module's batch must equal it)"),
+    cl::init(0), cl::cat(category));
+cl::opt<int> tp("tp", cl::desc("Fix the tensor-parallel size"), cl::init(0),
+                cl::cat(category));
+cl::opt<int> zero("zero", cl::desc("Fix the ZeRO stage 0-3 (default: search)"),
+                  cl::init(-1), cl::cat(category));
+cl::opt<int> maxPp("max-pp",
+                   cl::desc("Largest pipeline size (default: the layer "
+                            "count; 1 on local-cpu)"),
+                   cl::init(-1), cl::cat(category));
+cl::opt<double> headroom("headroom",
+                         cl::desc("Fraction of device memory kept free"),
+                         cl::init(0.0), cl::cat(category));
+cl::opt<int64_t> maxMicroBatches("max-micro-batches",
+                                 cl::desc("Largest micro-batch count"),
+                                 cl::init(0), cl::cat(category));
+cl::opt<std::string> function("function",
+                              cl::desc("Function to plan (default: "
+                                       "train_step, else forward)"),
+                              cl::cat(category));
+cl::opt<int> top("top", cl::desc("Plans to rank in the report"), cl::init(5),
+                 cl::cat(category));
+cl::opt<std::string> jsonPath("json", cl::desc("Write the report as JSON"),
+                              cl::cat(category));
+cl::opt<std::string>
+    output("o", cl::desc("Write the annotated module ('-': stdout)"),
+           cl::cat(category));
+cl::opt<bool> quiet("quiet", cl::desc("No progress on stderr"),
+                    cl::cat(category));
+
+int fail(const Twine &message) {
+  errs() << "cleave-plan: error: " << message << "\n";
+  return 1;
+}
+
+/// Progress of long searches on stderr: one line updated in place on a
+/// terminal, a line per second otherwise.
+class Progress {
+public:
+  void operator()(const planner::SearchProgress &p) {
+    if (quiet || p.seconds < 1.0)
+      return;
+    bool tty = isatty(2);
+    if (!tty && p.seconds - last < 1.0)
+      return;
+    last = p.seconds;
+    errs() << (tty ? "\r" : "") << "searching: " << p.visited << " of "
+           << p.candidates << " plans visited, " << p.simulated
+           << " simulated, best step "
+           << (p.bestStepTime > 0 ? formatv("{0:f3} s", p.bestStepTime).str()
+                                  : std::string("-"))
+           << formatv(" ({0:f1} s)", p.seconds).str() << (tty ? "" : "\n");
+    shown = true;
+  }
+  void done() {
+    if (shown && isatty(2))
+      errs() << "\n";
+  }
+
+private:
+  double last = 0;
+  bool shown = false;
+};
+
+mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
+                                             std::string &error) {
+  if (input.empty()) {
+    std::optional<cleave::ModelConfig> config = cleave::lookupPreset(model);
+    if (!config) {
+      error = model.empty() ? "give a module or --model PRESET"
+                            : "--model: unknown preset '" + model +
+                                  "' (cleave-models --list shows them)";
+      return nullptr;
+    }
+    std::optional<cleave::DType> d = cleave::parseDType(dtype);
+    if (!d) {
+      error = "--dtype: expected f32, bf16 or f16, got '" + dtype + "'";
+      return nullptr;
+    }
+    config->dtype = *d;
+    if (globalBatch > 0)
+      config->batch = globalBatch;
+    return mlir::cleave::buildModel(&ctx, *config, error);
+  }
+  std::string message;
+  auto file = mlir::openInputFile(input, &message);
+  if (!file) {
+    error = message;
+    return nullptr;
+  }
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  auto module = mlir::parseSourceFile<mlir::ModuleOp>(sources, &ctx);
+  if (!module)
+    error = input + ": cannot parse the module";
+  return module;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "cleave-plan: finds the fastest parallel plan of a training step on a "
+      "cluster and explains it\n");
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::cleave::CleaveDialect, mlir::func::FuncDialect>();
+  std::string error;
+  mlir::OwningOpRef<mlir::ModuleOp> module = loadModule(ctx, error);
+  if (!module)
+    return fail(error);
+  planner::AutoShardOptions o;
+  o.cluster = cluster;
+  o.gpus = gpus;
+  o.globalBatch = input.empty() ? 0 : globalBatch;
+  o.fixedTp = tp;
+  o.fixedZero = zero;
+  o.maxPp = maxPp;
+  o.memoryHeadroom = headroom;
+  o.maxMicroBatches = maxMicroBatches;
+  o.model = model;
+  o.function = function;
+  o.topK = top;
+  Progress progress;
+  o.progress = [&](const planner::SearchProgress &p) { progress(p); };
+  cleave::cost::Result<planner::AutoShardResult> r =
+      planner::autoShard(*module, o);
+  progress.done();
+  if (!r)
+    return fail(r.error());
+  outs() << r->report();
+  if (!jsonPath.empty()) {
+    std::ofstream out(jsonPath);
+    out << r->toJson().dump(1) << "\n";
+    if (!out)
+      return fail("--json: cannot write " + jsonPath);
+  }
+  if (!r->search.best)
+    return 1;
+  if (!output.empty()) {
+    auto out = mlir::openOutputFile(output, &error);
+    if (!out)
+      return fail("-o: " + error);
+    module->print(out->os());
+    out->keep();
+  }
+  return 0;
+}
