@@ -4,18 +4,18 @@
 // RUN: not cleave-opt %s --cleave-apply-plan="dp=2 zero=4" 2>&1 | FileCheck %s --check-prefix=RANGE
 // RUN: not cleave-opt %s --cleave-apply-plan="dp=0" 2>&1 | FileCheck %s --check-prefix=RANGE
 // RUN: not cleave-run --model tiny-mlp --plan dp=2,tp=2 -n 2 --steps 1 2>&1 | FileCheck %s --check-prefix=WORLD
-// RUN: not cleave-run --model tiny-mlp --plan dp=2,pp=2 -n 4 --steps 1 2>&1 | FileCheck %s --check-prefix=SPEC
+// RUN: not cleave-run --model tiny-mlp --plan dp=2,fsdp -n 4 --steps 1 2>&1 | FileCheck %s --check-prefix=SPEC
 
 // Plans that do not fit the program or each other: errors that name the
 // tensor or the options.
 
 // SP: error: cleave-apply-plan: sequence parallelism (sp) needs tp > 1
 // ZERO: error: cleave-apply-plan: ZeRO shards over the data-parallel axis; it needs dp > 1
-// RANGE: error: cleave-apply-plan: dp and tp must be >= 1 and zero in 0..3
+// RANGE: error: cleave-apply-plan: dp, tp, pp and micro must be >= 1 and zero in 0..3
 
 // A plan whose mesh does not have as many devices as there are ranks.
 // WORLD: cleave-run: error: the plan's mesh (dp=2, tp=2) has 4 devices but there are 2 ranks (-n 2)
-// SPEC: --plan: cannot read 'pp=2' (expected dp=N, tp=N, sp, zero=K)
+// SPEC: --plan: cannot read 'fsdp' (expected dp=N, tp=N, sp, zero=K, pp=N, micro=N
 
 // A batch that the data-parallel degree does not divide.
 // expected-error @below {{data parallelism over 3 devices needs the batch of input 'x' (4) to be divisible by 3}}

@@ -519,6 +519,9 @@ int runForkedRank(void *job) { return runRank(*static_cast<Job *>(job)); }
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // --help lists cleave-run's options, not every LLVM backend's.
+  cl::HideUnrelatedOptions({&modelCat, &trainCat, &ioCat, &deviceCat,
+                            &parallelCat});
   cl::ParseCommandLineOptions(argc, argv, "Train a cleave program\n");
   int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
   if (backendOpt != "cpu" && backendOpt != "cuda")
