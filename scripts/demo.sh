@@ -42,7 +42,12 @@ echo "   (Only the order of floating-point sums differs. With AdamW the runs agr
 echo "    as closely for the first steps, then drift apart: Adam turns rounding"
 echo "    noise in near-zero gradients into full-size steps; docs/partitioning.md.)"
 
-say "5. Predict a large run before buying it (cost model: GPT-3 175B, 1,024 A100s)"
-"$bin/cleave-estimate" --model gpt3-175b --cluster dgx-a100-80gb --nodes 128 \
-  --tp 8 --pp 8 --dp 16 --micro-batch 1 --global-batch 1536 \
-  --schedule interleaved --virtual-stages 2 --recompute full 2>&1 | head -30
+say "5. Let the planner choose the plan for the 4 local ranks, then run it"
+"$bin/cleave-run" "${gpt[@]}" -n 4 --plan auto --save-losses "$out/auto.st" |
+  grep -v "^\[rank 0\] step"
+python3 "$root/scripts/compare-losses.py" "$out/one.st" "$out/auto.st" --every 50
+
+say "6. Plan GPT-3 175B on 1,024 A100s: the best plan, the runners-up and why they lost"
+"$bin/cleave-plan" --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 \
+  --global-batch 1536 2>&1 | sed -n 1,24p
+echo "   ... (per-tensor shardings and layout changes follow; --json writes it all)"
