@@ -1,6 +1,6 @@
 //===- TrainStepBench.cpp - Time a compiled training step -----------------===//
 //
-//   cleave-bench-train-step --layers 4 --hidden 256 --heads 8 --seq 128 \
+//   cleave-bench-train-step --layers 4 --hidden 256 --heads 8 --seq 128
 //       --batch 8 --steps 20
 //
 // Compiles a zoo GPT's training step, warms it up, and prints the median

@@ -637,7 +637,9 @@ struct CleaveCudaMapToGpuPass final
     // The partials start from the combiners' neutral elements.
     OpBuilder b(split->first);
     SmallVector<Value> neutral;
-    for (Operation *combiner : matchFolds(split->first)->combiners)
+    // Keep the folds alive: a range over a member of a temporary dangles.
+    std::optional<Folds> folds = matchFolds(split->first);
+    for (Operation *combiner : folds->combiners)
       neutral.push_back(b.create<arith::ConstantOp>(
           split->first.getLoc(), *arith::getNeutralElement(combiner)));
     inits[split->first] = neutral;

@@ -96,7 +96,7 @@ struct CleaveEmitEntryPointsPass final
     SmallVector<Value> args;
     for (int64_t i = 0, e = type.getNumParams(); i < e; ++i) {
       Value slot = b.create<LLVM::GEPOp>(loc, ptr, ptr, buffers,
-                                         ArrayRef<LLVM::GEPArg>{i});
+                                         ArrayRef<LLVM::GEPArg>{int32_t(i)});
       args.push_back(b.create<LLVM::LoadOp>(loc, ptr, slot));
     }
     b.create<LLVM::CallOp>(loc, func, args);

@@ -172,7 +172,9 @@ void ServerLoop::accept() {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  conns_[fd] = Connection{fd};
+  Connection c;
+  c.fd = fd;
+  conns_[fd] = std::move(c);
 }
 
 bool ServerLoop::readFrom(Connection &c) {

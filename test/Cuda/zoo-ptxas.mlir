@@ -1,7 +1,6 @@
 // The zoo's GPT and Llama training steps (AdamW; f32 and bf16; dropout;
-// unpartitioned and partitioned data parallel 2 x tensor parallel 2 with
-// sequence parallelism) through the whole CUDA pipeline: ptxas accepts
-// every kernel for sm_90.
+// unpartitioned; partitioned ones are in zoo-ptxas-partitioned*.mlir)
+// through the whole CUDA pipeline: ptxas accepts every kernel for sm_90.
 // Registers and spills are recorded (docs/cuda.md has the table for larger
 // models, from bench/cuda/kernels.py). Llama's rotary kernels keep libdevice's
 // sin/cos slow path (Payne-Hanek reduction for |x| > 105615, a 28-byte local
@@ -16,48 +15,8 @@
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama.json --label llama --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMA
 // RUN: cleave-models --model tiny-llama --dtype bf16 | cleave-opt --cleave-autodiff | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/llama-bf16.json" -o /dev/null
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama-bf16.json --label llama-bf16 --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMA16
-// RUN: cleave-models --model tiny-gpt | cleave-opt --cleave-autodiff --cleave-apply-plan="dp=2 tp=2 sp=true" --cleave-propagate-sharding --cleave-partition | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/gpt-part.json" --mlir-print-ir-after=cleave-cuda-map-to-gpu -o %t/gpt-part.mlir 2> %t/gpt-part-kernels.mlir
-// RUN: %python %S/Inputs/check_ptxas_report.py %t/gpt-part.json --label gpt-dp2-tp2-sp --max-registers 128 | FileCheck %s --check-prefix=GPTPART
-// RUN: FileCheck %s --check-prefix=COMM < %t/gpt-part.mlir
-// RUN: FileCheck %s --check-prefix=KERNELS < %t/gpt-part-kernels.mlir
-// RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff --cleave-apply-plan="dp=2 tp=2 sp=true" --cleave-propagate-sharding --cleave-partition | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/llama-part.json" -o /dev/null
-// RUN: %python %S/Inputs/check_ptxas_report.py %t/llama-part.json --label llama-dp2-tp2-sp --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMAPART
 
 // GPT: gpt: {{[0-9]+}} kernels, at most {{[0-9]+}} registers ({{.*}}), 0 bytes spilled
 // GPT16: gpt-bf16: {{[0-9]+}} kernels, at most {{[0-9]+}} registers ({{.*}}), 0 bytes spilled
 // LLAMA: llama: {{[0-9]+}} kernels, at most {{[0-9]+}} registers
 // LLAMA16: llama-bf16: {{[0-9]+}} kernels, at most {{[0-9]+}} registers
-// GPTPART: gpt-dp2-tp2-sp: {{[0-9]+}} kernels, at most {{[0-9]+}} registers ({{.*}}), 0 bytes spilled
-// LLAMAPART: llama-dp2-tp2-sp: {{[0-9]+}} kernels, at most {{[0-9]+}} registers
-// The partitioned step communicates through the runtime (NCCL on device
-// buffers) between kernels.
-// COMM-DAG: llvm.call @cleave_rt_all_reduce(
-// COMM-DAG: llvm.call @cleave_rt_all_gather(
-// COMM-DAG: llvm.call @cleave_rt_cuda_launch(
-
-// The kernels of the partitioned GPT's forward (local shapes: a batch of 2
-// of 4 per data-parallel rank; between blocks each tensor-parallel rank keeps
-// 16 of the 32 positions; column-parallel layers produce 32 of 64 attention
-// and 128 of 256 MLP features). The first layer norm's statistics over this
-// rank's sequence slice: one block of 32 threads per row (2 x 16 rows),
-// 128-bit loads, a block all-reduce. The slice is gathered over tp before
-// the column-parallel projections, whose bias is the cuBLASLt epilogue. The
-// MLP's bias addition and tanh-GELU are one kernel on 4 elements a thread
-// (8 blocks of 256 threads for 2 x 32 x 128 elements).
-// KERNELS-LABEL: func.func @forward(
-// KERNELS: gpu.launch_func @cleave_kernels::@forward_k[[LN:[0-9]+]]_block_reduce blocks in (%c32{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c32{{(_[0-9]+)?}},
-// KERNELS: call @cleave_rt_all_gather(
-// KERNELS: call @cleave_rt_cuda_gemm_epilogue(
-// KERNELS: call @cleave_rt_gemm(
-// KERNELS: gpu.launch_func @cleave_kernels::@forward_k[[GELU:[0-9]+]]_ew blocks in (%c8{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}} args({{.*}} : memref<64x128xf32>, {{.*}} : memref<128xf32>, {{.*}} : memref<2x32x128xf32>)
-// KERNELS: gpu.module @cleave_kernels
-// KERNELS: gpu.func @forward_k[[LN]]_block_reduce(%{{.*}}: memref<2x32x64xf32>, %{{.*}}: i64, %{{.*}}: memref<2x16xf32>) kernel attributes {known_block_size = array<i32: 32, 1, 1>}
-// KERNELS: memref.subview {{.*}} [2, 16, 64] [1, 1, 1]
-// KERNELS: vector.load {{.*}} vector<4xf32>
-// KERNELS: gpu.all_reduce add
-// KERNELS: gpu.func @forward_k[[GELU]]_ew(
-// KERNELS: vector.load {{.*}} : memref<2x32x128xf32>, vector<4xf32>
-// KERNELS: vector.load {{.*}} : memref<128xf32>, vector<4xf32>
-// KERNELS-COUNT-4: math.tanh
-// KERNELS: vector.store {{.*}} : memref<2x32x128xf32>, vector<4xf32>
-// KERNELS-NEXT: gpu.return
