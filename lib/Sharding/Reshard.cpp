@@ -72,9 +72,24 @@ static void planPartials(Layout &cur, ShardingAttr to,
     for (unsigned d = 0, e = cur.dims.size(); d < e && !scattered; ++d) {
       Axes target = dimAxes(to, d);
       Axes &have = cur.dims[d];
-      if (!isPrefix(have, target) || have.size() == target.size() ||
-          target[have.size()] != p || cur.uses(p))
+      if (!isPrefix(have, target) || cur.uses(p))
         continue;
+      // The axes the dimension takes before `p` are sliced first (a block
+      // of a pending sum is the pending sum of the block), so the scatter
+      // moves only the target's share.
+      ArrayRef<StringRef> next = ArrayRef(target).drop_front(have.size());
+      const StringRef *at = llvm::find(next, p);
+      if (at == next.end())
+        continue;
+      Axes slice(next.begin(), at);
+      if (llvm::any_of(slice, [&](StringRef a) {
+            return cur.uses(a) || llvm::is_contained(pending, a);
+          }))
+        continue;
+      if (!slice.empty()) {
+        steps.push_back({ReshardStep::Kind::Shard, slice, int64_t(d), -1, 0});
+        llvm::append_range(have, slice);
+      }
       int64_t before = cur.localBytes();
       have.push_back(p);
       steps.push_back({ReshardStep::Kind::ReduceScatter,

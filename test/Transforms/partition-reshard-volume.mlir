@@ -1,14 +1,8 @@
 // RUN: cleave-opt %s --cleave-propagate-sharding --cleave-partition | FileCheck %s
-// XFAIL: *
 
-// KNOWN ISSUE (reported, not fixed): the pass description promises
-// "slices first and scatters instead of reductions, so no step moves more
-// bytes than the target needs". A pending sum over tp that the consumer
-// wants split over (cp, tp) on one dimension is all-reduced whole and then
-// sliced over cp and tp (planPartials only scatters when the pending axis
-// is the next axis of the dimension); slicing over cp first and then
-// reduce-scattering over tp moves a quarter of the bytes. The result is
-// correct either way. Remove the XFAIL line when Reshard.cpp slices first.
+// A pending sum over tp that the consumer wants split over (cp, tp) on one
+// dimension: slice over cp first (no communication), then reduce-scatter
+// over tp, which moves a quarter of the bytes of an all-reduce.
 cleave.mesh @m(cp = 2 : ib, tp = 2 : nvlink)
 
 // CHECK-LABEL: func.func @partial_to_two_axes
