@@ -9,8 +9,10 @@ packages=(
   cmake ninja-build g++ ccache pkg-config
   # MLIR / LLVM 19
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
-  # libraries
-  nlohmann-json3-dev
+  # libraries: JSON, Abseil (plain-C++ libraries), CBC (the planner's integer programs)
+  nlohmann-json3-dev libabsl-dev coinor-libcbc-dev
+  # the formatting check run by the tests
+  clang-format-19
   # tests (lit runs on Debian's Python)
   libgtest-dev python3
   # the PyTorch front-end and its tests (torch 1.13 for /usr/bin/python3)
