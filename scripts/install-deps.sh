@@ -14,7 +14,7 @@ packages=(
   # the formatting check run by the tests
   clang-format-19
   # tests (lit runs on Debian's Python)
-  libgtest-dev python3
+  libgtest-dev libgmock-dev python3
   # the PyTorch front-end and its tests (torch 1.13 for /usr/bin/python3)
   python3-torch
   # runtime (lib/Runtime): Gloo collectives, OpenBLAS GEMM, crc32, JSON headers

@@ -3,10 +3,15 @@
 // mlir-opt for Cleave: the cleave dialect, the upstream dialects and passes
 // Cleave's pipelines use, and every cleave pass and pipeline.
 //
+// MlirOptMain is called on streams rather than through its argc/argv form:
+// that form runs its own InitLLVM, which makes a closed stdout exit 74
+// (`cleave-opt x.mlir | head` must exit 0; see cleave/Support/ClosedPipe.h).
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Support/ClosedPipe.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -14,10 +19,17 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
+
   mlir::DialectRegistry registry;
   mlir::cleave::registerCPULoweringDialects(registry);
   mlir::cleave::registerCUDALoweringDialects(registry);
@@ -35,6 +47,32 @@ int main(int argc, char **argv) {
   mlir::bufferization::registerBufferizationPipelines();
   mlir::registerGPUPasses();
 
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Cleave optimizer driver\n", registry));
+  auto [inputPath, outputPath] = mlir::registerAndParseCLIOptions(
+      argc, argv, "Cleave optimizer driver\n", registry);
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects()) {
+    llvm::outs() << "Available Dialects: ";
+    llvm::interleaveComma(registry.getDialectNames(), llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
+  }
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      mlir::openInputFile(inputPath, &error);
+  if (!input) {
+    llvm::errs() << "cleave-opt: " << error << "\n";
+    return 1;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputPath, &error);
+  if (!output) {
+    llvm::errs() << "cleave-opt: " << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(
+          mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
 }
