@@ -12,8 +12,8 @@ func.func @read_only_arguments(%x: tensor<4xf32>, %y: tensor<2x2xbf16>, %n: inde
 
 // -----
 
-// Private functions and declarations keep their boundaries (their callers
-// bufferize them together with the call).
+// Private functions and declarations are not entry points: no host passes
+// them buffers, so their boundaries are left to one-shot bufferization.
 // CHECK-LABEL: func.func private @helper
 // CHECK-SAME: (%{{.*}}: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
 // CHECK-NOT: bufferization.writable
