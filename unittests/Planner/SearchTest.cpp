@@ -15,16 +15,19 @@ using namespace cleave::planner;
 
 namespace {
 
-ModelConfig model(const std::string &name) {
+/// The model preset `name` into `out`; an unknown name fails the test
+/// (call under ASSERT_NO_FATAL_FAILURE).
+void loadModel(const std::string &name, ModelConfig &out) {
   std::optional<ModelConfig> m = lookupPreset(name);
-  EXPECT_TRUE(m) << name;
-  return *m;
+  ASSERT_TRUE(m) << "no model preset " << name;
+  out = *m;
 }
 
-cost::ClusterSpec cluster(const std::string &name, int nodes) {
+/// The cluster preset `name` with `nodes` nodes into `out`.
+void loadCluster(const std::string &name, int nodes, cost::ClusterSpec &out) {
   cost::Result<cost::ClusterSpec> c = cost::lookupClusterPreset(name, nodes);
-  EXPECT_TRUE(c) << c.error();
-  return *c;
+  ASSERT_TRUE(c) << c.error();
+  out = *c;
 }
 
 /// A small search space so that simulating every candidate stays quick.
@@ -75,14 +78,18 @@ std::vector<std::string> ranking(const SearchResult &r) {
 TEST(SearchTest, BranchAndBoundEqualsExhaustiveEnumeration) {
   for (const Instance &in : instances()) {
     SCOPED_TRACE(in.model);
-    ModelConfig m = model(in.model);
-    cost::ClusterSpec c = cluster(in.cluster, 1);
+    ModelConfig m;
+    ASSERT_NO_FATAL_FAILURE(loadModel(in.model, m));
+    cost::ClusterSpec c;
+    ASSERT_NO_FATAL_FAILURE(loadCluster(in.cluster, 1, c));
     PlannerOptions o = smallOptions(in.globalBatch);
     if (in.tweak)
       in.tweak(o);
     cost::Result<SearchResult> fast = searchPlans(m, c, o);
     cost::Result<SearchResult> all = searchExhaustive(m, c, o);
-    ASSERT_TRUE(fast && all) << fast.error() << all.error();
+    ASSERT_TRUE(fast) << fast.error();
+    ASSERT_TRUE(all) << all.error();
+    ASSERT_TRUE(fast->best);
     ASSERT_TRUE(all->best);
     EXPECT_EQ(ranking(*fast), ranking(*all));
     EXPECT_EQ(fast->best->stepTime, all->best->stepTime);
@@ -99,8 +106,10 @@ TEST(SearchTest, BranchAndBoundEqualsExhaustiveEnumeration) {
 TEST(SearchTest, LowerBoundNeverExceedsTheSimulation) {
   for (const Instance &in : instances()) {
     SCOPED_TRACE(in.model);
-    ModelConfig m = model(in.model);
-    cost::ClusterSpec c = cluster(in.cluster, 1);
+    ModelConfig m;
+    ASSERT_NO_FATAL_FAILURE(loadModel(in.model, m));
+    cost::ClusterSpec c;
+    ASSERT_NO_FATAL_FAILURE(loadCluster(in.cluster, 1, c));
     PlannerOptions o = smallOptions(in.globalBatch);
     if (in.tweak)
       in.tweak(o);
@@ -176,8 +185,10 @@ TEST(SearchTest, BalancedPartitionIsOptimal) {
 }
 
 TEST(SearchTest, SaysByHowMuchNothingFits) {
-  ModelConfig m = model("gpt3-175b");
-  cost::ClusterSpec c = cluster("dgx-a100-80gb", 1);
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("gpt3-175b", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-a100-80gb", 1, c));
   PlannerOptions o = smallOptions(8);
   o.maxPp = 2;
   cost::Result<SearchResult> r = searchPlans(m, c, o);
@@ -194,20 +205,24 @@ TEST(SearchTest, SaysByHowMuchNothingFits) {
             "constraints in effect: pp at most 2 (relaxing them may help)");
   // Every plan was checked, so the least memory is the true minimum.
   cost::Result<SearchResult> all = searchExhaustive(m, c, o);
-  ASSERT_TRUE(all && all->leastMemory && r->leastMemory);
+  ASSERT_TRUE(all) << all.error();
+  ASSERT_TRUE(all->leastMemory);
+  ASSERT_TRUE(r->leastMemory);
   EXPECT_EQ(r->leastMemory->memory.total(), all->leastMemory->memory.total());
   std::string text = formatSearch(*r, m, c, o);
   EXPECT_NE(text.find("no plan fits"), std::string::npos);
 }
 
 TEST(SearchTest, SaysWhichMeshConstraintFails) {
-  ModelConfig m = model("llama3-8b"); // 32 heads
-  cost::ClusterSpec c = cluster("dgx-h100", 1);
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("llama3-8b", m)); // 32 heads
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-h100", 1, c));
   PlannerOptions o = smallOptions(7);
   cost::Result<SearchResult> r = searchPlans(m, c, o);
   ASSERT_TRUE(r) << r.error();
   // Only dp = 1 divides 7: meshes with dp > 1 are rejected, the rest run.
-  EXPECT_TRUE(r->best);
+  ASSERT_TRUE(r->best);
   EXPECT_EQ(r->best->plan.dp, 1);
   o.fixedTp = 6;
   o.gpus = 6;
@@ -223,8 +238,10 @@ TEST(SearchTest, SaysWhichMeshConstraintFails) {
 }
 
 TEST(SearchTest, BadOptionsNameTheOption) {
-  ModelConfig m = model("llama3-8b");
-  cost::ClusterSpec c = cluster("dgx-h100", 1);
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("llama3-8b", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-h100", 1, c));
   auto error = [&](std::function<void(PlannerOptions &)> f) {
     PlannerOptions o = smallOptions(8);
     f(o);
@@ -240,17 +257,22 @@ TEST(SearchTest, BadOptionsNameTheOption) {
             "options.tp: 3 does not divide the 8 GPUs");
   EXPECT_EQ(error([](auto &o) { o.memoryHeadroom = 1; }),
             "options.memory_headroom: must be in [0, 1), got 1.000000");
-  ModelConfig mlp = model("tiny-mlp");
+  ModelConfig mlp;
+  ASSERT_NO_FATAL_FAILURE(loadModel("tiny-mlp", mlp));
   PlannerOptions o = smallOptions(8);
-  EXPECT_EQ(searchPlans(mlp, c, o).error(),
+  cost::Result<SearchResult> r = searchPlans(mlp, c, o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(),
             "model: the plan search covers transformer models (gpt, llama), "
             "not mlp");
 }
 
 /// The report explains each loser; JSON carries the same numbers.
 TEST(SearchTest, ReportExplainsEveryRankedPlan) {
-  ModelConfig m = model("megatron-1.7b");
-  cost::ClusterSpec c = cluster("dgx-a100-80gb", 1);
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("megatron-1.7b", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-a100-80gb", 1, c));
   PlannerOptions o = smallOptions(32);
   o.memoryHeadroom = 0.8; // 16 GB: the fastest plans do not fit
   int calls = 0;
@@ -259,7 +281,8 @@ TEST(SearchTest, ReportExplainsEveryRankedPlan) {
     EXPECT_LE(p.visited, p.candidates);
   };
   cost::Result<SearchResult> r = searchPlans(m, c, o);
-  ASSERT_TRUE(r && r->best) << r.error();
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r->best);
   EXPECT_GE(calls, 1);
   ASSERT_EQ(r->runnersUp.size(), 3u);
   for (const Candidate &loser : r->runnersUp) {

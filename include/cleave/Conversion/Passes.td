@@ -193,7 +193,10 @@ def CleaveOutlineKernelsPass
     call @step_kernel3(%a, %b) : (memref<8x16xf32>, memref<8x16xf32>) -> ()
     ```
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  // LLVM for the kernels' linkage attribute.
+  let dependentDialects = [
+    "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"
+  ];
 }
 
 def CleaveEmitEntryPointsPass

@@ -1,0 +1,107 @@
+// RUN: cleave-opt %s --split-input-file --cleave-prepare-bufferization | FileCheck %s
+
+// The arguments of a public function are read-only for the compiled code;
+// arguments that are not tensors get no attribute.
+// CHECK-LABEL: func.func @read_only_arguments
+// CHECK-SAME: (%{{.*}}: tensor<4xf32> {bufferization.writable = false}, %{{.*}}: tensor<2x2xbf16> {bufferization.writable = false}, %{{.*}}: index)
+func.func @read_only_arguments(%x: tensor<4xf32>, %y: tensor<2x2xbf16>, %n: index) -> tensor<4xf32> {
+  %c = arith.constant dense<1.0> : tensor<4xf32>
+  %0 = arith.addf %x, %c : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Private functions and declarations are not entry points: no host passes
+// them buffers, so their boundaries are left to one-shot bufferization.
+// CHECK-LABEL: func.func private @helper
+// CHECK-SAME: (%{{.*}}: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK-NOT: bufferization.writable
+// CHECK-NOT: linalg.copy
+// CHECK: return %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4xf32>
+func.func private @helper(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  return %x, %x : tensor<4xf32>, tensor<4xf32>
+}
+// CHECK-LABEL: func.func private @external
+// CHECK-SAME: (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NOT: bufferization.writable
+func.func private @external(tensor<4xf32>) -> tensor<4xf32>
+
+// -----
+
+// A value returned twice (the gradient of both operands of an addition)
+// gets a copy for its second result, so that each result bufferizes into
+// its own out-parameter; the first result stays the value itself.
+// CHECK-LABEL: func.func @duplicate_results
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32> {bufferization.writable = false})
+// CHECK: %[[G:.*]] = arith.addf %[[X]], %[[X]] : tensor<4xf32>
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[C1:.*]] = linalg.copy ins(%[[G]] : tensor<4xf32>) outs(%[[E1]] : tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[C2:.*]] = linalg.copy ins(%[[G]] : tensor<4xf32>) outs(%[[E2]] : tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return %[[G]], %[[C1]], %[[C2]] : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+func.func @duplicate_results(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %g = arith.addf %x, %x : tensor<4xf32>
+  return %g, %g, %g : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A returned argument is copied even the first time (it must not alias the
+// caller's input buffer); distinct results and non-tensor results are not.
+// CHECK-LABEL: func.func @returned_argument
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32> {bufferization.writable = false}, %[[N:.*]]: i64)
+// CHECK: %[[Y:.*]] = arith.negf %[[X]] : tensor<2x3xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<2x3xf32>
+// CHECK: %[[C:.*]] = linalg.copy ins(%[[X]] : tensor<2x3xf32>) outs(%[[E]] : tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NOT: linalg.copy
+// CHECK: return %[[C]], %[[Y]], %[[N]], %[[N]] : tensor<2x3xf32>, tensor<2x3xf32>, i64, i64
+func.func @returned_argument(%x: tensor<2x3xf32>, %n: i64) -> (tensor<2x3xf32>, tensor<2x3xf32>, i64, i64) {
+  %y = arith.negf %x : tensor<2x3xf32>
+  return %x, %y, %n, %n : tensor<2x3xf32>, tensor<2x3xf32>, i64, i64
+}
+
+// -----
+
+// A fill shared by three GEMMs (as CSE leaves the zeros they accumulate
+// into) becomes one fill per user: every user but one gets a copy of the
+// fill, into its own tensor.empty, right before it.
+// CHECK-LABEL: func.func @shared_fill
+// CHECK-SAME: (%[[A:.*]]: tensor<4x4xf32> {bufferization.writable = false})
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[E0:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: %[[F0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E0]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: %[[F1:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E1]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[M0:.*]] = linalg.matmul ins(%[[A]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F1]] : tensor<4x4xf32>)
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: %[[F2:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E2]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[M1:.*]] = linalg.matmul ins(%[[M0]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F2]] : tensor<4x4xf32>)
+// CHECK-NOT: linalg.fill
+// CHECK: %[[M2:.*]] = linalg.matmul ins(%[[M1]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F0]] : tensor<4x4xf32>)
+// CHECK: return %[[M2]]
+func.func @shared_fill(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = linalg.matmul ins(%a, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %1 = linalg.matmul ins(%0, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %2 = linalg.matmul ins(%1, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %2 : tensor<4x4xf32>
+}
+
+// -----
+
+// A fill with one user stays as it is.
+// CHECK-LABEL: func.func @single_use_fill
+// CHECK-SAME: (%[[A:.*]]: tensor<4x4xf32> {bufferization.writable = false}, %[[INIT:.*]]: tensor<4x4xf32> {bufferization.writable = false})
+// CHECK: %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[INIT]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[M:.*]] = linalg.matmul ins(%[[A]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F]] : tensor<4x4xf32>)
+// CHECK-NOT: linalg.fill
+// CHECK: return %[[M]]
+func.func @single_use_fill(%a: tensor<4x4xf32>, %init: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%zero : f32) outs(%init : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = linalg.matmul ins(%a, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
