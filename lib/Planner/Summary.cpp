@@ -65,7 +65,8 @@ std::string paramName(const ShardingGraph &g, int node) {
   const Node &n = g.nodes[size_t(node)];
   func::FuncOp f = g.view.func;
   auto nameOf = [&](BlockArgument a) {
-    auto s = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "cleave.param");
+    auto s = f.getArgAttrOfType<StringAttr>(
+        a.getArgNumber(), mlir::cleave::CleaveDialect::kParamAttrName);
     return s ? s.getValue().str() : "%arg" + std::to_string(a.getArgNumber());
   };
   return pattern(nameOf(n.arg), n.secondArg ? nameOf(n.secondArg) : "");
