@@ -2,6 +2,7 @@
 
 #include "cleave/Planner/AutoShard.h"
 #include "cleave/Planner/Explain.h"
+#include "cleave/CostModel/Report.h"
 
 #include "Strategies.h"
 
@@ -158,8 +159,8 @@ std::string stageLine(const StageSolution &s) {
      << std::fixed << std::setprecision(3) << s.ilp.seconds << " s, "
      << (s.ilp.optimal ? "optimal" : "not proven optimal");
   if (s.memoryRelaxed)
-    os << "; no sharding meets the " << std::setprecision(1)
-       << s.memoryLimit / 1e9 << " GB budget, the fastest is used";
+    os << "; no sharding meets the " << cost::formatGigabytes(s.memoryLimit)
+       << " budget, the fastest is used";
   return os.str();
 }
 

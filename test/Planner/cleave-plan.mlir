@@ -13,7 +13,7 @@
 // lost; the intra-op sharding of each stage; JSON and the annotated module.
 
 // CHECK: model    gpt3-175b (175B parameters, 96 layers, seq 2048)
-// CHECK: cluster  dgx-a100-80gb: 64 x a100-sxm4-80gb (8 per node), 80.0 GB per GPU usable
+// CHECK: cluster  dgx-a100-80gb: 64 x a100-sxm4-80gb (8 per node), 80.0 GB usable of 80.0 GB (0% headroom) per GPU
 // CHECK: search   {{[0-9]+}} candidate plans on {{[0-9]+}} meshes; {{[0-9]+}} visited, {{[0-9]+}} simulated
 // CHECK: chosen plan
 // CHECK-NEXT:   mesh         pp={{[0-9]+}} dp={{[0-9]+}} cp={{[0-9]+}} tp={{[0-9]+}}
