@@ -46,7 +46,8 @@ namespace cleave::bench {
 namespace {
 
 using cost::ParallelPlan;
-template <typename T> using Result = cost::Result<T>;
+template <typename T>
+using Result = cost::Result<T>;
 
 Source sourceOf(const std::string &s) {
   if (s.find("Megatron-LM README") != std::string::npos)
@@ -107,9 +108,9 @@ private:
 
 ModelConfig modelOf(RowReader &r, const json &m, Source src) {
   ModelConfig c;
-  c.name = std::to_string(int(r.number<double>(m, "model", "params") / 1e9 +
-                              0.5)) +
-           "B";
+  c.name =
+      std::to_string(int(r.number<double>(m, "model", "params") / 1e9 + 0.5)) +
+      "B";
   c.arch = Architecture::GPT;
   c.layers = r.number<int64_t>(m, "model", "layers");
   c.hidden = r.number<int64_t>(m, "model", "hidden");
@@ -124,8 +125,7 @@ ModelConfig modelOf(RowReader &r, const json &m, Source src) {
 }
 
 /// The published plan, with the derivations of the file comment.
-ParallelPlan planOf(RowReader &r, const json &row, const json &pl,
-                    Source src) {
+ParallelPlan planOf(RowReader &r, const json &row, const json &pl, Source src) {
   ParallelPlan p;
   p.dp = r.numberOr(pl, "dp", 1);
   p.tp = r.numberOr(pl, "tp", 1);
@@ -133,8 +133,8 @@ ParallelPlan planOf(RowReader &r, const json &row, const json &pl,
   p.cp = r.numberOr(pl, "cp", 1);
   if (src == Source::Table2Ptd) {
     const json &derived = r.object("derived");
-    int mp = int(r.number<double>(derived, "derived",
-                                  "model_parallel_size_published"));
+    int mp = int(
+        r.number<double>(derived, "derived", "model_parallel_size_published"));
     p.tp = 8;
     p.pp = mp / 8;
     p.schedule = cost::Schedule::Interleaved1F1B;

@@ -57,8 +57,7 @@ std::optional<Row> runRow(const PublishedRun &run) {
     return std::nullopt;
   }
   const planner::Candidate &best = *r->best;
-  Row out{pub->stepTime, best.stepTime, r->stats.seconds,
-          pub->fits, best.fits};
+  Row out{pub->stepTime, best.stepTime, r->stats.seconds, pub->fits, best.fits};
   auto brief = [](const ParallelPlan &p) {
     char s[96];
     std::snprintf(s, sizeof(s), "tp%d pp%d dp%d cp%d mb%lld %s%s z%d %s%s",

@@ -119,7 +119,8 @@ std::optional<Match> matchAddition(linalg::GenericOp add) {
   m.bias = add.getDpsInputOperand(1)->get();
   m.out = add.getDpsInitOperand(0)->get();
   Type element = getElementTypeOrSelf(c.getType());
-  if (!epilogueDTypeCode(element) || getElementTypeOrSelf(m.bias.getType()) != element ||
+  if (!epilogueDTypeCode(element) ||
+      getElementTypeOrSelf(m.bias.getType()) != element ||
       getElementTypeOrSelf(m.out.getType()) != element ||
       !hasIdentityLayout(c) || !hasIdentityLayout(m.out) ||
       !hasIdentityLayout(m.bias))

@@ -36,10 +36,10 @@ std::vector<ReportPart> timeParts(const TimeBreakdown &b) {
       {"optimizer", "optimizer", b.optimizer}};
   for (int a = 0; a < kNumAxes; ++a) {
     std::string axis = toString(Axis(a));
-    parts.push_back({"exposed_" + axis + "_communication",
-                     "exposed " + absl::AsciiStrToUpper(axis) +
-                         " communication",
-                     b.exposedComm[size_t(a)]});
+    parts.push_back(
+        {"exposed_" + axis + "_communication",
+         "exposed " + absl::AsciiStrToUpper(axis) + " communication",
+         b.exposedComm[size_t(a)]});
   }
   parts.push_back({"pipeline_bubble", "pipeline bubble", b.bubble});
   return parts;
@@ -75,8 +75,7 @@ nlohmann::json memoryToJson(const MemoryBreakdown &m) {
 std::string describeUsableMemory(double capacity, double headroom) {
   return absl::StrFormat("%s usable of %s (%s headroom)",
                          formatGigabytes(capacity * (1 - headroom)),
-                         formatGigabytes(capacity),
-                         formatPercent(headroom, 0));
+                         formatGigabytes(capacity), formatPercent(headroom, 0));
 }
 
 TextTable::TextTable(std::vector<Align> columns, int indent, int gap)
@@ -119,9 +118,10 @@ std::string formatReport(const Estimate &e, const ModelConfig &model,
   os << absl::StrFormat("tokens/s           %.0f\n", e.tokensPerSecond);
   os << absl::StrFormat("TFLOP/s per GPU    %.1f model, %.1f hardware\n",
                         e.modelTflopsPerGpu, e.hardwareTflopsPerGpu);
-  os << absl::StrFormat("MFU / HFU          %s / %s  (peak %.1f TFLOP/s %s)\n\n",
-                        formatPercent(e.mfu), formatPercent(e.hfu),
-                        e.peakFlopsPerGpu / 1e12, toString(plan.dtype));
+  os << absl::StrFormat(
+      "MFU / HFU          %s / %s  (peak %.1f TFLOP/s %s)\n\n",
+      formatPercent(e.mfu), formatPercent(e.hfu), e.peakFlopsPerGpu / 1e12,
+      toString(plan.dtype));
   os << "time of the critical rank (pipeline stage " << e.criticalStage
      << ")\n";
   TextTable time({TextTable::Align::Left, TextTable::Align::Right,

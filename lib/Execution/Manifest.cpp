@@ -118,10 +118,9 @@ static LogicalResult describeType(Operation *where, Type type,
                                  "static shapes";
   std::optional<int32_t> dtype = runtimeDTypeCode(shaped.getElementType());
   if (!dtype)
-    return where->emitError() << what << " has element type "
-                              << shaped.getElementType()
-                              << ", which hosts cannot allocate ("
-                              << runtimeDTypeNames() << ")";
+    return where->emitError()
+           << what << " has element type " << shaped.getElementType()
+           << ", which hosts cannot allocate (" << runtimeDTypeNames() << ")";
   spec.shape.assign(shaped.getShape().begin(), shaped.getShape().end());
   spec.dtype = *dtype;
   return success();
@@ -293,10 +292,11 @@ std::string ProgramManifest::toJSON() const {
   for (const FunctionSpec &f : functions) {
     json buffers = json::array();
     for (const BufferSpec &b : f.buffers) {
-      json o = {{"role", stringifyRole(b.role).str()},
-                {"name", b.name},
-                {"shape", b.shape},
-                {"dtype", std::string(::cleave::rt::lookupDType(b.dtype)->name)}};
+      json o = {
+          {"role", stringifyRole(b.role).str()},
+          {"name", b.name},
+          {"shape", b.shape},
+          {"dtype", std::string(::cleave::rt::lookupDType(b.dtype)->name)}};
       if (b.role == BufferSpec::Role::Param) {
         o["init"] = b.init;
         o["scale"] = b.initScale;
@@ -315,8 +315,7 @@ std::string ProgramManifest::toJSON() const {
     root["groups"] = groups;
   }
   if (pipeline)
-    root["pipeline"] = {{"axis", pipeline->axis},
-                        {"stages", pipeline->stages}};
+    root["pipeline"] = {{"axis", pipeline->axis}, {"stages", pipeline->stages}};
   return root.dump();
 }
 
@@ -379,8 +378,7 @@ llvm::Expected<BufferSpec> readBuffer(const json &bo, const std::string &bw) {
     return manifestError(bw + ".role: unknown role '" + *role + "'");
   const ::cleave::rt::DTypeInfo *info = ::cleave::rt::lookupDTypeByName(*dtype);
   if (!info)
-    return manifestError(bw + ".dtype: unknown element type '" + *dtype +
-                         "'");
+    return manifestError(bw + ".dtype: unknown element type '" + *dtype + "'");
   b.dtype = info->code;
   for (const json &d : *shape) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0)
@@ -463,7 +461,8 @@ llvm::Expected<ProgramManifest> ProgramManifest::fromJSON(StringRef text) {
   for (size_t fi = 0; fi < funcs->size(); ++fi) {
     const json &fo = (*funcs)[fi];
     std::string where = "functions[" + std::to_string(fi) + "]";
-    const std::string *name = fo.is_object() ? stringField(fo, "name") : nullptr;
+    const std::string *name =
+        fo.is_object() ? stringField(fo, "name") : nullptr;
     const json *buffers = fo.is_object() ? arrayField(fo, "buffers") : nullptr;
     if (!name || !buffers)
       return manifestError(where + ": needs 'name' and 'buffers'");

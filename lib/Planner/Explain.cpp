@@ -117,8 +117,7 @@ std::vector<std::string> explainInfeasible(const ModelConfig &model,
        << ") needs " << gb(need) << " per GPU on stage " << l.stage << " ("
        << memoryParts(l.memory) << "), " << gb(need - r.memoryLimit) << " ("
        << formatPercent(need / r.memoryLimit - 1) << ") over the "
-       << cost::describeUsableMemory(l.memory.capacity,
-                                     options.memoryHeadroom);
+       << cost::describeUsableMemory(l.memory.capacity, options.memoryHeadroom);
     out.push_back(os.str());
   }
   std::vector<std::string> limits;
@@ -173,7 +172,8 @@ json candidateToJson(const Candidate &c) {
   j["fits"] = c.fits;
   j["time_s"] = cost::partsToJson(cost::timeParts(c.breakdown));
   if (!c.memoryPerStage.empty())
-    j["memory_bytes"] = cost::memoryToJson(c.memoryPerStage[size_t(c.peakStage)]);
+    j["memory_bytes"] =
+        cost::memoryToJson(c.memoryPerStage[size_t(c.peakStage)]);
   if (!c.lostBecause.empty())
     j["lost_because"] = c.lostBecause;
   return j;
@@ -250,8 +250,8 @@ void formatChosen(std::ostream &os, const Candidate &c,
      << ": " << memoryParts(c.memoryPerStage[size_t(c.peakStage)]) << "\n";
 }
 
-void addRow(cost::TextTable &table, const std::string &rank,
-            const Candidate &c, const std::string &why) {
+void addRow(cost::TextTable &table, const std::string &rank, const Candidate &c,
+            const std::string &why) {
   table.addRow({rank, brief(c.plan), formatSeconds(c.stepTime),
                 formatPercent(c.mfu), gb(c.peakMemory), why});
 }

@@ -1,8 +1,8 @@
 //===- Summary.cpp - The intra-op part of the planner's report ------------===//
 
+#include "cleave/CostModel/Report.h"
 #include "cleave/Planner/AutoShard.h"
 #include "cleave/Planner/Explain.h"
-#include "cleave/CostModel/Report.h"
 
 #include "Strategies.h"
 

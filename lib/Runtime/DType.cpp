@@ -1,8 +1,8 @@
 //===- DType.cpp - Element types, conversions and reductions --------------===//
 
 #include "DType.h"
-#include "cleave/Runtime/DTypeTable.h"
 #include "Error.h"
+#include "cleave/Runtime/DTypeTable.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,5 @@
-//===- cleave-estimate.cpp - Estimate a training plan from the command line ===//
+//===- cleave-estimate.cpp - Estimate a training plan from the command line
+//===//
 //
 // Prints the step time, throughput, MFU/HFU, where the time goes and the
 // memory per GPU of one training step of a model on a cluster under a
@@ -38,8 +39,7 @@ cl::opt<std::string> arch("arch", cl::desc("Architecture: gpt or llama"),
 cl::opt<int64_t> layers("layers", cl::desc("Transformer layers"),
                         cl::cat(modelCat));
 cl::opt<int64_t> hidden("hidden", cl::desc("Hidden size"), cl::cat(modelCat));
-cl::opt<int64_t> heads("heads", cl::desc("Attention heads"),
-                       cl::cat(modelCat));
+cl::opt<int64_t> heads("heads", cl::desc("Attention heads"), cl::cat(modelCat));
 cl::opt<int64_t> kvHeads("kv-heads",
                          cl::desc("Key/value heads (default: --heads)"),
                          cl::cat(modelCat));
@@ -47,8 +47,7 @@ cl::opt<int64_t> ffnHidden(
     "ffn-hidden",
     cl::desc("Feed-forward size (default: the preset's, or 4 x --hidden)"),
     cl::cat(modelCat));
-cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"),
-                       cl::cat(modelCat));
+cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"), cl::cat(modelCat));
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
                         cl::cat(modelCat));
 cl::opt<double> dropout("dropout", cl::desc("Dropout probability"),
@@ -91,10 +90,10 @@ cl::opt<std::string> schedule(
     "schedule",
     cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved, zb-h1"),
     cl::cat(planCat));
-cl::opt<int64_t> virtualStages(
-    "virtual-stages",
-    cl::desc("Model chunks per stage (interleaved; default: 1)"), cl::init(1),
-    cl::cat(planCat));
+cl::opt<int64_t>
+    virtualStages("virtual-stages",
+                  cl::desc("Model chunks per stage (interleaved; default: 1)"),
+                  cl::init(1), cl::cat(planCat));
 cl::opt<int64_t> zero("zero", cl::desc("ZeRO stage 0-3 (default: 0)"),
                       cl::init(0), cl::cat(planCat));
 cl::opt<std::string>
@@ -108,11 +107,11 @@ cl::opt<bool> sequenceParallel(
 cl::opt<std::string>
     dtype("dtype", cl::desc("Compute type: bf16 (default), f16, f32, f8e4m3"),
           cl::cat(planCat));
-cl::opt<std::string> gradDtype(
-    "grad-dtype",
-    cl::desc("Gradient reduction type (default: f32, or f16 for f16 "
-             "training)"),
-    cl::cat(planCat));
+cl::opt<std::string>
+    gradDtype("grad-dtype",
+              cl::desc("Gradient reduction type (default: f32, or f16 for f16 "
+                       "training)"),
+              cl::cat(planCat));
 cl::opt<std::string>
     attention("attention",
               cl::desc("Attention kernel: flash (default) or unfused"),
@@ -125,14 +124,14 @@ cl::opt<bool> overlapParamGather(
     "overlap-param-gather",
     cl::desc("Overlap ZeRO parameter gathers with the forward pass"),
     cl::cat(planCat));
-cl::opt<bool> overlapTpComm(
-    "overlap-tp-comm",
-    cl::desc("Overlap tensor-parallel collectives with GEMMs"),
-    cl::cat(planCat));
-cl::opt<bool> noScatterGather(
-    "no-scatter-gather",
-    cl::desc("Send whole activations between pipeline stages"),
-    cl::cat(planCat));
+cl::opt<bool>
+    overlapTpComm("overlap-tp-comm",
+                  cl::desc("Overlap tensor-parallel collectives with GEMMs"),
+                  cl::cat(planCat));
+cl::opt<bool>
+    noScatterGather("no-scatter-gather",
+                    cl::desc("Send whole activations between pipeline stages"),
+                    cl::cat(planCat));
 cl::opt<double> headroom("headroom", cl::desc(help::kHeadroom),
                          cl::init(kDefaultMemoryHeadroom), cl::cat(planCat));
 
@@ -157,14 +156,27 @@ std::string checkRanges() {
     cl::opt<int64_t> *option;
     int64_t min;
   };
-  for (Bound b : {Bound{&layers, 1}, {&hidden, 1}, {&heads, 1}, {&kvHeads, 1},
-                  {&ffnHidden, 1}, {&vocab, 1}, {&seqLen, 1}, {&nodes, 1},
-                  {&tp, 1}, {&pp, 1}, {&dp, 1}, {&cp, 1}, {&microBatch, 1},
-                  {&globalBatch, 1}, {&microBatches, 1}, {&virtualStages, 1},
+  for (Bound b : {Bound{&layers, 1},
+                  {&hidden, 1},
+                  {&heads, 1},
+                  {&kvHeads, 1},
+                  {&ffnHidden, 1},
+                  {&vocab, 1},
+                  {&seqLen, 1},
+                  {&nodes, 1},
+                  {&tp, 1},
+                  {&pp, 1},
+                  {&dp, 1},
+                  {&cp, 1},
+                  {&microBatch, 1},
+                  {&globalBatch, 1},
+                  {&microBatches, 1},
+                  {&virtualStages, 1},
                   {&zero, 0}})
     if (given(*b.option) && *b.option < b.min)
-      return "--" + b.option->ArgStr.str() + ": expected an integer >= " +
-             std::to_string(b.min) + ", got " + std::to_string(*b.option);
+      return "--" + b.option->ArgStr.str() +
+             ": expected an integer >= " + std::to_string(b.min) + ", got " +
+             std::to_string(*b.option);
   return "";
 }
 
@@ -303,7 +315,8 @@ Result<ClusterSpec> readCluster() {
   // Just enough nodes of 8 GPUs for the mesh without dp (dp: 1 if not
   // given, then it takes the rest).
   int64_t gpus = tp * pp * cp * (given(dp) ? int64_t(dp) : 1);
-  int64_t n = given(nodes) ? int64_t(nodes) : std::max<int64_t>(1, (gpus + 7) / 8);
+  int64_t n =
+      given(nodes) ? int64_t(nodes) : std::max<int64_t>(1, (gpus + 7) / 8);
   return lookupClusterPreset(cluster, int(n));
 }
 

@@ -57,7 +57,8 @@ cl::opt<int64_t> globalBatch(
              "the module's batch for a module, which must equal it when "
              "given; the report prints it)"),
     cl::init(0), cl::cat(category));
-cl::opt<int> tp("tp", cl::desc("Fix the tensor-parallel size (default: search)"),
+cl::opt<int> tp("tp",
+                cl::desc("Fix the tensor-parallel size (default: search)"),
                 cl::init(0), cl::cat(category));
 cl::opt<int> zero("zero", cl::desc("Fix the ZeRO stage 0-3 (default: search)"),
                   cl::init(-1), cl::cat(category));
@@ -65,8 +66,7 @@ cl::opt<int> maxPp("max-pp",
                    cl::desc("Largest pipeline size (default: the layer "
                             "count; 1 on local-cpu)"),
                    cl::init(-1), cl::cat(category));
-cl::opt<double> headroom("headroom",
-                         cl::desc(cleave::cost::help::kHeadroom),
+cl::opt<double> headroom("headroom", cl::desc(cleave::cost::help::kHeadroom),
                          cl::init(cleave::cost::kDefaultMemoryHeadroom),
                          cl::cat(category));
 cl::opt<int64_t> maxMicroBatches("max-micro-batches",
@@ -79,7 +79,8 @@ cl::opt<std::string> function("function",
                               cl::cat(category));
 cl::opt<int> top("top", cl::desc("Plans to rank in the report"), cl::init(5),
                  cl::cat(category));
-cl::opt<std::string> jsonPath("json", cl::desc("Write the report as JSON to this file"),
+cl::opt<std::string> jsonPath("json",
+                              cl::desc("Write the report as JSON to this file"),
                               cl::cat(category));
 cl::opt<std::string>
     output("o", cl::desc("Write the annotated module ('-': stdout)"),

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Execution/Manifest.h"
+#include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

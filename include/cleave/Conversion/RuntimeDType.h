@@ -42,7 +42,9 @@ inline std::string runtimeDTypeNames() {
   std::string names;
   size_t n = std::size(::cleave::rt::kDTypeTable);
   for (size_t i = 0; i < n; ++i)
-    names += (i == 0 ? "" : i + 1 == n ? " or " : ", ") +
+    names += (i == 0       ? ""
+              : i + 1 == n ? " or "
+                           : ", ") +
              std::string(::cleave::rt::kDTypeTable[i].name);
   return names;
 }
