@@ -21,7 +21,7 @@ using cost::formatSeconds;
 std::string gb(double bytes) { return cost::formatGigabytes(bytes); }
 
 /// "parameters 1.2 GB, gradients 2.4 GB, ...": the parts that are not zero.
-std::string memoryParts(const cost::MemoryBreakdown &m) {
+std::string memorySummary(const cost::MemoryBreakdown &m) {
   std::string out;
   for (const cost::ReportPart &p : cost::memoryParts(m))
     if (p.value > 0)
@@ -115,7 +115,7 @@ std::vector<std::string> explainInfeasible(const ModelConfig &model,
     std::ostringstream os;
     os << "memory: the plan needing the least memory (" << brief(l.plan)
        << ") needs " << gb(need) << " per GPU on stage " << l.stage << " ("
-       << memoryParts(l.memory) << "), " << gb(need - r.memoryLimit) << " ("
+       << memorySummary(l.memory) << "), " << gb(need - r.memoryLimit) << " ("
        << formatPercent(need / r.memoryLimit - 1) << ") over the "
        << cost::describeUsableMemory(l.memory.capacity, options.memoryHeadroom);
     out.push_back(os.str());
@@ -247,7 +247,7 @@ void formatChosen(std::ostream &os, const Candidate &c,
       first = false;
     }
   os << "\n  memory/GPU   " << gb(c.peakMemory) << " on stage " << c.peakStage
-     << ": " << memoryParts(c.memoryPerStage[size_t(c.peakStage)]) << "\n";
+     << ": " << memorySummary(c.memoryPerStage[size_t(c.peakStage)]) << "\n";
 }
 
 void addRow(cost::TextTable &table, const std::string &rank, const Candidate &c,

@@ -4,29 +4,17 @@
 // The defaults that cleave-plan, cleave-estimate, the cleave-auto-shard and
 // cleave-estimate passes and the libraries share, and the words their
 // `--help` uses for the options they have in common. Header only, no
-// dependencies: Transforms/Passes.h includes it for the pass options, whose
-// descriptions in Passes.td repeat these words (test/Tools/help-words.test
-// checks that every tool's `--help` agrees).
+// dependencies. The pass options in Transforms/Passes.td take their
+// defaults from DefaultValues.h (macros only, so that Passes.h declares no
+// namespace) and repeat these words (test/Tools/help-words.mlir checks that
+// every tool's `--help` agrees).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_COSTMODEL_DEFAULTS_H
 #define CLEAVE_COSTMODEL_DEFAULTS_H
 
-/// The cluster preset planned and estimated for when none is named.
-#define CLEAVE_DEFAULT_CLUSTER "dgx-a100-80gb"
-/// The fraction of each device's memory that plans leave free; every report
-/// states the headroom it used. None by default: the memory model already
-/// counts the CUDA context, workspaces and allocator slack as "runtime
-/// reserved" (CostConstants::runtimeReservedBytes), and the published runs
-/// of bench/costmodel fit without more.
-#define CLEAVE_DEFAULT_MEMORY_HEADROOM 0
-/// The cluster presets (Cluster.cpp defines them).
-#define CLEAVE_CLUSTER_PRESETS                                                 \
-  "dgx-a100-40gb, dgx-a100-80gb, dgx-h100, dgx-h200"
-
-#define CLEAVE_DEFAULTS_TEXT(x) CLEAVE_DEFAULTS_TEXT_(x)
-#define CLEAVE_DEFAULTS_TEXT_(x) #x
+#include "cleave/CostModel/DefaultValues.h"
 
 namespace cleave::cost {
 

@@ -117,7 +117,7 @@ def CleaveEstimatePass : Pass<"cleave-estimate", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"cluster", "cluster", "std::string",
-           /*default=*/"::cleave::cost::kDefaultCluster",
+           /*default=*/"CLEAVE_DEFAULT_CLUSTER",
            "Cluster preset (dgx-a100-40gb, dgx-a100-80gb, dgx-h100, "
            "dgx-h200) (default: dgx-a100-80gb)">,
     Option<"clusterFile", "cluster-file", "std::string", /*default=*/"\"\"",
@@ -500,7 +500,7 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"cluster", "cluster", "std::string",
-           /*default=*/"::cleave::cost::kDefaultCluster",
+           /*default=*/"CLEAVE_DEFAULT_CLUSTER",
            "Cluster preset (dgx-a100-40gb, dgx-a100-80gb, dgx-h100, "
            "dgx-h200), local-cpu, or a JSON cluster file (default: "
            "dgx-a100-80gb)">,
@@ -518,7 +518,7 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
            "Largest pipeline size (default: the layer count; 1 on "
            "local-cpu)">,
     Option<"headroom", "headroom", "double",
-           /*default=*/"::cleave::cost::kDefaultMemoryHeadroom",
+           /*default=*/"CLEAVE_DEFAULT_MEMORY_HEADROOM",
            "Fraction of device memory kept free (default: 0)">,
     Option<"maxMicroBatches", "max-micro-batches", "int64_t",
            /*default=*/"0", "Largest micro-batch count (default: any)">,
