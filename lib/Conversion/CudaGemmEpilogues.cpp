@@ -243,7 +243,7 @@ void eraseDeadBuffer(memref::AllocOp alloc) {
 }
 
 struct CleaveCudaGemmEpiloguesPass final
-    : cleave::impl::CleaveCudaGemmEpiloguesPassBase<
+    : mlir::cleave::impl::CleaveCudaGemmEpiloguesPassBase<
           CleaveCudaGemmEpiloguesPass> {
   using Base::Base;
 

@@ -160,7 +160,8 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
 }
 
 struct CleaveLinalgToRuntimePass final
-    : cleave::impl::CleaveLinalgToRuntimePassBase<CleaveLinalgToRuntimePass> {
+    : mlir::cleave::impl::CleaveLinalgToRuntimePassBase<
+          CleaveLinalgToRuntimePass> {
   using Base::Base;
 
   void runOnOperation() override {

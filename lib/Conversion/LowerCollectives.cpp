@@ -399,7 +399,7 @@ LogicalResult CallBuilder::lower(Operation *op) {
 }
 
 struct CleaveLowerCollectivesPass final
-    : cleave::impl::CleaveLowerCollectivesPassBase<
+    : mlir::cleave::impl::CleaveLowerCollectivesPassBase<
           CleaveLowerCollectivesPass> {
   using Base::Base;
 

@@ -19,10 +19,10 @@
 // CHECK-NEXT:   mesh         pp={{[0-9]+}} dp={{[0-9]+}} cp={{[0-9]+}} tp={{[0-9]+}}
 // CHECK:   step         {{[0-9.]+}} s, {{[0-9]+}} tokens/s, MFU {{[0-9.]+}}%
 // CHECK:   memory/GPU   {{[0-9.]+}} GB on stage {{[0-9]+}}: parameters
-// CHECK:   #   plan {{.*}}why it lost
-// CHECK-NEXT:   1   {{.*}}chosen
-// CHECK-NEXT:   2   {{.*}}+{{[0-9.]+}}% step time
-// CHECK-NEXT:   3   {{.*}}+{{[0-9.]+}}% step time
+// CHECK:   #  plan {{ +}}step {{ +}}MFU {{ +}}mem/GPU  why it lost
+// CHECK-NEXT:   1  pp{{.*}}chosen
+// CHECK-NEXT:   2  pp{{.*}}+{{[0-9.]+}}% step time
+// CHECK-NEXT:   3  pp{{.*}}+{{[0-9.]+}}% step time
 // CHECK: intra-op sharding (integer program per pipeline stage, repeated layers solved once)
 // CHECK: stage{{s?}} {{[0-9,]+}}: {{[0-9]+}} repeated layers {{.*}}optimal
 // CHECK: parameters
