@@ -21,5 +21,7 @@ config.environment["OPENBLAS_NUM_THREADS"] = "1"
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["cleave-opt", "cleave-models", "cleave-run", "cleave-plan", "FileCheck", "not", "split-file", "count"],
+    ["cleave-opt", "cleave-models", "cleave-run", "cleave-plan", "cleave-estimate",
+     "cleave-bench-ops", "cleave-bench-train-step", "cleave-bench-verify",
+     "cleave-bench-collectives", "FileCheck", "not", "split-file", "count"],
     [config.cleave_tools_dir, config.llvm_tools_dir])

@@ -8,45 +8,16 @@
 // per-row or per-model adjustment, and the measured values are read only to
 // print the comparison.
 //
-// Usage: cleave-costmodel-calibration [published_runs.json]
+// Usage: cleave-costmodel-calibration [--gpu NAME:GEMM:MEMORY]...
+//            [--constants FILE] [--detail ROW] [published_runs.json]
 //
-// Derivations of fields the rows leave out (each from the row's source, as
-// its notes say):
-//  * Narayanan et al. 2021 (Table 1, Table 2): fp16 (CONFIG.sh --fp16)
-//    with fp16 gradients all-reduced once after the backward pass (Megatron
-//    "local" DDP, no overlap); unfused attention (fused scale-mask-softmax
-//    kernels, no FlashAttention in 2021); dropout 0.1 (Megatron-LM's
-//    defaults); tied input/output embeddings; the scatter/gather
-//    optimization for pipeline sends (Sec. 4.1, enabled for all runs).
-//  * Table 2 PTD rows give only dp and the model-parallel size: the paper
-//    runs tensor parallelism inside a node (tp = 8) and pipeline parallelism
-//    across nodes, so mp 96 -> tp 8 x pp 12 (175B) and mp 280 -> tp 8 x pp 35
-//    (530B, the Table 1 configuration). Interleaving: the 530B rows use the
-//    Table 1 530B schedule (3 chunks per stage); the 175B rows use 2 chunks
-//    per stage, as the Table 1 models of similar depth per stage (145B,
-//    310B) do. Micro-batch 1 (given), full recompute (Eq. 3 assumes it).
-//  * Table 2 ZeRO-3 rows: DeepSpeed ZeRO stage 3 with dp = GPUs, no model
-//    parallelism, full recompute, fp16.
-//  * Korthikanti et al. 2022: bf16 with fp32 gradient all-reduce (Megatron
-//    requires fp32 main grads with bf16), unfused attention, dropout 0.1,
-//    sequence parallelism and selective recompute as given, no DP overlap
-//    (row 26 says so).
-//  * Megatron-LM README H100 rows: GPT shape with ffn = 4h, multi-head
-//    attention and untied embeddings (the only shape that reproduces the
-//    nominal 1.7B / 32B / 177B sizes from layers, hidden and vocab); bf16
-//    with fp32 gradient reduction; FlashAttention (Transformer Engine's
-//    fused attention, Megatron-Core's default); micro-batch 1; no
-//    recompute; sequence parallelism whenever tp > 1 (required by
-//    --tp-comm-overlap); distributed optimizer (ZeRO-1) with
-//    --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap; plain
-//    1F1B (the README states no interleaving); DGX H100 nodes (8 GPUs, 8 x
-//    NDR 400 Gb/s).
+// The rows are read, and the fields they leave out derived, by
+// bench/common/PublishedRuns.cpp (shared with the planner's bench).
 //
 //===----------------------------------------------------------------------===//
 
+#include "PublishedRuns.h"
 #include "cleave/CostModel/Estimate.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -55,8 +26,8 @@
 #include <optional>
 #include <string>
 
-using nlohmann::json;
 using namespace cleave;
+using namespace cleave::bench;
 using namespace cleave::cost;
 
 namespace {
@@ -66,120 +37,13 @@ CostConstants gConstants;
 /// GPU efficiency overrides from --gpu NAME:GEMM:MEMORY (for re-fitting).
 std::map<std::string, std::pair<double, double>> gGpuOverrides;
 
-enum class Source { Table1, Table2Ptd, Table2Zero3, Korthikanti, MegatronH100 };
-
-Source sourceOf(const std::string &s) {
-  if (s.find("Megatron-LM README") != std::string::npos)
-    return Source::MegatronH100;
-  if (s.find("Korthikanti") != std::string::npos)
-    return Source::Korthikanti;
-  if (s.find("ZeRO-3") != std::string::npos)
-    return Source::Table2Zero3;
-  if (s.find("Table 2") != std::string::npos)
-    return Source::Table2Ptd;
-  return Source::Table1;
-}
-
-const char *shortName(Source s) {
-  switch (s) {
-  case Source::Table1:
-    return "PTD-P T1";
-  case Source::Table2Ptd:
-    return "PTD-P T2";
-  case Source::Table2Zero3:
-    return "ZeRO-3 T2";
-  case Source::Korthikanti:
-    return "Korthikanti";
-  case Source::MegatronH100:
-    return "MLM H100";
-  }
-  return "?";
-}
-
-int intOr(const json &j, const char *key, int fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<int>() : fallback;
-}
-
-ModelConfig modelOf(const json &row, Source src) {
-  const json &m = row["model"];
-  ModelConfig c;
-  c.name = std::to_string(int(m["params"].get<double>() / 1e9 + 0.5)) + "B";
-  c.arch = Architecture::GPT;
-  c.layers = m["layers"].get<int>();
-  c.hidden = m["hidden"].get<int>();
-  c.heads = m["heads"].get<int>();
-  c.kvHeads = intOr(m, "kv_heads", int(c.heads));
-  c.ffnHidden = intOr(m, "ffn_hidden", int(4 * c.hidden));
-  c.vocab = m["vocab"].get<int>();
-  c.seqLen = m["seq_len"].get<int>();
-  c.tiedEmbeddings = src != Source::MegatronH100;
-  c.dropout = 0.1;
-  return c;
-}
-
-/// Model-parallel split of the Table 2 PTD rows (see the file comment).
-void deriveTable2(const json &row, ParallelPlan &p) {
-  double mp = row["derived"]["model_parallel_size_published"].get<double>();
-  p.tp = 8;
-  p.pp = int(mp) / 8;
-  p.schedule = Schedule::Interleaved1F1B;
-  p.virtualStages = p.pp == 35 ? 3 : 2;
-}
-
-ParallelPlan planOf(const json &row, Source src, const ModelConfig &model) {
-  const json &pl = row["plan"];
-  ParallelPlan p;
-  p.dp = intOr(pl, "dp", 1);
-  p.tp = intOr(pl, "tp", 1);
-  p.pp = intOr(pl, "pp", 1);
-  p.cp = intOr(pl, "cp", 1);
-  if (src == Source::Table2Ptd)
-    deriveTable2(row, p);
-  p.microBatchSize = intOr(pl, "microbatch", 1);
-  int64_t gb = pl["global_batch"].get<int64_t>();
-  p.numMicroBatches = gb / (p.microBatchSize * p.dp);
-  int v = intOr(pl, "interleaved_stages", 1);
-  if (v > 1) {
-    p.schedule = Schedule::Interleaved1F1B;
-    p.virtualStages = v;
-  }
-  std::string rc = pl["recompute"].is_string() ? pl["recompute"] : "none";
-  p.recompute = rc.rfind("full", 0) == 0        ? Recompute::Full
-                : rc.rfind("selective", 0) == 0 ? Recompute::Selective
-                                                : Recompute::None;
-  p.sequenceParallel = pl["sequence_parallel"].is_boolean() &&
-                       pl["sequence_parallel"].get<bool>();
-  p.attention = AttentionImpl::Unfused;
-  p.dtype = DType::F16;
-  switch (src) {
-  case Source::Table1:
-  case Source::Table2Ptd:
-    break;
-  case Source::Table2Zero3:
-    p.zeroStage = 3;
-    break;
-  case Source::Korthikanti:
-    p.dtype = DType::BF16;
-    break;
-  case Source::MegatronH100:
-    p.dtype = DType::BF16;
-    p.attention = AttentionImpl::Flash;
-    p.sequenceParallel = p.tp > 1;
-    p.zeroStage = 1;
-    p.overlapGradReduce = p.overlapParamGather = p.overlapTpComm = true;
-    break;
-  }
-  (void)model;
-  return p;
-}
-
-Result<ClusterSpec> clusterOf(const json &row, Source src) {
-  int gpus = row["cluster"]["gpus"].get<int>();
-  std::string preset =
-      src == Source::MegatronH100 ? "dgx-h100" : "dgx-a100-80gb";
-  Result<ClusterSpec> c = lookupClusterPreset(preset, (gpus + 7) / 8);
+/// The run's cluster with the --gpu efficiency overrides.
+Result<ClusterSpec> clusterWithOverrides(const PublishedRun &run) {
+  Result<ClusterSpec> c = bench::clusterOf(run);
+  if (!c)
+    return c;
   auto it = gGpuOverrides.find(c->gpu.name);
-  if (c && it != gGpuOverrides.end()) {
+  if (it != gGpuOverrides.end()) {
     c->gpu.gemmEfficiency = it->second.first;
     c->gpu.memoryEfficiency = it->second.second;
   }
@@ -192,26 +56,30 @@ struct Comparison {
 };
 
 /// The row's measured quantity and our prediction of it, by its definition.
-Comparison compare(const json &row, Source src, const Estimate &e) {
-  const json &m = row["measured"];
-  if (m["step_time_s"].is_number())
-    return {"step s", m["step_time_s"].get<double>(), e.stepTime};
-  if (m["tflops_per_gpu"].is_number()) {
+Comparison compare(const PublishedRun &run, const Estimate &e) {
+  if (run.stepTime)
+    return {"step s", *run.stepTime, e.stepTime};
+  if (run.tflopsPerGpu) {
     // Narayanan's TFLOP/s use Eq. 3 (counting the recompute forward);
     // Megatron-Core reports model FLOPs.
-    double pred = src == Source::MegatronH100 ? e.modelTflopsPerGpu
-                                              : e.hardwareTflopsPerGpu;
-    return {"TFLOP/s", m["tflops_per_gpu"].get<double>(), pred};
+    double pred = run.source == Source::MegatronH100 ? e.modelTflopsPerGpu
+                                                     : e.hardwareTflopsPerGpu;
+    return {"TFLOP/s", *run.tflopsPerGpu, pred};
   }
-  return {"MFU", m["mfu"].get<double>(), e.mfu};
+  return {"MFU", *run.mfu, e.mfu};
 }
 
 /// Prints the per-layer kernels and collectives of one row with their
 /// times (for diagnosis; the numbers behind the row's prediction).
-void printDetail(const json &row, Source src) {
-  ModelConfig model = modelOf(row, src);
-  ParallelPlan plan = planOf(row, src, model);
-  ClusterSpec cl = *clusterOf(row, src);
+void printDetail(const PublishedRun &run) {
+  const ModelConfig &model = run.model;
+  const ParallelPlan &plan = run.plan;
+  Result<ClusterSpec> cluster = clusterWithOverrides(run);
+  if (!cluster) {
+    std::printf("error: %s\n", cluster.error().c_str());
+    return;
+  }
+  const ClusterSpec &cl = *cluster;
   const CostConstants &c = gConstants;
   std::printf("%s\n", describe(plan).c_str());
   auto show = [&](const char *title, const std::vector<WorkItem> &items) {
@@ -293,11 +161,12 @@ bool parseOptions(int &argc, char **&argv) {
 
 /// Estimates one row and prints its line; returns the relative error, or
 /// nullopt if the row could not be estimated.
-std::optional<double> runRow(size_t i, const json &row) {
-  Source src = sourceOf(row["source"].get<std::string>());
-  ModelConfig model = modelOf(row, src);
-  ParallelPlan plan = planOf(row, src, model);
-  Result<ClusterSpec> cluster = clusterOf(row, src);
+std::optional<double> runRow(const PublishedRun &run) {
+  size_t i = run.row;
+  Source src = run.source;
+  const ModelConfig &model = run.model;
+  const ParallelPlan &plan = run.plan;
+  Result<ClusterSpec> cluster = clusterWithOverrides(run);
   EstimateOptions eo;
   eo.constants = &gConstants;
   Result<Estimate> e = cluster ? estimate(model, *cluster, plan, eo)
@@ -307,7 +176,7 @@ std::optional<double> runRow(size_t i, const json &row) {
                 e.error().c_str());
     return std::nullopt;
   }
-  Comparison c = compare(row, src, *e);
+  Comparison c = compare(run, *e);
   double err = (c.predicted - c.measured) / c.measured;
   char planText[64];
   std::snprintf(planText, sizeof(planText),
@@ -332,21 +201,26 @@ std::optional<double> runRow(size_t i, const json &row) {
 int main(int argc, char **argv) {
   if (!parseOptions(argc, argv))
     return 1;
+  std::optional<size_t> detail;
   if (argc > 2 && std::string(argv[1]) == "--detail") {
-    std::ifstream in(argc > 3 ? argv[3] : CLEAVE_CALIBRATION_JSON);
-    json rows = json::parse(in, nullptr, false);
-    size_t i = std::stoul(argv[2]);
-    if (!rows.is_array() || i >= rows.size())
-      return 1;
-    printDetail(rows[i], sourceOf(rows[i]["source"].get<std::string>()));
-    return 0;
+    detail = std::stoul(argv[2]);
+    argc -= 2;
+    argv += 2;
   }
-  std::string path = argc > 1 ? argv[1] : CLEAVE_CALIBRATION_JSON;
-  std::ifstream in(path);
-  json rows = json::parse(in, nullptr, false);
-  if (!in || !rows.is_array()) {
-    std::fprintf(stderr, "%s: expected a JSON array of runs\n", path.c_str());
+  std::string path = argc > 1 ? argv[1] : defaultPublishedRunsPath();
+  Result<std::vector<PublishedRun>> runs = loadPublishedRuns(path);
+  if (!runs) {
+    std::fprintf(stderr, "%s\n", runs.error().c_str());
     return 1;
+  }
+  if (detail) {
+    if (*detail >= runs->size()) {
+      std::fprintf(stderr, "--detail: %s has %zu rows\n", path.c_str(),
+                   runs->size());
+      return 1;
+    }
+    printDetail((*runs)[*detail]);
+    return 0;
   }
   std::printf("%-3s %-11s %-5s %5s  %-44s %-8s %9s %9s %7s  %5s %5s %5s %5s "
               "%4s\n",
@@ -354,8 +228,8 @@ int main(int argc, char **argv) {
               "predicted", "error", "bub%", "dp%", "tp%", "pp%", "mem");
   double sumAbs = 0, maxAbs = 0;
   int n = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (std::optional<double> err = runRow(i, rows[i])) {
+  for (const PublishedRun &run : *runs) {
+    if (std::optional<double> err = runRow(run)) {
       sumAbs += std::fabs(*err);
       maxAbs = std::max(maxAbs, std::fabs(*err));
       ++n;

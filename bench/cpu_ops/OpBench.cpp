@@ -24,9 +24,13 @@ using namespace llvm;
 using namespace mlir::cleave;
 
 namespace {
+cl::OptionCategory category("cleave-bench-ops options");
 cl::opt<std::string> filter("filter", cl::init(""),
-                            cl::desc("Only cases whose name contains this"));
-cl::opt<int> runs("runs", cl::init(20));
+                            cl::desc("Only cases whose name contains this"),
+                            cl::cat(category));
+cl::opt<int> runs("runs", cl::init(20),
+                  cl::desc("Timed runs per case (the median is printed)"),
+                  cl::cat(category));
 
 struct Case {
   const char *name;
@@ -133,6 +137,7 @@ std::string program(const Case &c) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Time lowered cleave ops\n");
   cleave_rt_options_t options;
   cleave_rt_default_options(&options);

@@ -26,15 +26,27 @@ using namespace llvm;
 using namespace mlir::cleave;
 
 namespace {
-cl::opt<std::string> arch("arch", cl::init("gpt"), cl::desc("gpt or llama"));
-cl::opt<int64_t> layers("layers", cl::init(4));
-cl::opt<int64_t> hidden("hidden", cl::init(256));
-cl::opt<int64_t> heads("heads", cl::init(8));
-cl::opt<int64_t> seqLen("seq", cl::init(128));
-cl::opt<int64_t> batch("batch", cl::init(8));
-cl::opt<int64_t> vocab("vocab", cl::init(65));
-cl::opt<int64_t> steps("steps", cl::init(20));
-cl::opt<int64_t> warmup("warmup", cl::init(3));
+cl::OptionCategory category("cleave-bench-train-step options");
+cl::opt<std::string> arch("arch", cl::init("gpt"),
+                          cl::desc("Architecture: gpt or llama"),
+                          cl::cat(category));
+cl::opt<int64_t> layers("layers", cl::init(4), cl::desc("Transformer layers"),
+                        cl::cat(category));
+cl::opt<int64_t> hidden("hidden", cl::init(256), cl::desc("Hidden size"),
+                        cl::cat(category));
+cl::opt<int64_t> heads("heads", cl::init(8), cl::desc("Attention heads"),
+                       cl::cat(category));
+cl::opt<int64_t> seqLen("seq", cl::init(128), cl::desc("Sequence length"),
+                        cl::cat(category));
+cl::opt<int64_t> batch("batch", cl::init(8), cl::desc("Sequences per step"),
+                       cl::cat(category));
+cl::opt<int64_t> vocab("vocab", cl::init(65), cl::desc("Vocabulary size"),
+                       cl::cat(category));
+cl::opt<int64_t> steps("steps", cl::init(20), cl::desc("Timed steps"),
+                       cl::cat(category));
+cl::opt<int64_t> warmup("warmup", cl::init(3),
+                        cl::desc("Untimed steps before them"),
+                        cl::cat(category));
 
 /// Random token batches.
 class RandomTokens final : public BatchSource {
@@ -51,6 +63,7 @@ public:
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Time a compiled training step\n");
   cleave_rt_options_t options;
   cleave_rt_default_options(&options);

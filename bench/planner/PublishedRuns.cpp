@@ -7,122 +7,41 @@
 // cost model: the ratio of predicted throughputs (>= 1: the planner's plan
 // is at least as fast), whether each fits in memory, and the search time.
 //
-// The derivations of the fields the rows leave out are those of the
-// calibration benchmark (bench/costmodel/CalibrationBench.cpp, where each is
-// justified from the row's source); they are repeated here so that the two
-// benchmarks stay independent programs.
+// The rows are read, and the fields they leave out derived, by
+// bench/common/PublishedRuns.cpp, as for the calibration benchmark.
 //
 // Usage: cleave-planner-published-runs [published_runs.json] [--row N]
 //
 //===----------------------------------------------------------------------===//
 
+#include "PublishedRuns.h"
 #include "cleave/Planner/Explain.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
-using nlohmann::json;
 using namespace cleave;
+using namespace cleave::bench;
 using namespace cleave::cost;
 
 namespace {
-
-enum class Source { Table1, Table2Ptd, Table2Zero3, Korthikanti, MegatronH100 };
-
-Source sourceOf(const std::string &s) {
-  if (s.find("Megatron-LM README") != std::string::npos)
-    return Source::MegatronH100;
-  if (s.find("Korthikanti") != std::string::npos)
-    return Source::Korthikanti;
-  if (s.find("ZeRO-3") != std::string::npos)
-    return Source::Table2Zero3;
-  if (s.find("Table 2") != std::string::npos)
-    return Source::Table2Ptd;
-  return Source::Table1;
-}
-
-int intOr(const json &j, const char *key, int fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<int>() : fallback;
-}
-
-ModelConfig modelOf(const json &row, Source src) {
-  const json &m = row["model"];
-  ModelConfig c;
-  c.name = std::to_string(int(m["params"].get<double>() / 1e9 + 0.5)) + "B";
-  c.arch = Architecture::GPT;
-  c.layers = m["layers"].get<int>();
-  c.hidden = m["hidden"].get<int>();
-  c.heads = m["heads"].get<int>();
-  c.kvHeads = intOr(m, "kv_heads", int(c.heads));
-  c.ffnHidden = intOr(m, "ffn_hidden", int(4 * c.hidden));
-  c.vocab = m["vocab"].get<int>();
-  c.seqLen = m["seq_len"].get<int>();
-  c.tiedEmbeddings = src != Source::MegatronH100;
-  c.dropout = 0.1;
-  return c;
-}
-
-/// The row's published plan (the calibration benchmark's derivation).
-ParallelPlan planOf(const json &row, Source src) {
-  const json &pl = row["plan"];
-  ParallelPlan p;
-  p.dp = intOr(pl, "dp", 1);
-  p.tp = intOr(pl, "tp", 1);
-  p.pp = intOr(pl, "pp", 1);
-  p.cp = intOr(pl, "cp", 1);
-  if (src == Source::Table2Ptd) {
-    double mp = row["derived"]["model_parallel_size_published"].get<double>();
-    p.tp = 8;
-    p.pp = int(mp) / 8;
-    p.schedule = Schedule::Interleaved1F1B;
-    p.virtualStages = p.pp == 35 ? 3 : 2;
-  }
-  p.microBatchSize = intOr(pl, "microbatch", 1);
-  p.numMicroBatches =
-      pl["global_batch"].get<int64_t>() / (p.microBatchSize * p.dp);
-  int v = intOr(pl, "interleaved_stages", 1);
-  if (v > 1) {
-    p.schedule = Schedule::Interleaved1F1B;
-    p.virtualStages = v;
-  }
-  std::string rc = pl["recompute"].is_string() ? pl["recompute"] : "none";
-  p.recompute = rc.rfind("full", 0) == 0        ? Recompute::Full
-                : rc.rfind("selective", 0) == 0 ? Recompute::Selective
-                                                : Recompute::None;
-  p.sequenceParallel = pl["sequence_parallel"].is_boolean() &&
-                       pl["sequence_parallel"].get<bool>();
-  p.attention = AttentionImpl::Unfused;
-  p.dtype = DType::F16;
-  if (src == Source::Table2Zero3)
-    p.zeroStage = 3;
-  if (src == Source::Korthikanti)
-    p.dtype = DType::BF16;
-  if (src == Source::MegatronH100) {
-    p.dtype = DType::BF16;
-    p.attention = AttentionImpl::Flash;
-    p.sequenceParallel = p.tp > 1;
-    p.zeroStage = 1;
-    p.overlapGradReduce = p.overlapParamGather = p.overlapTpComm = true;
-  }
-  return p;
-}
 
 struct Row {
   double publishedStep, plannedStep, seconds;
   bool publishedFits, plannedFits;
 };
 
-std::optional<Row> runRow(size_t i, const json &row) {
-  Source src = sourceOf(row["source"].get<std::string>());
-  ModelConfig model = modelOf(row, src);
-  ParallelPlan published = planOf(row, src);
-  int gpus = row["cluster"]["gpus"].get<int>();
-  std::string preset =
-      src == Source::MegatronH100 ? "dgx-h100" : "dgx-a100-80gb";
-  Result<ClusterSpec> cluster = lookupClusterPreset(preset, (gpus + 7) / 8);
+std::optional<Row> runRow(const PublishedRun &run) {
+  size_t i = run.row;
+  const ModelConfig &model = run.model;
+  const ParallelPlan &published = run.plan;
+  int gpus = run.gpus;
+  Result<ClusterSpec> cluster = clusterOf(run);
+  if (!cluster) {
+    std::printf("%-3zu error: %s\n", i, cluster.error().c_str());
+    return std::nullopt;
+  }
   Result<Estimate> pub = estimate(model, *cluster, published);
   planner::PlannerOptions o;
   o.globalBatch = published.globalBatch();
@@ -138,8 +57,7 @@ std::optional<Row> runRow(size_t i, const json &row) {
     return std::nullopt;
   }
   const planner::Candidate &best = *r->best;
-  Row out{pub->stepTime, best.stepTime, r->stats.seconds,
-          pub->peakMemory().total() <= cluster->gpu.hbmBytes, best.fits};
+  Row out{pub->stepTime, best.stepTime, r->stats.seconds, pub->fits, best.fits};
   auto brief = [](const ParallelPlan &p) {
     char s[96];
     std::snprintf(s, sizeof(s), "tp%d pp%d dp%d cp%d mb%lld %s%s z%d %s%s",
@@ -167,7 +85,7 @@ std::optional<Row> runRow(size_t i, const json &row) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string path = CLEAVE_CALIBRATION_JSON;
+  std::string path = defaultPublishedRunsPath();
   long only = -1;
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -176,10 +94,9 @@ int main(int argc, char **argv) {
     else
       path = arg;
   }
-  std::ifstream in(path);
-  json rows = json::parse(in, nullptr, false);
-  if (!in || !rows.is_array()) {
-    std::fprintf(stderr, "%s: expected a JSON array of runs\n", path.c_str());
+  Result<std::vector<PublishedRun>> runs = loadPublishedRuns(path);
+  if (!runs) {
+    std::fprintf(stderr, "%s\n", runs.error().c_str());
     return 1;
   }
   std::printf("%-3s %-5s %5s  %-40s %8s %-4s  %-44s %8s %-4s %6s %6s\n", "row",
@@ -187,10 +104,10 @@ int main(int argc, char **argv) {
               "planner's plan", "step s", "mem", "ratio", "search");
   int n = 0, atLeast = 0, fitting = 0;
   double worst = 1e9, totalSeconds = 0, maxSeconds = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (only >= 0 && size_t(only) != i)
+  for (const PublishedRun &run : *runs) {
+    if (only >= 0 && size_t(only) != run.row)
       continue;
-    std::optional<Row> r = runRow(i, rows[i]);
+    std::optional<Row> r = runRow(run);
     if (!r)
       continue;
     ++n;

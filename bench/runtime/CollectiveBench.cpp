@@ -270,10 +270,28 @@ void measureOverhead() {
 int main(int argc, char **argv) {
   if (std::getenv("CLEAVE_BENCH_RANK"))
     return runRank();
-  measureOverhead();
   std::vector<int> counts;
-  for (int i = 1; i < argc; ++i)
-    counts.push_back(std::atoi(argv[i]));
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("usage: %s [ranks...]\n\nTimes the runtime's collectives "
+                  "against raw Gloo on each number of local ranks (default: "
+                  "2 4).\n",
+                  argv[0]);
+      return 0;
+    }
+    char *end = nullptr;
+    long n = std::strtol(arg.c_str(), &end, 10);
+    if (arg.empty() || *end != '\0' || n < 1) {
+      std::fprintf(stderr,
+                   "%s: '%s' is not a rank count (a positive integer); "
+                   "see --help\n",
+                   argv[0], arg.c_str());
+      return 1;
+    }
+    counts.push_back(int(n));
+  }
+  measureOverhead();
   if (counts.empty())
     counts = {2, 4};
   ::setenv("CLEAVE_BENCH_RANK", "1", 1);

@@ -19,6 +19,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
 
 #include <chrono>
 #include <cstdio>
@@ -190,7 +192,14 @@ bool runPass(MLIRContext &context, const Case &c) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  // No options of its own: --help lists none of the libraries' either.
+  llvm::cl::OptionCategory category("cleave-bench-verify options");
+  llvm::cl::HideUnrelatedOptions(category);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "Times cleave-verify-collectives on 1F1B pipelines of growing meshes\n");
   DialectRegistry registry;
   registry.insert<CleaveDialect, arith::ArithDialect, func::FuncDialect,
                   scf::SCFDialect, tensor::TensorDialect>();

@@ -8,11 +8,12 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <optional>
 
@@ -233,24 +234,24 @@ struct CleaveCudaCompilePtxPass final
                    << llvm::format("%.2f", seconds) << " s\n";
       return success();
     }
-    llvm::json::Array kernels;
+    nlohmann::json kernels = nlohmann::json::array();
     for (const KernelUsage &k : usage)
-      kernels.push_back(llvm::json::Object{{"name", k.name},
-                                           {"registers", k.registers},
-                                           {"spill_stores", k.spillStores},
-                                           {"spill_loads", k.spillLoads},
-                                           {"stack", k.stack},
-                                           {"smem", k.smem}});
-    llvm::json::Object root{{"chip", chip},
-                            {"ptxas_seconds", seconds},
-                            {"kernels", std::move(kernels)}};
+      kernels.push_back({{"name", k.name},
+                         {"registers", k.registers},
+                         {"spill_stores", k.spillStores},
+                         {"spill_loads", k.spillLoads},
+                         {"stack", k.stack},
+                         {"smem", k.smem}});
+    nlohmann::json root = {{"chip", std::string(chip)},
+                           {"ptxas_seconds", seconds},
+                           {"kernels", std::move(kernels)}};
     std::error_code ec;
     llvm::raw_fd_ostream os(report, ec);
     if (ec)
       return getOperation().emitError()
              << "cannot write the ptxas report " << report << ": "
              << ec.message();
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+    os << root.dump(2) << "\n";
     return success();
   }
 };

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Conversion/RuntimeDType.h"
 #include "cleave/Runtime/CudaRuntime.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -36,14 +37,13 @@ struct Match {
   linalg::FillOp fill;
 };
 
-std::optional<int32_t> dtypeCode(Type type) {
-  if (type.isF32())
-    return CLEAVE_F32;
-  if (type.isBF16())
-    return CLEAVE_BF16;
-  if (type.isF16())
-    return CLEAVE_F16;
-  return std::nullopt;
+/// The runtime's code of `type` when the bias epilogue takes it (f32 and
+/// the 16-bit floats; not f64).
+std::optional<int32_t> epilogueDTypeCode(Type type) {
+  const ::cleave::rt::DTypeInfo *info = lookupRuntimeDType(type);
+  if (!info || !info->isFloat || info->bits > 32)
+    return std::nullopt;
+  return info->code;
 }
 
 /// Whether `body` computes `in0 + in1` (widened to f32 and narrowed back
@@ -119,7 +119,8 @@ std::optional<Match> matchAddition(linalg::GenericOp add) {
   m.bias = add.getDpsInputOperand(1)->get();
   m.out = add.getDpsInitOperand(0)->get();
   Type element = getElementTypeOrSelf(c.getType());
-  if (!dtypeCode(element) || getElementTypeOrSelf(m.bias.getType()) != element ||
+  if (!epilogueDTypeCode(element) ||
+      getElementTypeOrSelf(m.bias.getType()) != element ||
       getElementTypeOrSelf(m.out.getType()) != element ||
       !hasIdentityLayout(c) || !hasIdentityLayout(m.out) ||
       !hasIdentityLayout(m.bias))
@@ -216,7 +217,7 @@ void rewrite(Match m, func::FuncOp callee) {
   auto i64 = [&](int64_t v) {
     return b.create<arith::ConstantIntOp>(loc, v, 64).getResult();
   };
-  int32_t dtype = *dtypeCode(cType.getElementType());
+  int32_t dtype = *epilogueDTypeCode(cType.getElementType());
   b.create<func::CallOp>(
       loc, callee,
       ValueRange{i32(dtype), i32(m.transA), i32(m.transB), i64(rows),
@@ -242,7 +243,7 @@ void eraseDeadBuffer(memref::AllocOp alloc) {
 }
 
 struct CleaveCudaGemmEpiloguesPass final
-    : cleave::impl::CleaveCudaGemmEpiloguesPassBase<
+    : mlir::cleave::impl::CleaveCudaGemmEpiloguesPassBase<
           CleaveCudaGemmEpiloguesPass> {
   using Base::Base;
 

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Conversion/RuntimeDType.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -23,17 +24,13 @@ namespace {
 
 constexpr StringLiteral kGemm = "cleave_rt_gemm";
 
-/// The runtime's element-type code of `type`, if it has one.
-std::optional<int32_t> dtypeCode(Type type) {
-  if (type.isF32())
-    return CLEAVE_F32;
-  if (type.isF64())
-    return CLEAVE_F64;
-  if (type.isBF16())
-    return CLEAVE_BF16;
-  if (type.isF16())
-    return CLEAVE_F16;
-  return std::nullopt;
+/// The runtime's code of `type` when the runtime GEMM takes it (floating
+/// point).
+std::optional<int32_t> gemmDTypeCode(Type type) {
+  const ::cleave::rt::DTypeInfo *info = lookupRuntimeDType(type);
+  if (!info || !info->isFloat)
+    return std::nullopt;
+  return info->code;
 }
 
 /// One GEMM operand as the runtime sees it.
@@ -111,7 +108,7 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
   Value c = op.getDpsInitOperand(0)->get();
   auto aType = cast<MemRefType>(a.getType());
   auto cType = cast<MemRefType>(c.getType());
-  std::optional<int32_t> dtype = dtypeCode(aType.getElementType());
+  std::optional<int32_t> dtype = gemmDTypeCode(aType.getElementType());
   if (!dtype || aType.getElementType() != cType.getElementType() ||
       cast<MemRefType>(bm.getType()).getElementType() !=
           aType.getElementType())
@@ -163,7 +160,8 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
 }
 
 struct CleaveLinalgToRuntimePass final
-    : cleave::impl::CleaveLinalgToRuntimePassBase<CleaveLinalgToRuntimePass> {
+    : mlir::cleave::impl::CleaveLinalgToRuntimePassBase<
+          CleaveLinalgToRuntimePass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Conversion/RuntimeDType.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Runtime/Runtime.h"
 
@@ -166,22 +167,6 @@ LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
 // Step 2: runtime calls
 //===----------------------------------------------------------------------===//
 
-std::optional<int32_t> dtypeCode(Type type) {
-  if (type.isF32())
-    return CLEAVE_F32;
-  if (type.isF64())
-    return CLEAVE_F64;
-  if (type.isBF16())
-    return CLEAVE_BF16;
-  if (type.isF16())
-    return CLEAVE_F16;
-  if (type.isInteger(32))
-    return CLEAVE_I32;
-  if (type.isInteger(64))
-    return CLEAVE_I64;
-  return std::nullopt;
-}
-
 int32_t reductionCode(ReductionKind kind) {
   switch (kind) {
   case ReductionKind::Sum:
@@ -332,7 +317,7 @@ LogicalResult CallBuilder::lower(Operation *op) {
   Type elemType = cast<RankedTensorType>(data ? data.getType()
                                               : op->getResult(0).getType())
                       .getElementType();
-  std::optional<int32_t> dtype = dtypeCode(elemType);
+  std::optional<int32_t> dtype = runtimeDTypeCode(elemType);
   if (!dtype)
     return op->emitError() << "element type " << elemType
                            << " has no runtime code";
@@ -414,7 +399,7 @@ LogicalResult CallBuilder::lower(Operation *op) {
 }
 
 struct CleaveLowerCollectivesPass final
-    : cleave::impl::CleaveLowerCollectivesPassBase<
+    : mlir::cleave::impl::CleaveLowerCollectivesPassBase<
           CleaveLowerCollectivesPass> {
   using Base::Base;
 

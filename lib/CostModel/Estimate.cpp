@@ -47,7 +47,13 @@ Result<Estimate> estimateWithWorkload(const ModelConfig &model,
   e.hfu = e.hardwareFlops / perGpu / e.peakFlopsPerGpu;
   e.tokensPerSecond =
       double(plan.globalBatch()) * double(model.seqLen) / e.stepTime;
+  if (!(options.memoryHeadroom >= 0 && options.memoryHeadroom < 1))
+    return Result<Estimate>::failure(
+        "memory headroom: must be in [0, 1), got " +
+        std::to_string(options.memoryHeadroom));
   e.memoryPerStage = memoryPerStage(model, cl, plan, e.workload, c);
+  for (MemoryBreakdown &m : e.memoryPerStage)
+    m.headroom = options.memoryHeadroom;
   for (size_t s = 0; s < e.memoryPerStage.size(); ++s) {
     if (e.memoryPerStage[s].total() >
         e.memoryPerStage[size_t(e.peakMemoryStage)].total())

@@ -1,94 +1,144 @@
 //===- Report.cpp - Estimates as text and JSON ----------------------------===//
 
+#include "cleave/CostModel/Report.h"
 #include "cleave/CostModel/Estimate.h"
 
-#include <nlohmann/json.hpp>
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <sstream>
 
 namespace cleave::cost {
-namespace {
 
-std::string fmt(const char *format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
-
-std::string seconds(double s) {
+std::string formatSeconds(double s) {
   if (s >= 1)
-    return fmt("%.3f s", s);
+    return absl::StrFormat("%.3f s", s);
   if (s >= 1e-3)
-    return fmt("%.3f ms", s * 1e3);
-  return fmt("%.1f us", s * 1e6);
+    return absl::StrFormat("%.2f ms", s * 1e3);
+  return absl::StrFormat("%.1f us", s * 1e6);
 }
 
-std::string gigabytes(double b) { return fmt("%.2f GB", b / 1e9); }
-
-/// (label, seconds) rows of the time breakdown, in display order.
-std::vector<std::pair<std::string, double>> timeRows(const TimeBreakdown &b) {
-  std::vector<std::pair<std::string, double>> rows = {
-      {"forward", b.forward},
-      {"backward", b.backward},
-      {"weight gradients", b.weightGrad},
-      {"recompute", b.recompute},
-      {"optimizer", b.optimizer}};
-  for (int a = 0; a < kNumAxes; ++a)
-    rows.push_back({std::string(toString(Axis(a))) + " comm (exposed)",
-                    b.exposedComm[size_t(a)]});
-  rows.push_back({"pipeline bubble", b.bubble});
-  return rows;
+std::string formatGigabytes(double bytes, int digits) {
+  return absl::StrFormat("%.*f GB", digits, bytes / 1e9);
 }
 
-std::vector<std::pair<std::string, double>>
-memoryRows(const MemoryBreakdown &m) {
-  return {{"parameters", m.parameters},
-          {"gradients", m.gradients},
-          {"optimizer states", m.optimizerStates},
-          {"activations", m.activations},
-          {"transient", m.transient},
-          {"communication buffers", m.communication},
-          {"runtime reserved", m.reserved}};
+std::string formatPercent(double fraction, int digits) {
+  return absl::StrFormat("%.*f%%", digits, 100 * fraction);
 }
 
-} // namespace
+std::vector<ReportPart> timeParts(const TimeBreakdown &b) {
+  std::vector<ReportPart> parts = {
+      {"forward", "forward", b.forward},
+      {"backward", "backward", b.backward},
+      {"weight_gradients", "weight gradients", b.weightGrad},
+      {"recompute", "recompute", b.recompute},
+      {"optimizer", "optimizer", b.optimizer}};
+  for (int a = 0; a < kNumAxes; ++a) {
+    std::string axis = toString(Axis(a));
+    parts.push_back(
+        {"exposed_" + axis + "_communication",
+         "exposed " + absl::AsciiStrToUpper(axis) + " communication",
+         b.exposedComm[size_t(a)]});
+  }
+  parts.push_back({"pipeline_bubble", "pipeline bubble", b.bubble});
+  return parts;
+}
+
+std::vector<ReportPart> memoryParts(const MemoryBreakdown &m) {
+  return {{"parameters", "parameters", m.parameters},
+          {"gradients", "gradients", m.gradients},
+          {"optimizer_states", "optimizer states", m.optimizerStates},
+          {"activations", "activations", m.activations},
+          {"transient", "transient", m.transient},
+          {"communication_buffers", "communication buffers", m.communication},
+          {"runtime_reserved", "runtime reserved", m.reserved}};
+}
+
+nlohmann::json partsToJson(const std::vector<ReportPart> &parts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const ReportPart &p : parts)
+    j[p.key] = p.value;
+  return j;
+}
+
+nlohmann::json memoryToJson(const MemoryBreakdown &m) {
+  nlohmann::json j = partsToJson(memoryParts(m));
+  j["total"] = m.total();
+  j["capacity"] = m.capacity;
+  j["headroom"] = m.headroom;
+  j["usable"] = m.usable();
+  j["fits"] = m.fits();
+  return j;
+}
+
+std::string describeUsableMemory(double capacity, double headroom) {
+  return absl::StrFormat("%s usable of %s (%s headroom)",
+                         formatGigabytes(capacity * (1 - headroom)),
+                         formatGigabytes(capacity), formatPercent(headroom, 0));
+}
+
+TextTable::TextTable(std::vector<Align> columns, int indent, int gap)
+    : columns(std::move(columns)), indent(indent), gap(gap) {}
+
+void TextTable::addRow(std::vector<std::string> cells) {
+  cells.resize(columns.size());
+  rows.push_back(std::move(cells));
+}
+
+void TextTable::print(std::ostream &os) const {
+  std::vector<size_t> width(columns.size(), 0);
+  for (const auto &row : rows)
+    for (size_t c = 0; c < row.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  for (const auto &row : rows) {
+    std::string line(size_t(indent), ' ');
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::string pad(width[c] - row[c].size(), ' ');
+      if (c > 0)
+        line += std::string(size_t(gap), ' ');
+      line += columns[c] == Align::Left ? row[c] + pad : pad + row[c];
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    os << line << "\n";
+  }
+}
 
 std::string formatReport(const Estimate &e, const ModelConfig &model,
                          const ClusterSpec &cl, const ParallelPlan &plan) {
   std::ostringstream os;
-  os << "model   " << model.name << " ("
-     << fmt("%.2f", model.numParameters() / 1e9) << "B parameters, seq "
-     << model.seqLen << ")\n";
-  os << "cluster " << cl.name << ": " << cl.nodes << " nodes x "
-     << cl.gpusPerNode << " " << cl.gpu.name << "\n";
+  os << absl::StrFormat("model   %s (%.2fB parameters, seq %d)\n", model.name,
+                        model.numParameters() / 1e9, model.seqLen);
+  os << absl::StrFormat("cluster %s: %d nodes x %d %s\n", cl.name, cl.nodes,
+                        cl.gpusPerNode, cl.gpu.name);
   os << "plan    " << describe(plan) << "\n";
-  os << "        global batch " << plan.globalBatch() << " sequences, "
-     << e.numGpus << " GPUs\n\n";
-  os << "step time          " << seconds(e.stepTime) << "\n";
-  os << "tokens/s           " << fmt("%.0f", e.tokensPerSecond) << "\n";
-  os << "TFLOP/s per GPU    " << fmt("%.1f", e.modelTflopsPerGpu) << " model, "
-     << fmt("%.1f", e.hardwareTflopsPerGpu) << " hardware\n";
-  os << "MFU / HFU          " << fmt("%.1f%%", 100 * e.mfu) << " / "
-     << fmt("%.1f%%", 100 * e.hfu) << "  (peak "
-     << fmt("%.1f", e.peakFlopsPerGpu / 1e12) << " TFLOP/s "
-     << toString(plan.dtype) << ")\n\n";
+  os << absl::StrFormat("        global batch %d sequences, %d GPUs\n\n",
+                        plan.globalBatch(), e.numGpus);
+  os << "step time          " << formatSeconds(e.stepTime) << "\n";
+  os << absl::StrFormat("tokens/s           %.0f\n", e.tokensPerSecond);
+  os << absl::StrFormat("TFLOP/s per GPU    %.1f model, %.1f hardware\n",
+                        e.modelTflopsPerGpu, e.hardwareTflopsPerGpu);
+  os << absl::StrFormat(
+      "MFU / HFU          %s / %s  (peak %.1f TFLOP/s %s)\n\n",
+      formatPercent(e.mfu), formatPercent(e.hfu), e.peakFlopsPerGpu / 1e12,
+      toString(plan.dtype));
   os << "time of the critical rank (pipeline stage " << e.criticalStage
      << ")\n";
-  for (const auto &[label, t] : timeRows(e.breakdown))
-    if (t > 0)
-      os << "  " << label
-         << std::string(24 - std::min<size_t>(label.size(), 23), ' ')
-         << std::string(12 - std::min<size_t>(seconds(t).size(), 12), ' ')
-         << seconds(t) << fmt("  %5.1f%%", 100 * t / e.stepTime) << "\n";
+  TextTable time({TextTable::Align::Left, TextTable::Align::Right,
+                  TextTable::Align::Right});
+  for (const ReportPart &p : timeParts(e.breakdown))
+    if (p.value > 0)
+      time.addRow({p.label, formatSeconds(p.value),
+                   formatPercent(p.value / e.stepTime)});
+  time.print(os);
   const MemoryBreakdown &m = e.peakMemory();
   os << "\nmemory per GPU (peak: pipeline stage " << e.peakMemoryStage << ")\n";
-  for (const auto &[label, b] : memoryRows(m))
-    os << "  " << label
-       << std::string(24 - std::min<size_t>(label.size(), 23), ' ')
-       << fmt("%9.2f GB", b / 1e9) << "\n";
-  os << "  total                   " << fmt("%9.2f GB", m.total() / 1e9)
-     << " of " << gigabytes(m.capacity) << ": "
+  TextTable memory({TextTable::Align::Left, TextTable::Align::Right});
+  for (const ReportPart &p : memoryParts(m))
+    memory.addRow({p.label, formatGigabytes(p.value, 2)});
+  memory.addRow({"total", formatGigabytes(m.total(), 2)});
+  memory.print(os);
+  os << "  " << describeUsableMemory(m.capacity, m.headroom) << ": "
      << (e.fits ? "fits" : "DOES NOT FIT") << "\n";
   return os.str();
 }
@@ -108,21 +158,11 @@ std::string estimateToJson(const Estimate &e, const ModelConfig &model,
   j["mfu"] = e.mfu;
   j["hfu"] = e.hfu;
   j["peak_tflops_per_gpu"] = e.peakFlopsPerGpu / 1e12;
-  nlohmann::json time;
-  for (const auto &[label, t] : timeRows(e.breakdown))
-    time[label] = t;
-  j["time_s"] = time;
+  j["time_s"] = partsToJson(timeParts(e.breakdown));
   j["critical_stage"] = e.criticalStage;
   nlohmann::json stages = nlohmann::json::array();
-  for (const MemoryBreakdown &m : e.memoryPerStage) {
-    nlohmann::json s;
-    for (const auto &[label, b] : memoryRows(m))
-      s[label] = b;
-    s["total"] = m.total();
-    s["capacity"] = m.capacity;
-    s["fits"] = m.fits();
-    stages.push_back(s);
-  }
+  for (const MemoryBreakdown &m : e.memoryPerStage)
+    stages.push_back(memoryToJson(m));
   j["memory_bytes_per_stage"] = stages;
   j["peak_memory_stage"] = e.peakMemoryStage;
   j["fits"] = e.fits;

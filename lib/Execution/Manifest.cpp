@@ -1,12 +1,16 @@
 //===- Manifest.cpp - What a compiled function expects --------------------===//
 
 #include "cleave/Execution/Manifest.h"
+#include "cleave/Conversion/RuntimeDType.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <nlohmann/json.hpp>
+
 using namespace mlir;
 using namespace mlir::cleave;
+using nlohmann::json;
 
 int64_t BufferSpec::numElements() const {
   int64_t n = 1;
@@ -104,40 +108,6 @@ StringRef mlir::cleave::stringifyRole(BufferSpec::Role role) {
   return "?";
 }
 
-static std::optional<int32_t> dtypeOf(Type type) {
-  if (type.isF32())
-    return CLEAVE_F32;
-  if (type.isF64())
-    return CLEAVE_F64;
-  if (type.isBF16())
-    return CLEAVE_BF16;
-  if (type.isF16())
-    return CLEAVE_F16;
-  if (type.isInteger(32))
-    return CLEAVE_I32;
-  if (type.isInteger(64))
-    return CLEAVE_I64;
-  return std::nullopt;
-}
-
-static const char *dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case CLEAVE_F32:
-    return "f32";
-  case CLEAVE_F64:
-    return "f64";
-  case CLEAVE_BF16:
-    return "bf16";
-  case CLEAVE_F16:
-    return "f16";
-  case CLEAVE_I32:
-    return "i32";
-  case CLEAVE_I64:
-    return "i64";
-  }
-  return "?";
-}
-
 /// Fills `spec` with the shape and element type of `type`.
 static LogicalResult describeType(Operation *where, Type type,
                                   const std::string &what, BufferSpec &spec) {
@@ -146,12 +116,11 @@ static LogicalResult describeType(Operation *where, Type type,
     return where->emitError() << what << " has type " << type
                               << "; compiled functions take tensors with "
                                  "static shapes";
-  std::optional<int32_t> dtype = dtypeOf(shaped.getElementType());
+  std::optional<int32_t> dtype = runtimeDTypeCode(shaped.getElementType());
   if (!dtype)
-    return where->emitError() << what << " has element type "
-                              << shaped.getElementType()
-                              << ", which hosts cannot allocate (f32, f64, "
-                                 "bf16, f16, i32 or i64)";
+    return where->emitError()
+           << what << " has element type " << shaped.getElementType()
+           << ", which hosts cannot allocate (" << runtimeDTypeNames() << ")";
   spec.shape.assign(shaped.getShape().begin(), shaped.getShape().end());
   spec.dtype = *dtype;
   return success();
@@ -318,165 +287,197 @@ LogicalResult mlir::cleave::extractGroups(ModuleOp module,
   return success();
 }
 
-static llvm::json::Array toJSONArray(const std::vector<std::vector<int64_t>> &v) {
-  llvm::json::Array out;
-  for (const auto &inner : v)
-    out.push_back(llvm::json::Array(inner));
-  return out;
-}
-
-llvm::json::Value ProgramManifest::toJSON() const {
-  llvm::json::Array funcs;
+std::string ProgramManifest::toJSON() const {
+  json funcs = json::array();
   for (const FunctionSpec &f : functions) {
-    llvm::json::Array buffers;
+    json buffers = json::array();
     for (const BufferSpec &b : f.buffers) {
-      llvm::json::Object o{{"role", stringifyRole(b.role)},
-                           {"name", b.name},
-                           {"shape", llvm::json::Array(b.shape)},
-                           {"dtype", dtypeName(b.dtype)}};
+      json o = {
+          {"role", stringifyRole(b.role).str()},
+          {"name", b.name},
+          {"shape", b.shape},
+          {"dtype", std::string(::cleave::rt::lookupDType(b.dtype)->name)}};
       if (b.role == BufferSpec::Role::Param) {
         o["init"] = b.init;
         o["scale"] = b.initScale;
       }
       if (b.isSplit())
-        o["layout"] = toJSONArray(b.layout);
+        o["layout"] = b.layout;
       buffers.push_back(std::move(o));
     }
-    funcs.push_back(llvm::json::Object{
-        {"name", f.name}, {"buffers", std::move(buffers)}});
+    funcs.push_back({{"name", f.name}, {"buffers", std::move(buffers)}});
   }
-  llvm::json::Object root{{"format", "cleave-manifest"},
-                          {"version", 1},
-                          {"functions", std::move(funcs)}};
+  json root = {{"format", "cleave-manifest"},
+               {"version", 1},
+               {"functions", std::move(funcs)}};
   if (mesh) {
-    root["mesh"] = llvm::json::Object{{"axes", llvm::json::Array(mesh->axes)},
-                                      {"shape", llvm::json::Array(mesh->shape)}};
-    root["groups"] = toJSONArray(groups);
+    root["mesh"] = {{"axes", mesh->axes}, {"shape", mesh->shape}};
+    root["groups"] = groups;
   }
   if (pipeline)
-    root["pipeline"] =
-        llvm::json::Object{{"axis", pipeline->axis},
-                           {"stages", llvm::json::Array(pipeline->stages)}};
-  return root;
+    root["pipeline"] = {{"axis", pipeline->axis}, {"stages", pipeline->stages}};
+  return root.dump();
+}
+
+namespace {
+
+/// The string field `key` of `o`, or null.
+const std::string *stringField(const json &o, const char *key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get_ptr<const std::string *>()
+                                          : nullptr;
+}
+
+/// The array field `key` of `o`, or null.
+const json *arrayField(const json &o, const char *key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_array() ? &*it : nullptr;
 }
 
 /// Reads [[int, ...], ...].
-static bool readNested(const llvm::json::Array &array,
-                       std::vector<std::vector<int64_t>> &out) {
-  for (const llvm::json::Value &inner : array) {
-    const llvm::json::Array *values = inner.getAsArray();
-    if (!values)
+bool readNested(const json &array, std::vector<std::vector<int64_t>> &out) {
+  for (const json &inner : array) {
+    if (!inner.is_array())
       return false;
     std::vector<int64_t> row;
-    for (const llvm::json::Value &v : *values) {
-      if (!v.getAsInteger())
+    for (const json &v : inner) {
+      if (!v.is_number_integer())
         return false;
-      row.push_back(*v.getAsInteger());
+      row.push_back(v.get<int64_t>());
     }
     out.push_back(std::move(row));
   }
   return true;
 }
 
+llvm::Error manifestError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "manifest: " + msg);
+}
+
+/// Reads one entry of a function's "buffers"; `where` names it.
+llvm::Expected<BufferSpec> readBuffer(const json &bo, const std::string &bw) {
+  if (!bo.is_object())
+    return manifestError(bw + ": not an object");
+  BufferSpec b;
+  const std::string *role = stringField(bo, "role");
+  const std::string *dtype = stringField(bo, "dtype");
+  const std::string *name = stringField(bo, "name");
+  const json *shape = arrayField(bo, "shape");
+  if (!role || !dtype || !shape || !name)
+    return manifestError(bw + ": needs 'role', 'name', 'shape' and 'dtype'");
+  b.name = *name;
+  bool roleOk = false;
+  for (auto r : {BufferSpec::Role::Param, BufferSpec::Role::State,
+                 BufferSpec::Role::Input, BufferSpec::Role::Output})
+    if (*role == stringifyRole(r)) {
+      b.role = r;
+      roleOk = true;
+    }
+  if (!roleOk)
+    return manifestError(bw + ".role: unknown role '" + *role + "'");
+  const ::cleave::rt::DTypeInfo *info = ::cleave::rt::lookupDTypeByName(*dtype);
+  if (!info)
+    return manifestError(bw + ".dtype: unknown element type '" + *dtype + "'");
+  b.dtype = info->code;
+  for (const json &d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return manifestError(bw + ".shape: dimensions are non-negative integers");
+    b.shape.push_back(d.get<int64_t>());
+  }
+  auto init = bo.find("init");
+  if (init != bo.end() && init->is_number_integer())
+    b.init = init->get<int32_t>();
+  auto scale = bo.find("scale");
+  if (scale != bo.end() && scale->is_number())
+    b.initScale = scale->get<double>();
+  if (const json *layout = arrayField(bo, "layout"))
+    if (!readNested(*layout, b.layout))
+      return manifestError(bw +
+                           ".layout: a list of axis-index lists per dimension");
+  return b;
+}
+
+/// Reads "mesh", "groups" and "pipeline" of `root` into `m`.
+llvm::Error readMesh(const json &root, ProgramManifest &m) {
+  auto mesh = root.find("mesh");
+  if (mesh != root.end() && mesh->is_object()) {
+    const json *axes = arrayField(*mesh, "axes");
+    const json *shape = arrayField(*mesh, "shape");
+    if (!axes || !shape || axes->size() != shape->size())
+      return manifestError("mesh: needs 'axes' and 'shape' of the same length");
+    MeshSpec spec;
+    for (size_t i = 0; i < axes->size(); ++i) {
+      const json &a = (*axes)[i], &s = (*shape)[i];
+      if (!a.is_string() || !s.is_number_integer() || s.get<int64_t>() <= 0)
+        return manifestError("mesh: axes are names, sizes positive integers");
+      spec.axes.push_back(a.get<std::string>());
+      spec.shape.push_back(s.get<int64_t>());
+    }
+    m.mesh = std::move(spec);
+    if (const json *groups = arrayField(root, "groups"))
+      if (!readNested(*groups, m.groups))
+        return manifestError("groups: a list of axis-index lists");
+  }
+  auto pipeline = root.find("pipeline");
+  if (pipeline == root.end() || !pipeline->is_object())
+    return llvm::Error::success();
+  auto axis = pipeline->find("axis");
+  const json *stages = arrayField(*pipeline, "stages");
+  if (!m.mesh || axis == pipeline->end() || !axis->is_number_integer() ||
+      !stages || axis->get<int64_t>() < 0 ||
+      axis->get<int64_t>() >= int64_t(m.mesh->axes.size()) ||
+      int64_t(stages->size()) != m.mesh->shape[axis->get<int64_t>()])
+    return manifestError("pipeline: needs a mesh, 'axis' (a mesh axis index) "
+                         "and one name in 'stages' per coordinate of that "
+                         "axis");
+  PipelineSpec spec;
+  spec.axis = axis->get<int64_t>();
+  for (const json &name : *stages) {
+    if (!name.is_string() || !m.lookup(name.get<std::string>()))
+      return manifestError(
+          "pipeline.stages: names of functions of the manifest");
+    spec.stages.push_back(name.get<std::string>());
+  }
+  m.pipeline = std::move(spec);
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Expected<ProgramManifest> ProgramManifest::fromJSON(StringRef text) {
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
-  if (!parsed)
-    return parsed.takeError();
-  auto fail = [](const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "manifest: " + msg);
-  };
-  const llvm::json::Object *root = parsed->getAsObject();
-  if (!root || root->getString("format") != "cleave-manifest")
-    return fail("not a cleave manifest (field 'format')");
-  const llvm::json::Array *funcs = root->getArray("functions");
+  json root = json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                          /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    return manifestError("not valid JSON");
+  const std::string *format =
+      root.is_object() ? stringField(root, "format") : nullptr;
+  if (!format || *format != "cleave-manifest")
+    return manifestError("not a cleave manifest (field 'format')");
+  const json *funcs = arrayField(root, "functions");
   if (!funcs)
-    return fail("missing array 'functions'");
+    return manifestError("missing array 'functions'");
   ProgramManifest m;
-  for (auto [fi, fv] : llvm::enumerate(*funcs)) {
-    const llvm::json::Object *fo = fv.getAsObject();
+  for (size_t fi = 0; fi < funcs->size(); ++fi) {
+    const json &fo = (*funcs)[fi];
     std::string where = "functions[" + std::to_string(fi) + "]";
-    if (!fo || !fo->getString("name") || !fo->getArray("buffers"))
-      return fail(where + ": needs 'name' and 'buffers'");
+    const std::string *name =
+        fo.is_object() ? stringField(fo, "name") : nullptr;
+    const json *buffers = fo.is_object() ? arrayField(fo, "buffers") : nullptr;
+    if (!name || !buffers)
+      return manifestError(where + ": needs 'name' and 'buffers'");
     FunctionSpec f;
-    f.name = fo->getString("name")->str();
-    for (auto [bi, bv] : llvm::enumerate(*fo->getArray("buffers"))) {
-      const llvm::json::Object *bo = bv.getAsObject();
-      std::string bw = where + ".buffers[" + std::to_string(bi) + "]";
-      if (!bo)
-        return fail(bw + ": not an object");
-      BufferSpec b;
-      std::optional<StringRef> role = bo->getString("role");
-      std::optional<StringRef> dtype = bo->getString("dtype");
-      const llvm::json::Array *shape = bo->getArray("shape");
-      if (!role || !dtype || !shape || !bo->getString("name"))
-        return fail(bw + ": needs 'role', 'name', 'shape' and 'dtype'");
-      b.name = bo->getString("name")->str();
-      bool roleOk = false;
-      for (auto r : {BufferSpec::Role::Param, BufferSpec::Role::State,
-                     BufferSpec::Role::Input, BufferSpec::Role::Output})
-        if (*role == stringifyRole(r)) {
-          b.role = r;
-          roleOk = true;
-        }
-      if (!roleOk)
-        return fail(bw + ".role: unknown role '" + *role + "'");
-      bool dtypeOk = false;
-      for (int32_t d = CLEAVE_F32; d <= CLEAVE_I64; ++d)
-        if (*dtype == dtypeName(d)) {
-          b.dtype = d;
-          dtypeOk = true;
-        }
-      if (!dtypeOk)
-        return fail(bw + ".dtype: unknown element type '" + *dtype + "'");
-      for (const llvm::json::Value &d : *shape) {
-        std::optional<int64_t> v = d.getAsInteger();
-        if (!v || *v < 0)
-          return fail(bw + ".shape: dimensions are non-negative integers");
-        b.shape.push_back(*v);
-      }
-      b.init = bo->getInteger("init").value_or(0);
-      b.initScale = bo->getNumber("scale").value_or(0.0);
-      if (const llvm::json::Array *layout = bo->getArray("layout"))
-        if (!readNested(*layout, b.layout))
-          return fail(bw + ".layout: a list of axis-index lists per dimension");
-      f.buffers.push_back(std::move(b));
+    f.name = *name;
+    for (size_t bi = 0; bi < buffers->size(); ++bi) {
+      llvm::Expected<BufferSpec> b = readBuffer(
+          (*buffers)[bi], where + ".buffers[" + std::to_string(bi) + "]");
+      if (!b)
+        return b.takeError();
+      f.buffers.push_back(std::move(*b));
     }
     m.functions.push_back(std::move(f));
   }
-  if (const llvm::json::Object *mesh = root->getObject("mesh")) {
-    const llvm::json::Array *axes = mesh->getArray("axes");
-    const llvm::json::Array *shape = mesh->getArray("shape");
-    if (!axes || !shape || axes->size() != shape->size())
-      return fail("mesh: needs 'axes' and 'shape' of the same length");
-    MeshSpec spec;
-    for (auto [a, s] : llvm::zip(*axes, *shape)) {
-      if (!a.getAsString() || !s.getAsInteger() || *s.getAsInteger() <= 0)
-        return fail("mesh: axes are names, sizes positive integers");
-      spec.axes.push_back(a.getAsString()->str());
-      spec.shape.push_back(*s.getAsInteger());
-    }
-    m.mesh = std::move(spec);
-    if (const llvm::json::Array *groups = root->getArray("groups"))
-      if (!readNested(*groups, m.groups))
-        return fail("groups: a list of axis-index lists");
-  }
-  if (const llvm::json::Object *pipeline = root->getObject("pipeline")) {
-    std::optional<int64_t> axis = pipeline->getInteger("axis");
-    const llvm::json::Array *stages = pipeline->getArray("stages");
-    if (!m.mesh || !axis || !stages || *axis < 0 ||
-        *axis >= int64_t(m.mesh->axes.size()) ||
-        int64_t(stages->size()) != m.mesh->shape[*axis])
-      return fail("pipeline: needs a mesh, 'axis' (a mesh axis index) and "
-                  "one name in 'stages' per coordinate of that axis");
-    PipelineSpec spec;
-    spec.axis = *axis;
-    for (const llvm::json::Value &name : *stages) {
-      if (!name.getAsString() || !m.lookup(*name.getAsString()))
-        return fail("pipeline.stages: names of functions of the manifest");
-      spec.stages.push_back(name.getAsString()->str());
-    }
-    m.pipeline = std::move(spec);
-  }
+  if (llvm::Error err = readMesh(root, m))
+    return std::move(err);
   return m;
 }

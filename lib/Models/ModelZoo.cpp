@@ -199,10 +199,9 @@ OwningOpRef<ModuleOp> mlir::cleave::buildModel(MLIRContext *context,
   context->loadDialect<CleaveDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module =
       ModuleOp::create(NameLoc::get(StringAttr::get(context, config.name)));
-  (*module)->setAttr("cleave.model",
-                     StringAttr::get(context, config.name.empty()
-                                                  ? "custom"
-                                                  : config.name));
+  (*module)->setAttr(
+      CleaveDialect::kModelAttrName,
+      StringAttr::get(context, config.name.empty() ? "custom" : config.name));
   ZooBuilder z(*module, config);
   Value loss;
   switch (config.arch) {

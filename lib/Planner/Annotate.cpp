@@ -24,7 +24,7 @@ public:
         builder(module.getContext()) {}
 
   LogicalResult run(std::string &error) {
-    if (module->hasAttr("cleave.plan")) {
+    if (module->hasAttr(CleaveDialect::kPlanAttrName)) {
       error = "the module already carries a plan (cleave.plan); "
               "cleave-auto-shard plans modules without one";
       return failure();
@@ -128,7 +128,8 @@ private:
             builder.setInsertionPointToStart(cast<BlockArgument>(x).getOwner());
           auto constraint =
               builder.create<ShardingConstraintOp>(op->getLoc(), x, attr);
-          constraint->setAttr("cleave.stage", builder.getI64IntegerAttr(chunk));
+          constraint->setAttr(CleaveDialect::kStageAttrName,
+                              builder.getI64IntegerAttr(chunk));
           c = constraint.getResult();
         }
         op->setOperand(k, c);
@@ -170,24 +171,24 @@ private:
       ShardingAttr attr;
       if (g.nodeOfArg.count(arg))
         attr = attrOf(g.layoutOf(arg, choiceAt(argChunk.lookup(arg))));
-      else if (!f.getArgAttr(arg.getArgNumber(), "cleave.state"))
+      else if (!f.getArgAttr(arg.getArgNumber(), CleaveDialect::kStateAttrName))
         attr = ShardingAttr::getReplicated(module.getContext(), kMesh,
                                            unsigned(type.getRank()));
       if (!attr)
         continue;
-      f.setArgAttr(arg.getArgNumber(), "cleave.sharding", attr);
-      if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     "cleave.param"))
+      f.setArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName, attr);
+      if (auto name = f.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), CleaveDialect::kParamAttrName))
         paramShardings[name.getValue()] = attr;
     }
     // Optimizer state follows its parameter.
     for (BlockArgument arg : f.getArguments())
-      if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     "cleave.state")) {
+      if (auto name = f.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), CleaveDialect::kStateAttrName)) {
         std::optional<ShardingAttr> attr = paramSharding(name.getValue());
         auto type = cast<RankedTensorType>(arg.getType());
         f.setArgAttr(
-            arg.getArgNumber(), "cleave.sharding",
+            arg.getArgNumber(), CleaveDialect::kShardingAttrName,
             attr ? *attr
                  : ShardingAttr::getReplicated(module.getContext(), kMesh,
                                                unsigned(type.getRank())));
@@ -201,11 +202,12 @@ private:
       if (!type)
         continue;
       std::optional<ShardingAttr> attr;
-      if (auto name = f.getResultAttrOfType<StringAttr>(r, "cleave.output"))
+      if (auto name = f.getResultAttrOfType<StringAttr>(
+              r, CleaveDialect::kOutputAttrName))
         if (name.getValue() != "loss")
           attr = paramSharding(name.getValue());
       f.setResultAttr(
-          r, "cleave.sharding",
+          r, CleaveDialect::kShardingAttrName,
           attr ? *attr
                : ShardingAttr::getReplicated(module.getContext(), kMesh,
                                              unsigned(type.getRank())));
@@ -244,7 +246,8 @@ private:
   Operation *updateOf(func::FuncOp f, StringRef name) {
     Operation *ret = f.getBody().front().getTerminator();
     for (unsigned i = 0; i < f.getNumResults(); ++i)
-      if (auto out = f.getResultAttrOfType<StringAttr>(i, "cleave.output"))
+      if (auto out = f.getResultAttrOfType<StringAttr>(
+              i, CleaveDialect::kOutputAttrName))
         if (out.getValue() == name)
           return ret->getOperand(i).getDefiningOp();
     return nullptr;
@@ -254,7 +257,7 @@ private:
   Value pin(Value x, ShardingAttr attr, Operation *at, int chunk) {
     builder.setInsertionPoint(at);
     auto c = builder.create<ShardingConstraintOp>(at->getLoc(), x, attr);
-    c->setAttr("cleave.stage", builder.getI64IntegerAttr(chunk));
+    c->setAttr(CleaveDialect::kStageAttrName, builder.getI64IntegerAttr(chunk));
     return c.getResult();
   }
 
@@ -269,8 +272,8 @@ private:
     splitState();
     func::FuncOp f = func::FuncOp(v.func);
     for (BlockArgument arg : f.getArguments()) {
-      auto name =
-          f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.param");
+      auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                 CleaveDialect::kParamAttrName);
       Operation *update = name ? updateOf(f, name.getValue()) : nullptr;
       if (!update)
         continue;
@@ -285,10 +288,10 @@ private:
         continue;
       ShardingAttr split =
           withDp(layout, cast<RankedTensorType>(arg.getType()));
-      f.setArgAttr(arg.getArgNumber(), "cleave.sharding", split);
+      f.setArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName, split);
       for (unsigned r = 0; r < f.getNumResults(); ++r)
-        if (f.getResultAttr(r, "cleave.output") == name)
-          f.setResultAttr(r, "cleave.sharding", split);
+        if (f.getResultAttr(r, CleaveDialect::kOutputAttrName) == name)
+          f.setResultAttr(r, CleaveDialect::kShardingAttrName, split);
       Value gathered = pin(arg, layout, &f.getBody().front().front(), chunk);
       llvm::SmallPtrSet<Operation *, 2> keep;
       keep.insert(update);
@@ -301,21 +304,22 @@ private:
   void splitState() {
     func::FuncOp f = func::FuncOp(v.func);
     for (BlockArgument arg : f.getArguments()) {
-      auto name =
-          f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.state");
+      auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                 CleaveDialect::kStateAttrName);
       if (std::optional<ShardingAttr> param =
               name ? paramSharding(name.getValue()) : std::nullopt)
-        f.setArgAttr(arg.getArgNumber(), "cleave.sharding",
+        f.setArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName,
                      withDp(*param, cast<RankedTensorType>(arg.getType())));
     }
     for (unsigned r = 0; r < f.getNumResults(); ++r) {
-      auto name = f.getResultAttrOfType<StringAttr>(r, "cleave.output");
+      auto name =
+          f.getResultAttrOfType<StringAttr>(r, CleaveDialect::kOutputAttrName);
       if (!name || paramShardings.count(name.getValue()) ||
           name.getValue().starts_with("grad:"))
         continue;
       if (std::optional<ShardingAttr> param = paramSharding(name.getValue()))
         f.setResultAttr(
-            r, "cleave.sharding",
+            r, CleaveDialect::kShardingAttrName,
             withDp(*param, cast<RankedTensorType>(f.getResultTypes()[r])));
     }
   }
@@ -328,7 +332,8 @@ private:
     for (auto [arg, chunk] : argChunk)
       chunkOfValue[arg] = chunk;
     auto set = [&](Operation *op, int chunk) {
-      op->setAttr("cleave.stage", builder.getI64IntegerAttr(chunk));
+      op->setAttr(CleaveDialect::kStageAttrName,
+                  builder.getI64IntegerAttr(chunk));
       for (Value r : op->getResults())
         chunkOfValue[r] = chunk;
     };
@@ -338,7 +343,8 @@ private:
         set(&op, chunkOf(it->second));
         continue;
       }
-      if (auto c = op.getAttrOfType<IntegerAttr>("cleave.stage")) {
+      if (auto c =
+              op.getAttrOfType<IntegerAttr>(CleaveDialect::kStageAttrName)) {
         set(&op, int(c.getInt()));
         continue;
       }
@@ -354,7 +360,8 @@ private:
     for (Operation *op : llvm::reverse(unknown)) {
       int chunk = -1;
       for (Operation *user : op->getUsers())
-        if (auto c = user->getAttrOfType<IntegerAttr>("cleave.stage"))
+        if (auto c =
+                user->getAttrOfType<IntegerAttr>(CleaveDialect::kStageAttrName))
           chunk =
               chunk < 0 ? int(c.getInt()) : std::min(chunk, int(c.getInt()));
       set(op, std::max(chunk, 0));
@@ -381,7 +388,8 @@ private:
                              builder.getStringAttr(cost::toString(p.schedule))),
         builder.getNamedAttr("virtual_stages",
                              builder.getI64IntegerAttr(p.chunks()))};
-    module->setAttr("cleave.plan", builder.getDictionaryAttr(fields));
+    module->setAttr(CleaveDialect::kPlanAttrName,
+                    builder.getDictionaryAttr(fields));
   }
 
   ModuleOp module;

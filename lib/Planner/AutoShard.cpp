@@ -42,8 +42,8 @@ int64_t moduleBatch(const ForwardView &v, std::string &input) {
   for (BlockArgument a : f.getArguments()) {
     auto t = dyn_cast<RankedTensorType>(a.getType());
     if (v.isInput(a) && t && t.getRank() >= 1) {
-      if (auto n =
-              f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "cleave.input"))
+      if (auto n = f.getArgAttrOfType<StringAttr>(
+              a.getArgNumber(), CleaveDialect::kInputAttrName))
         input = n.getValue().str();
       return t.getDimSize(0);
     }
@@ -109,7 +109,8 @@ std::optional<ModelConfig> modelOf(ModuleOp module, const ForwardView &v,
   std::string preset = o.config ? o.config->name : o.model;
   std::string name = o.config ? o.config->name : o.model;
   if (preset.empty())
-    if (auto a = module->getAttrOfType<StringAttr>("cleave.model"))
+    if (auto a =
+            module->getAttrOfType<StringAttr>(CleaveDialect::kModelAttrName))
       preset = a.getValue().str();
   std::optional<ModelConfig> m = o.config ? o.config : lookupPreset(preset);
   if (!m || m->arch == Architecture::MLP) {

@@ -1,6 +1,7 @@
 //===- Explain.cpp - The planner's report ---------------------------------===//
 
 #include "cleave/Planner/Explain.h"
+#include "cleave/CostModel/Report.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,51 +15,18 @@ using nlohmann::json;
 
 namespace {
 
-std::string gb(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1) << bytes / 1e9 << " GB";
-  return os.str();
-}
+using cost::formatPercent;
+using cost::formatSeconds;
 
-std::string seconds(double s) {
-  std::ostringstream os;
-  os << std::fixed;
-  if (s >= 1)
-    os << std::setprecision(3) << s << " s";
-  else if (s >= 1e-3)
-    os << std::setprecision(2) << s * 1e3 << " ms";
-  else
-    os << std::setprecision(1) << s * 1e6 << " us";
-  return os.str();
-}
+std::string gb(double bytes) { return cost::formatGigabytes(bytes); }
 
-std::string percent(double x, int digits = 1) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << 100 * x << "%";
-  return os.str();
-}
-
-/// The parts of a step's time, named as the report names them.
-std::vector<std::pair<std::string, double>>
-timeParts(const cost::TimeBreakdown &b) {
-  using cost::Axis;
-  return {{"compute", b.forward + b.backward + b.weightGrad},
-          {"recomputation", b.recompute},
-          {"optimizer", b.optimizer},
-          {"pipeline bubble", b.bubble},
-          {"exposed TP communication", b.exposedComm[size_t(Axis::TP)]},
-          {"exposed CP communication", b.exposedComm[size_t(Axis::CP)]},
-          {"exposed DP communication", b.exposedComm[size_t(Axis::DP)]},
-          {"exposed PP communication", b.exposedComm[size_t(Axis::PP)]}};
-}
-
-std::string memoryParts(const cost::MemoryBreakdown &m) {
-  std::ostringstream os;
-  os << "parameters " << gb(m.parameters) << ", gradients " << gb(m.gradients)
-     << ", optimizer states " << gb(m.optimizerStates) << ", activations "
-     << gb(m.activations) << ", other "
-     << gb(m.transient + m.communication + m.reserved);
-  return os.str();
+/// "parameters 1.2 GB, gradients 2.4 GB, ...": the parts that are not zero.
+std::string memorySummary(const cost::MemoryBreakdown &m) {
+  std::string out;
+  for (const cost::ReportPart &p : cost::memoryParts(m))
+    if (p.value > 0)
+      out += (out.empty() ? "" : ", ") + p.label + " " + gb(p.value);
+  return out;
 }
 
 std::string recomputeOf(const cost::ParallelPlan &p) {
@@ -113,17 +81,19 @@ std::string explainLoss(const Candidate &loser, const Candidate &best,
     return os.str();
   }
   double slower = loser.stepTime / best.stepTime - 1;
-  os << "+" << percent(slower, slower < 0.001 ? 3 : 1) << " step time";
-  auto mine = timeParts(loser.breakdown), theirs = timeParts(best.breakdown);
+  os << "+" << formatPercent(slower, slower < 0.001 ? 3 : 1) << " step time";
+  auto mine = cost::timeParts(loser.breakdown),
+       theirs = cost::timeParts(best.breakdown);
   size_t worst = 0;
   for (size_t i = 1; i < mine.size(); ++i)
-    if (mine[i].second - theirs[i].second >
-        mine[worst].second - theirs[worst].second)
+    if (mine[i].value - theirs[i].value >
+        mine[worst].value - theirs[worst].value)
       worst = i;
-  double delta = mine[worst].second - theirs[worst].second;
+  double delta = mine[worst].value - theirs[worst].value;
   if (delta > 0)
-    os << ", mostly " << mine[worst].first << " " << seconds(mine[worst].second)
-       << " vs " << seconds(theirs[worst].second);
+    os << ", mostly " << mine[worst].label << " "
+       << formatSeconds(mine[worst].value) << " vs "
+       << formatSeconds(theirs[worst].value);
   return os.str();
 }
 
@@ -145,12 +115,9 @@ std::vector<std::string> explainInfeasible(const ModelConfig &model,
     std::ostringstream os;
     os << "memory: the plan needing the least memory (" << brief(l.plan)
        << ") needs " << gb(need) << " per GPU on stage " << l.stage << " ("
-       << memoryParts(l.memory) << "), " << gb(need - r.memoryLimit) << " ("
-       << percent(need / r.memoryLimit - 1) << ") over the limit of "
-       << gb(r.memoryLimit);
-    if (options.memoryHeadroom > 0)
-      os << " (" << gb(l.memory.capacity) << " minus "
-         << percent(options.memoryHeadroom, 0) << " headroom)";
+       << memorySummary(l.memory) << "), " << gb(need - r.memoryLimit) << " ("
+       << formatPercent(need / r.memoryLimit - 1) << ") over the "
+       << cost::describeUsableMemory(l.memory.capacity, options.memoryHeadroom);
     out.push_back(os.str());
   }
   std::vector<std::string> limits;
@@ -203,20 +170,10 @@ json candidateToJson(const Candidate &c) {
   j["peak_memory_bytes"] = c.peakMemory;
   j["peak_memory_stage"] = c.peakStage;
   j["fits"] = c.fits;
-  json parts;
-  for (const auto &[name, t] : timeParts(c.breakdown))
-    parts[name] = t;
-  j["time_s"] = parts;
-  if (!c.memoryPerStage.empty()) {
-    const cost::MemoryBreakdown &m = c.memoryPerStage[size_t(c.peakStage)];
-    j["memory_bytes"] = {{"parameters", m.parameters},
-                         {"gradients", m.gradients},
-                         {"optimizer_states", m.optimizerStates},
-                         {"activations", m.activations},
-                         {"transient", m.transient},
-                         {"communication", m.communication},
-                         {"reserved", m.reserved}};
-  }
+  j["time_s"] = cost::partsToJson(cost::timeParts(c.breakdown));
+  if (!c.memoryPerStage.empty())
+    j["memory_bytes"] =
+        cost::memoryToJson(c.memoryPerStage[size_t(c.peakStage)]);
   if (!c.lostBecause.empty())
     j["lost_because"] = c.lostBecause;
   return j;
@@ -232,6 +189,7 @@ json searchToJson(const SearchResult &r, const ModelConfig &model,
   j["gpus"] = r.gpus;
   j["global_batch"] = options.globalBatch;
   j["memory_limit_bytes"] = r.memoryLimit;
+  j["memory_headroom"] = options.memoryHeadroom;
   j["search"] = {{"meshes", r.stats.meshes},
                  {"candidates", r.stats.candidates},
                  {"visited", r.stats.visited},
@@ -275,28 +233,27 @@ void formatChosen(std::ostream &os, const Candidate &c,
   }
   os << "  memory       ZeRO-" << p.zeroStage << ", recompute "
      << recomputeOf(p) << "\n";
-  os << "  step         " << seconds(c.stepTime) << ", ";
+  os << "  step         " << formatSeconds(c.stepTime) << ", ";
   if (c.tokensPerSecond > 0)
     os << std::setprecision(0) << std::fixed << c.tokensPerSecond
        << " tokens/s, ";
-  os << "MFU " << percent(c.mfu) << "\n";
+  os << "MFU " << formatPercent(c.mfu) << "\n";
   os << "  time         ";
   bool first = true;
-  for (const auto &[name, t] : timeParts(c.breakdown))
-    if (t > 0) {
-      os << (first ? "" : ", ") << name << " " << percent(t / c.stepTime);
+  for (const cost::ReportPart &p : cost::timeParts(c.breakdown))
+    if (p.value > 0) {
+      os << (first ? "" : ", ") << p.label << " "
+         << formatPercent(p.value / c.stepTime);
       first = false;
     }
   os << "\n  memory/GPU   " << gb(c.peakMemory) << " on stage " << c.peakStage
-     << ": " << memoryParts(c.memoryPerStage[size_t(c.peakStage)]) << "\n";
+     << ": " << memorySummary(c.memoryPerStage[size_t(c.peakStage)]) << "\n";
 }
 
-void formatRow(std::ostream &os, const std::string &rank, const Candidate &c,
-               const std::string &why) {
-  os << "  " << std::left << std::setw(4) << rank << std::setw(52)
-     << brief(c.plan) << std::right << std::setw(11) << seconds(c.stepTime)
-     << std::setw(7) << percent(c.mfu) << std::setw(10) << gb(c.peakMemory)
-     << "  " << why << "\n";
+void addRow(cost::TextTable &table, const std::string &rank, const Candidate &c,
+            const std::string &why) {
+  table.addRow({rank, brief(c.plan), formatSeconds(c.stepTime),
+                formatPercent(c.mfu), gb(c.peakMemory), why});
 }
 
 } // namespace
@@ -316,7 +273,8 @@ std::string formatSearch(const SearchResult &r, const ModelConfig &model,
   os << "\n";
   os << "cluster  " << cluster.name << ": " << r.gpus << " x "
      << cluster.gpu.name << " (" << cluster.gpusPerNode << " per node), "
-     << gb(r.memoryLimit) << " per GPU usable\n";
+     << cost::describeUsableMemory(cluster.gpu.hbmBytes, options.memoryHeadroom)
+     << " per GPU\n";
   os << "batch    " << options.globalBatch << " sequences per step\n";
   os << "search   " << r.stats.candidates << " candidate plans on "
      << r.stats.meshes << " meshes; " << r.stats.visited << " visited, "
@@ -329,14 +287,18 @@ std::string formatSearch(const SearchResult &r, const ModelConfig &model,
     return os.str();
   }
   formatChosen(os, *r.best, model);
-  os << "\n  #   plan" << std::string(48, ' ') << "step    MFU  mem/GPU  "
-     << "why it lost\n";
-  formatRow(os, "1", *r.best, "chosen");
+  using Align = cost::TextTable::Align;
+  cost::TextTable table({Align::Left, Align::Left, Align::Right, Align::Right,
+                         Align::Right, Align::Left});
+  table.addRow({"#", "plan", "step", "MFU", "mem/GPU", "why it lost"});
+  addRow(table, "1", *r.best, "chosen");
   for (size_t i = 0; i < r.runnersUp.size(); ++i)
-    formatRow(os, std::to_string(i + 2), r.runnersUp[i],
-              r.runnersUp[i].lostBecause);
+    addRow(table, std::to_string(i + 2), r.runnersUp[i],
+           r.runnersUp[i].lostBecause);
   for (const Candidate &c : r.overMemory)
-    formatRow(os, "-", c, c.lostBecause);
+    addRow(table, "-", c, c.lostBecause);
+  os << "\n";
+  table.print(os);
   return os.str();
 }
 

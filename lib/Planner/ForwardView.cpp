@@ -13,13 +13,13 @@ using namespace mlir::cleave;
 namespace cleave::planner {
 
 bool ForwardView::isParam(BlockArgument a) const {
-  return bool(
-      mlir::func::FuncOp(func).getArgAttr(a.getArgNumber(), "cleave.param"));
+  return bool(mlir::func::FuncOp(func).getArgAttr(
+      a.getArgNumber(), CleaveDialect::kParamAttrName));
 }
 
 bool ForwardView::isInput(BlockArgument a) const {
-  return bool(
-      mlir::func::FuncOp(func).getArgAttr(a.getArgNumber(), "cleave.input"));
+  return bool(mlir::func::FuncOp(func).getArgAttr(
+      a.getArgNumber(), CleaveDialect::kInputAttrName));
 }
 
 OperandSource ForwardView::sourceOf(int t, int j, unsigned k) const {
@@ -45,7 +45,8 @@ Value findLoss(func::FuncOp func, std::string &error) {
   Value scalar;
   int scalars = 0;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.output");
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, CleaveDialect::kOutputAttrName);
     if (name && name.getValue() == "loss")
       return v;
     auto t = dyn_cast<RankedTensorType>(v.getType());

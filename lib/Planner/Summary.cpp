@@ -1,5 +1,6 @@
 //===- Summary.cpp - The intra-op part of the planner's report ------------===//
 
+#include "cleave/CostModel/Report.h"
 #include "cleave/Planner/AutoShard.h"
 #include "cleave/Planner/Explain.h"
 
@@ -65,7 +66,8 @@ std::string paramName(const ShardingGraph &g, int node) {
   const Node &n = g.nodes[size_t(node)];
   func::FuncOp f = g.view.func;
   auto nameOf = [&](BlockArgument a) {
-    auto s = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "cleave.param");
+    auto s = f.getArgAttrOfType<StringAttr>(
+        a.getArgNumber(), mlir::cleave::CleaveDialect::kParamAttrName);
     return s ? s.getValue().str() : "%arg" + std::to_string(a.getArgNumber());
   };
   return pattern(nameOf(n.arg), n.secondArg ? nameOf(n.secondArg) : "");
@@ -157,8 +159,8 @@ std::string stageLine(const StageSolution &s) {
      << std::fixed << std::setprecision(3) << s.ilp.seconds << " s, "
      << (s.ilp.optimal ? "optimal" : "not proven optimal");
   if (s.memoryRelaxed)
-    os << "; no sharding meets the " << std::setprecision(1)
-       << s.memoryLimit / 1e9 << " GB budget, the fastest is used";
+    os << "; no sharding meets the " << cost::formatGigabytes(s.memoryLimit)
+       << " budget, the fastest is used";
   return os.str();
 }
 

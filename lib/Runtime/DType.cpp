@@ -2,6 +2,7 @@
 
 #include "DType.h"
 #include "Error.h"
+#include "cleave/Runtime/DTypeTable.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,25 +10,13 @@
 namespace cleave::rt {
 
 int64_t dtypeSize(int32_t dtype) {
-  switch (dtype) {
-  case CLEAVE_F32:
-  case CLEAVE_I32:
-    return 4;
-  case CLEAVE_F64:
-  case CLEAVE_I64:
-    return 8;
-  case CLEAVE_BF16:
-  case CLEAVE_F16:
-    return 2;
-  default:
-    return 0;
-  }
+  const DTypeInfo *info = lookupDType(dtype);
+  return info ? info->bytes : 0;
 }
 
 const char *dtypeName(int32_t dtype) {
-  static const char *names[] = {"f32", "f64", "bf16", "f16", "i32", "i64"};
-  if (dtype >= 0 && dtype <= CLEAVE_I64)
-    return names[dtype];
+  if (const DTypeInfo *info = lookupDType(dtype))
+    return info->name.data();
   static thread_local char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "dtype %d", dtype);
   return buffer;
@@ -43,14 +32,18 @@ const char *reduceName(int32_t op) {
 }
 
 bool isFloatType(int32_t dtype) {
-  return dtype == CLEAVE_F32 || dtype == CLEAVE_F64 || dtype == CLEAVE_BF16 ||
-         dtype == CLEAVE_F16;
+  const DTypeInfo *info = lookupDType(dtype);
+  return info && info->isFloat;
 }
 
 void checkDType(int32_t dtype) {
-  if (dtypeSize(dtype) == 0)
-    throw RuntimeError(concat("unknown dtype code ", dtype,
-                              " (expected 0..5: f32 f64 bf16 f16 i32 i64)"));
+  if (lookupDType(dtype))
+    return;
+  std::string known;
+  for (const DTypeInfo &info : kDTypeTable)
+    known += concat(known.empty() ? "" : ", ", info.code, " ", info.name);
+  throw RuntimeError(
+      concat("unknown dtype code ", dtype, " (expected ", known, ")"));
 }
 
 void checkReduction(int32_t dtype, int32_t op) {
@@ -249,4 +242,9 @@ void scaleInPlace(int32_t dtype, void *data, size_t n, double factor) {
 
 extern "C" int64_t cleave_rt_dtype_size(int32_t dtype) {
   return cleave::rt::dtypeSize(dtype);
+}
+
+extern "C" const char *cleave_rt_dtype_name(int32_t dtype) {
+  const cleave::rt::DTypeInfo *info = cleave::rt::lookupDType(dtype);
+  return info ? info->name.data() : nullptr;
 }

@@ -10,6 +10,7 @@
 
 #include "DType.h"
 #include "Error.h"
+#include "cleave/Runtime/DTypeTable.h"
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,33 +31,32 @@ using nlohmann::json;
 
 namespace {
 
-/// safetensors dtype names and element sizes; code -1 when the runtime has
-/// no ABI code for it.
-struct DTypeInfo {
+/// safetensors dtypes the runtime has no ABI code for: files holding them
+/// still parse (their other tensors are usable), reading them is an error.
+struct ForeignDType {
   const char *name;
   int64_t size;
-  int32_t code;
 };
-const DTypeInfo kDTypes[] = {
-    {"F32", 4, CLEAVE_F32}, {"F64", 8, CLEAVE_F64}, {"BF16", 2, CLEAVE_BF16},
-    {"F16", 2, CLEAVE_F16}, {"I32", 4, CLEAVE_I32}, {"I64", 8, CLEAVE_I64},
-    {"BOOL", 1, -1},        {"U8", 1, -1},          {"I8", 1, -1},
-    {"F8_E5M2", 1, -1},     {"F8_E4M3", 1, -1},     {"I16", 2, -1},
-    {"U16", 2, -1},         {"U32", 4, -1},         {"U64", 8, -1},
+const ForeignDType kForeignDTypes[] = {
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+    {"I16", 2},  {"U16", 2}, {"U32", 4}, {"U64", 8},
 };
 
-const DTypeInfo *lookupDType(const std::string &name) {
-  for (const DTypeInfo &info : kDTypes)
-    if (name == info.name)
-      return &info;
-  return nullptr;
+/// The element size and ABI code (-1 when the runtime has none) of the
+/// safetensors dtype `name`; nullopt for a name safetensors does not have.
+std::optional<std::pair<int64_t, int32_t>>
+lookupFileDType(const std::string &name) {
+  if (const DTypeInfo *info = lookupDTypeByFileName(name))
+    return std::make_pair(info->bytes, info->code);
+  for (const ForeignDType &foreign : kForeignDTypes)
+    if (name == foreign.name)
+      return std::make_pair(foreign.size, int32_t(-1));
+  return std::nullopt;
 }
 
 const char *safetensorsName(int32_t code) {
-  for (const DTypeInfo &info : kDTypes)
-    if (info.code == code && code >= 0)
-      return info.name;
-  return nullptr;
+  const DTypeInfo *info = lookupDType(code);
+  return info ? info->fileName.data() : nullptr;
 }
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
@@ -155,10 +156,11 @@ cleave_tensor_file::Entry parseEntry(const std::string &path,
   require(v.contains("dtype") && v["dtype"].is_string(),
           where + ": no dtype string");
   e.dtypeName = v["dtype"].get<std::string>();
-  const DTypeInfo *info = lookupDType(e.dtypeName);
-  require(info, concat(where, ": unknown dtype '", e.dtypeName, "'"));
-  e.dtype = info->code;
-  e.elementSize = info->size;
+  auto info = lookupFileDType(e.dtypeName);
+  require(info.has_value(),
+          concat(where, ": unknown dtype '", e.dtypeName, "'"));
+  e.elementSize = info->first;
+  e.dtype = info->second;
   require(v.contains("shape") && v["shape"].is_array(),
           where + ": no shape array");
   uint64_t elements = 1;

@@ -29,8 +29,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
-#: Bytes per element of every dtype the format carries.
-DTYPE_SIZES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4}
+from .dtypes import DTYPES
+
+#: Bytes per element of every dtype the format carries (the runtime's table).
+DTYPE_SIZES = {d.file_name: d.bytes for d in DTYPES}
 
 #: ``array`` type codes for the dtypes that the standard library can decode.
 _ARRAY_CODES = {"F64": "d", "F32": "f", "I64": "q", "I32": "i"}

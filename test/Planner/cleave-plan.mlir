@@ -13,16 +13,16 @@
 // lost; the intra-op sharding of each stage; JSON and the annotated module.
 
 // CHECK: model    gpt3-175b (175B parameters, 96 layers, seq 2048)
-// CHECK: cluster  dgx-a100-80gb: 64 x a100-sxm4-80gb (8 per node), 80.0 GB per GPU usable
+// CHECK: cluster  dgx-a100-80gb: 64 x a100-sxm4-80gb (8 per node), 80.0 GB usable of 80.0 GB (0% headroom) per GPU
 // CHECK: search   {{[0-9]+}} candidate plans on {{[0-9]+}} meshes; {{[0-9]+}} visited, {{[0-9]+}} simulated
 // CHECK: chosen plan
 // CHECK-NEXT:   mesh         pp={{[0-9]+}} dp={{[0-9]+}} cp={{[0-9]+}} tp={{[0-9]+}}
 // CHECK:   step         {{[0-9.]+}} s, {{[0-9]+}} tokens/s, MFU {{[0-9.]+}}%
 // CHECK:   memory/GPU   {{[0-9.]+}} GB on stage {{[0-9]+}}: parameters
-// CHECK:   #   plan {{.*}}why it lost
-// CHECK-NEXT:   1   {{.*}}chosen
-// CHECK-NEXT:   2   {{.*}}+{{[0-9.]+}}% step time
-// CHECK-NEXT:   3   {{.*}}+{{[0-9.]+}}% step time
+// CHECK:   #  plan {{ +}}step {{ +}}MFU {{ +}}mem/GPU  why it lost
+// CHECK-NEXT:   1  pp{{.*}}chosen
+// CHECK-NEXT:   2  pp{{.*}}+{{[0-9.]+}}% step time
+// CHECK-NEXT:   3  pp{{.*}}+{{[0-9.]+}}% step time
 // CHECK: intra-op sharding (integer program per pipeline stage, repeated layers solved once)
 // CHECK: stage{{s?}} {{[0-9,]+}}: {{[0-9]+}} repeated layers {{.*}}optimal
 // CHECK: parameters

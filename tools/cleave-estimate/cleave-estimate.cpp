@@ -7,182 +7,220 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/CostModel/Defaults.h"
 #include "cleave/CostModel/Estimate.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
 
-#include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
-#include <string>
-#include <vector>
 
 using namespace cleave;
 using namespace cleave::cost;
+namespace cl = llvm::cl;
 
 namespace {
 
-const char *kUsage = R"(usage: cleave-estimate [options]
+cl::OptionCategory modelCat(
+    "model (a preset, optionally with fields overridden, or every field)");
+cl::OptionCategory clusterCat("cluster");
+cl::OptionCategory planCat("plan");
+cl::OptionCategory outputCat("output");
 
-Estimates one training step: step time, tokens/s, TFLOP/s per GPU, MFU and
-HFU, time by category and by mesh axis, memory per GPU and whether it fits.
+cl::opt<std::string>
+    presetName("model",
+               cl::desc("Zoo preset: gpt3-175b, llama3-70b, megatron-530b, "
+                        "... (cleave-models --list)"),
+               cl::cat(modelCat));
+cl::opt<std::string> arch("arch", cl::desc("Architecture: gpt or llama"),
+                          cl::cat(modelCat));
+cl::opt<int64_t> layers("layers", cl::desc("Transformer layers"),
+                        cl::cat(modelCat));
+cl::opt<int64_t> hidden("hidden", cl::desc("Hidden size"), cl::cat(modelCat));
+cl::opt<int64_t> heads("heads", cl::desc("Attention heads"), cl::cat(modelCat));
+cl::opt<int64_t> kvHeads("kv-heads",
+                         cl::desc("Key/value heads (default: --heads)"),
+                         cl::cat(modelCat));
+cl::opt<int64_t> ffnHidden(
+    "ffn-hidden",
+    cl::desc("Feed-forward size (default: the preset's, or 4 x --hidden)"),
+    cl::cat(modelCat));
+cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"), cl::cat(modelCat));
+cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
+                        cl::cat(modelCat));
+cl::opt<double> dropout("dropout", cl::desc("Dropout probability"),
+                        cl::cat(modelCat));
 
-model (a preset, optionally with fields overridden, or all fields):
-  --model NAME            preset: gpt3-175b, llama3-70b, megatron-530b, ...
-  --arch gpt|llama        --layers N --hidden N --heads N --kv-heads N
-  --ffn-hidden N          --vocab N --seq-len N --dropout P
-cluster:
-  --cluster NAME          dgx-a100-40gb, dgx-a100-80gb, dgx-h100, dgx-h200
-  --nodes N               cluster size for a preset (default: just enough)
-  --cluster-file PATH     a JSON cluster spec (docs/cost-model.md)
-plan:
-  --tp N --pp N --dp N --cp N   mesh (dp defaults to the remaining GPUs)
-  --micro-batch N         sequences per micro-batch (default 1)
-  --global-batch N        sequences per step (or --micro-batches N per replica)
-  --schedule S            gpipe, 1f1b (default), interleaved, zb-h1
-  --virtual-stages N      model chunks per stage (interleaved)
-  --zero N                ZeRO stage 0-3
-  --recompute R           none (default), selective, full
-  --sequence-parallel     shard norms/dropout over TP (Korthikanti et al.)
-  --dtype T               bf16 (default), f16, f32, f8e4m3
-  --grad-dtype T          gradient reduction precision (default: fp32, or
-                          f16 for f16 training)
-  --attention A           flash (default) or unfused
-  --overlap-grad-reduce --overlap-param-gather --overlap-tp-comm
-  --no-scatter-gather     send whole activations between pipeline stages
-output:
-  --json                  print the estimate as JSON
-  --trace PATH            write the timeline as Chrome trace JSON (Perfetto)
-  --constants PATH        cost constants as JSON (default: the calibrated set)
-  --help
-)";
+cl::opt<std::string> cluster("cluster", cl::desc(help::kClusterForEstimate),
+                             cl::init(kDefaultCluster), cl::cat(clusterCat));
+cl::opt<int64_t> nodes("nodes",
+                       cl::desc("Nodes of the preset cluster (default: just "
+                                "enough for the plan, 8 GPUs per node)"),
+                       cl::cat(clusterCat));
+cl::opt<std::string> clusterFile(
+    "cluster-file",
+    cl::desc("JSON cluster file (docs/cost-model.md); overrides the preset"),
+    cl::cat(clusterCat));
 
-/// Command-line state; every error says which option is wrong.
-struct Options {
-  std::map<std::string, std::string> values;
-  std::vector<std::string> flags;
-  bool has(const std::string &f) const {
-    return values.count(f) || std::count(flags.begin(), flags.end(), f);
-  }
-};
+cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel size (default: 1)"),
+                    cl::init(1), cl::cat(planCat));
+cl::opt<int64_t> pp("pp", cl::desc("Pipeline-parallel size (default: 1)"),
+                    cl::init(1), cl::cat(planCat));
+cl::opt<int64_t> dp("dp",
+                    cl::desc("Data-parallel size (default: the GPUs left "
+                             "after tp x pp x cp)"),
+                    cl::cat(planCat));
+cl::opt<int64_t> cp("cp", cl::desc("Context-parallel size (default: 1)"),
+                    cl::init(1), cl::cat(planCat));
+cl::opt<int64_t> microBatch("micro-batch",
+                            cl::desc("Sequences per micro-batch (default: 1)"),
+                            cl::init(1), cl::cat(planCat));
+cl::opt<int64_t> globalBatch(
+    "global-batch",
+    cl::desc("Sequences per step (default: one micro-batch per data-parallel "
+             "replica, micro-batch x dp; the report prints it)"),
+    cl::cat(planCat));
+cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("Micro-batches per replica per step (instead of --global-batch)"),
+    cl::cat(planCat));
+cl::opt<std::string> schedule(
+    "schedule",
+    cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved, zb-h1"),
+    cl::cat(planCat));
+cl::opt<int64_t>
+    virtualStages("virtual-stages",
+                  cl::desc("Model chunks per stage (interleaved; default: 1)"),
+                  cl::init(1), cl::cat(planCat));
+cl::opt<int64_t> zero("zero", cl::desc("ZeRO stage 0-3 (default: 0)"),
+                      cl::init(0), cl::cat(planCat));
+cl::opt<std::string>
+    recompute("recompute",
+              cl::desc("Recomputation: none (default), selective, full"),
+              cl::cat(planCat));
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Shard norms and dropout over tp (Korthikanti et al.)"),
+    cl::cat(planCat));
+cl::opt<std::string>
+    dtype("dtype", cl::desc("Compute type: bf16 (default), f16, f32, f8e4m3"),
+          cl::cat(planCat));
+cl::opt<std::string>
+    gradDtype("grad-dtype",
+              cl::desc("Gradient reduction type (default: f32, or f16 for f16 "
+                       "training)"),
+              cl::cat(planCat));
+cl::opt<std::string>
+    attention("attention",
+              cl::desc("Attention kernel: flash (default) or unfused"),
+              cl::cat(planCat));
+cl::opt<bool> overlapGradReduce(
+    "overlap-grad-reduce",
+    cl::desc("Overlap the gradient reduction with the backward pass"),
+    cl::cat(planCat));
+cl::opt<bool> overlapParamGather(
+    "overlap-param-gather",
+    cl::desc("Overlap ZeRO parameter gathers with the forward pass"),
+    cl::cat(planCat));
+cl::opt<bool>
+    overlapTpComm("overlap-tp-comm",
+                  cl::desc("Overlap tensor-parallel collectives with GEMMs"),
+                  cl::cat(planCat));
+cl::opt<bool>
+    noScatterGather("no-scatter-gather",
+                    cl::desc("Send whole activations between pipeline stages"),
+                    cl::cat(planCat));
+cl::opt<double> headroom("headroom", cl::desc(help::kHeadroom),
+                         cl::init(kDefaultMemoryHeadroom), cl::cat(planCat));
 
-const char *kFlags[] = {"--sequence-parallel",
-                        "--overlap-grad-reduce",
-                        "--overlap-param-gather",
-                        "--overlap-tp-comm",
-                        "--no-scatter-gather",
-                        "--json",
-                        "--help"};
-const char *kValued[] = {"--model",        "--arch",
-                         "--layers",       "--hidden",
-                         "--heads",        "--kv-heads",
-                         "--ffn-hidden",   "--vocab",
-                         "--seq-len",      "--dropout",
-                         "--cluster",      "--nodes",
-                         "--cluster-file", "--tp",
-                         "--pp",           "--dp",
-                         "--cp",           "--micro-batch",
-                         "--global-batch", "--micro-batches",
-                         "--schedule",     "--virtual-stages",
-                         "--zero",         "--recompute",
-                         "--dtype",        "--grad-dtype",
-                         "--attention",    "--trace",
-                         "--constants"};
+cl::opt<bool> json("json", cl::desc("Print the estimate as JSON"),
+                   cl::cat(outputCat));
+cl::opt<std::string>
+    trace("trace",
+          cl::desc("Write the timeline as Chrome trace JSON (Perfetto)"),
+          cl::value_desc("path"), cl::cat(outputCat));
+cl::opt<std::string>
+    constantsPath("constants",
+                  cl::desc("Cost constants as JSON (default: the calibrated "
+                           "set)"),
+                  cl::value_desc("path"), cl::cat(outputCat));
 
-Result<Options> parseArgs(int argc, char **argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string value;
-    size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    }
-    bool isFlag = false, isValued = false;
-    for (const char *f : kFlags)
-      isFlag |= a == f;
-    for (const char *v : kValued)
-      isValued |= a == v;
-    if (isFlag) {
-      o.flags.push_back(a);
-    } else if (isValued) {
-      if (eq == std::string::npos) {
-        if (i + 1 >= argc)
-          return Result<Options>::failure(a + ": missing value");
-        value = argv[++i];
-      }
-      o.values[a] = value;
-    } else {
-      return Result<Options>::failure(a + ": unknown option (see --help)");
-    }
-  }
-  return o;
+bool given(const cl::Option &o) { return o.getNumOccurrences() > 0; }
+
+/// "--tp: expected an integer >= 1, got 0" for each given integer option
+/// below its minimum; empty when all are in range.
+std::string checkRanges() {
+  struct Bound {
+    cl::opt<int64_t> *option;
+    int64_t min;
+  };
+  for (Bound b : {Bound{&layers, 1},
+                  {&hidden, 1},
+                  {&heads, 1},
+                  {&kvHeads, 1},
+                  {&ffnHidden, 1},
+                  {&vocab, 1},
+                  {&seqLen, 1},
+                  {&nodes, 1},
+                  {&tp, 1},
+                  {&pp, 1},
+                  {&dp, 1},
+                  {&cp, 1},
+                  {&microBatch, 1},
+                  {&globalBatch, 1},
+                  {&microBatches, 1},
+                  {&virtualStages, 1},
+                  {&zero, 0}})
+    if (given(*b.option) && *b.option < b.min)
+      return "--" + b.option->ArgStr.str() +
+             ": expected an integer >= " + std::to_string(b.min) + ", got " +
+             std::to_string(*b.option);
+  return "";
 }
 
-/// Reads integer option `name` into `out` if given; false on a bad value.
-bool readInt(const Options &o, const char *name, int64_t &out, int64_t min,
-             std::string &err) {
-  auto it = o.values.find(name);
-  if (it == o.values.end() || !err.empty())
-    return true;
-  char *end = nullptr;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0' || v < min) {
-    err = std::string(name) +
-          ": expected an integer >= " + std::to_string(min) + ", got '" +
-          it->second + "'";
-    return false;
-  }
-  out = v;
-  return true;
-}
-
-Result<ModelConfig> readModel(const Options &o) {
+Result<ModelConfig> readModel() {
   ModelConfig m;
-  std::string err;
-  if (o.values.count("--model")) {
-    std::optional<ModelConfig> p = lookupPreset(o.values.at("--model"));
+  if (given(presetName)) {
+    std::optional<ModelConfig> p = lookupPreset(presetName);
     if (!p) {
       std::string known;
       for (const std::string &n : presetNames())
         known += (known.empty() ? "" : ", ") + n;
       return Result<ModelConfig>::failure("--model: unknown preset '" +
-                                          o.values.at("--model") +
-                                          "' (known: " + known + ")");
+                                          presetName + "' (known: " + known +
+                                          ")");
     }
     m = *p;
   } else {
     m.name = "custom";
     m.dtype = DType::BF16;
   }
-  if (o.values.count("--arch")) {
-    std::optional<Architecture> a = parseArchitecture(o.values.at("--arch"));
+  if (given(arch)) {
+    std::optional<Architecture> a = parseArchitecture(arch);
     if (!a)
-      return Result<ModelConfig>::failure("--arch: expected gpt or llama, "
-                                          "got '" +
-                                          o.values.at("--arch") + "'");
+      return Result<ModelConfig>::failure(
+          "--arch: expected gpt or llama, got '" + arch + "'");
     m.arch = *a;
     m.tiedEmbeddings = *a == Architecture::GPT;
   }
-  readInt(o, "--layers", m.layers, 1, err);
-  readInt(o, "--hidden", m.hidden, 1, err);
-  readInt(o, "--heads", m.heads, 1, err);
-  if (o.values.count("--heads") && !o.values.count("--kv-heads"))
-    m.kvHeads = m.heads;
-  readInt(o, "--kv-heads", m.kvHeads, 1, err);
-  if (o.values.count("--hidden") && !o.values.count("--ffn-hidden") &&
-      !o.values.count("--model"))
+  auto set = [](cl::opt<int64_t> &o, int64_t &field) {
+    if (given(o))
+      field = o;
+  };
+  set(layers, m.layers);
+  set(hidden, m.hidden);
+  set(heads, m.heads);
+  m.kvHeads = given(heads) && !given(kvHeads) ? m.heads : m.kvHeads;
+  set(kvHeads, m.kvHeads);
+  if (given(hidden) && !given(ffnHidden) && !given(presetName))
     m.ffnHidden = 4 * m.hidden;
-  readInt(o, "--ffn-hidden", m.ffnHidden, 1, err);
-  readInt(o, "--vocab", m.vocab, 1, err);
-  readInt(o, "--seq-len", m.seqLen, 1, err);
-  if (o.values.count("--dropout"))
-    m.dropout = std::atof(o.values.at("--dropout").c_str());
-  if (!err.empty())
-    return Result<ModelConfig>::failure(err);
+  set(ffnHidden, m.ffnHidden);
+  set(vocab, m.vocab);
+  set(seqLen, m.seqLen);
+  if (given(dropout))
+    m.dropout = dropout;
   if (std::string v = m.validate(); !v.empty())
     return Result<ModelConfig>::failure("model: " + v +
                                         " (give --model or every field)");
@@ -191,185 +229,162 @@ Result<ModelConfig> readModel(const Options &o) {
 
 /// The mesh, batching and ZeRO stage; dp defaults to the GPUs left after
 /// tp, pp and cp.
-std::string readSizes(const Options &o, int clusterGpus, ParallelPlan &p) {
-  std::string err;
-  int64_t tp = 1, pp = 1, cp = 1, dp = 0, mbs = 1, gb = 0, mb = 0, v = 1,
-          zero = 0;
-  readInt(o, "--tp", tp, 1, err);
-  readInt(o, "--pp", pp, 1, err);
-  readInt(o, "--cp", cp, 1, err);
-  readInt(o, "--dp", dp, 1, err);
-  readInt(o, "--micro-batch", mbs, 1, err);
-  readInt(o, "--global-batch", gb, 1, err);
-  readInt(o, "--micro-batches", mb, 1, err);
-  readInt(o, "--virtual-stages", v, 1, err);
-  readInt(o, "--zero", zero, 0, err);
-  if (!err.empty())
-    return err;
-  if (dp == 0) {
+std::string readSizes(int clusterGpus, ParallelPlan &p) {
+  int64_t d = dp;
+  if (!given(dp)) {
     if (clusterGpus % (tp * pp * cp) != 0)
       return "--dp: not given, and tp x pp x cp = " +
              std::to_string(tp * pp * cp) + " does not divide the cluster's " +
              std::to_string(clusterGpus) + " GPUs";
-    dp = clusterGpus / (tp * pp * cp);
+    d = clusterGpus / (tp * pp * cp);
   }
   p.tp = int(tp);
   p.pp = int(pp);
   p.cp = int(cp);
-  p.dp = int(dp);
-  p.microBatchSize = mbs;
-  p.virtualStages = int(v);
+  p.dp = int(d);
+  p.microBatchSize = microBatch;
+  p.virtualStages = int(virtualStages);
   p.zeroStage = int(zero);
-  if (gb > 0 && mb > 0)
+  if (given(globalBatch) && given(microBatches))
     return "--global-batch and --micro-batches: give one of them";
-  if (gb > 0 && gb % (mbs * dp) != 0)
-    return "--global-batch: " + std::to_string(gb) +
+  if (given(globalBatch) && globalBatch % (microBatch * d) != 0)
+    return "--global-batch: " + std::to_string(globalBatch) +
            " is not a multiple of micro-batch x dp = " +
-           std::to_string(mbs * dp);
-  p.numMicroBatches = gb > 0 ? gb / (mbs * dp) : (mb > 0 ? mb : 1);
-  if (v > 1 && !o.values.count("--schedule"))
+           std::to_string(microBatch * d);
+  p.numMicroBatches = given(globalBatch)    ? globalBatch / (microBatch * d)
+                      : given(microBatches) ? int64_t(microBatches)
+                                            : 1;
+  if (virtualStages > 1 && !given(schedule))
     p.schedule = Schedule::Interleaved1F1B;
   return "";
 }
 
-/// Sets `out` from option `name` through `parse`; an error lists `choices`.
+/// Sets `out` from `option` through `parse`; an error lists `choices`.
 template <typename Parse, typename T>
-std::string pick(const Options &o, const char *name, Parse parse, T &out,
+std::string pick(const cl::opt<std::string> &option, Parse parse, T &out,
                  const char *choices) {
-  auto it = o.values.find(name);
-  if (it == o.values.end())
+  if (!given(option))
     return "";
-  auto parsed = parse(it->second);
+  auto parsed = parse(option);
   if (!parsed)
-    return std::string(name) + ": expected " + choices + ", got '" +
-           it->second + "'";
+    return "--" + option.ArgStr.str() + ": expected " + choices + ", got '" +
+           option + "'";
   out = *parsed;
   return "";
 }
 
 /// The schedule, recompute, precision and implementation choices.
-std::string readChoices(const Options &o, ParallelPlan &p) {
+std::string readChoices(ParallelPlan &p) {
+  DType grad = DType::F32;
   for (std::string err :
-       {pick(o, "--schedule", parseSchedule, p.schedule,
+       {pick(schedule, parseSchedule, p.schedule,
              "gpipe, 1f1b, interleaved or zb-h1"),
-        pick(o, "--recompute", parseRecompute, p.recompute,
-             "none, selective or full"),
-        pick(o, "--dtype", parseDType, p.dtype, "f32, bf16, f16 or f8e4m3"),
-        pick(o, "--attention", parseAttention, p.attention,
-             "flash or unfused")})
+        pick(recompute, parseRecompute, p.recompute, "none, selective or full"),
+        pick(dtype, parseDType, p.dtype, "f32, bf16, f16 or f8e4m3"),
+        pick(attention, parseAttention, p.attention, "flash or unfused"),
+        pick(gradDtype, parseDType, grad, "f32, bf16 or f16")})
     if (!err.empty())
       return err;
-  DType grad = DType::F32;
-  if (std::string err =
-          pick(o, "--grad-dtype", parseDType, grad, "f32, bf16 or f16");
-      !err.empty())
-    return err;
-  if (o.values.count("--grad-dtype"))
+  if (given(gradDtype))
     p.gradReduceDType = grad;
-  p.sequenceParallel = o.has("--sequence-parallel");
-  p.overlapGradReduce = o.has("--overlap-grad-reduce");
-  p.overlapParamGather = o.has("--overlap-param-gather");
-  p.overlapTpComm = o.has("--overlap-tp-comm");
-  p.scatterGatherP2p = !o.has("--no-scatter-gather");
+  p.sequenceParallel = sequenceParallel;
+  p.overlapGradReduce = overlapGradReduce;
+  p.overlapParamGather = overlapParamGather;
+  p.overlapTpComm = overlapTpComm;
+  p.scatterGatherP2p = !noScatterGather;
   return "";
 }
 
-Result<ParallelPlan> readPlan(const Options &o, int clusterGpus) {
+Result<ParallelPlan> readPlan(int clusterGpus) {
   ParallelPlan p;
-  std::string err = readSizes(o, clusterGpus, p);
+  std::string err = readSizes(clusterGpus, p);
   if (err.empty())
-    err = readChoices(o, p);
+    err = readChoices(p);
   if (!err.empty())
     return Result<ParallelPlan>::failure(err);
   return p;
 }
 
-Result<ClusterSpec> readCluster(const Options &o, int64_t gpusWanted) {
-  if (o.values.count("--cluster-file")) {
-    if (o.values.count("--cluster"))
+Result<ClusterSpec> readCluster() {
+  if (given(clusterFile)) {
+    if (given(cluster))
       return Result<ClusterSpec>::failure(
           "--cluster and --cluster-file: give one of them");
-    return loadClusterFile(o.values.at("--cluster-file"));
+    return loadClusterFile(clusterFile);
   }
-  std::string name =
-      o.values.count("--cluster") ? o.values.at("--cluster") : "dgx-h100";
-  int64_t nodes = 0;
-  std::string err;
-  readInt(o, "--nodes", nodes, 1, err);
-  if (!err.empty())
-    return Result<ClusterSpec>::failure(err);
-  if (nodes == 0) // just enough nodes for the plan (8 GPUs per node)
-    nodes = std::max<int64_t>(1, (gpusWanted + 7) / 8);
-  return lookupClusterPreset(name, int(nodes));
+  // Just enough nodes of 8 GPUs for the mesh without dp (dp: 1 if not
+  // given, then it takes the rest).
+  int64_t gpus = tp * pp * cp * (given(dp) ? int64_t(dp) : 1);
+  int64_t n =
+      given(nodes) ? int64_t(nodes) : std::max<int64_t>(1, (gpus + 7) / 8);
+  return lookupClusterPreset(cluster, int(n));
 }
 
-int fail(const std::string &message) {
-  std::fprintf(stderr, "cleave-estimate: %s\n", message.c_str());
-  return 1;
-}
-
-Result<CostConstants> readConstants(const Options &o) {
-  if (!o.values.count("--constants"))
+Result<CostConstants> readConstants() {
+  if (!given(constantsPath))
     return defaultConstants();
-  const std::string &path = o.values.at("--constants");
-  std::ifstream in(path);
+  std::ifstream in(constantsPath);
   if (!in)
-    return Result<CostConstants>::failure(path + ": cannot open the file");
+    return Result<CostConstants>::failure(constantsPath +
+                                          ": cannot open the file");
   std::stringstream text;
   text << in.rdbuf();
   Result<CostConstants> c = constantsFromJson(text.str());
   if (!c)
-    return Result<CostConstants>::failure(path + ": " + c.error());
+    return Result<CostConstants>::failure(constantsPath + ": " + c.error());
   return c;
+}
+
+int fail(const std::string &message) {
+  llvm::errs() << "cleave-estimate: " << message << "\n";
+  return 1;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  Result<Options> opts = parseArgs(argc, argv);
-  if (!opts)
-    return fail(opts.error());
-  if (opts->has("--help") || argc == 1) {
-    std::fputs(kUsage, stdout);
-    return argc == 1 ? 1 : 0;
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions({&modelCat, &clusterCat, &planCat, &outputCat});
+  const char *overview =
+      "cleave-estimate: estimates one training step: step time, tokens/s, "
+      "TFLOP/s per GPU, MFU and HFU, time by category and by mesh axis, "
+      "memory per GPU and whether it fits\n";
+  if (argc == 1) {
+    cl::ParseCommandLineOptions(argc, argv, overview);
+    cl::PrintHelpMessage(/*Hidden=*/false, /*Categorized=*/true);
+    return 1;
   }
-  Result<ModelConfig> model = readModel(*opts);
+  cl::ParseCommandLineOptions(argc, argv, overview);
+  if (std::string err = checkRanges(); !err.empty())
+    return fail(err);
+  Result<ModelConfig> model = readModel();
   if (!model)
     return fail(model.error());
-  // The mesh without dp fixes how many GPUs a preset cluster needs.
-  int64_t tp = 1, pp = 1, cp = 1, dp = 1;
-  std::string err;
-  readInt(*opts, "--tp", tp, 1, err);
-  readInt(*opts, "--pp", pp, 1, err);
-  readInt(*opts, "--cp", cp, 1, err);
-  readInt(*opts, "--dp", dp, 1, err);
-  if (!err.empty())
-    return fail(err);
-  Result<ClusterSpec> cluster = readCluster(*opts, tp * pp * cp * dp);
-  if (!cluster)
-    return fail(cluster.error());
-  Result<ParallelPlan> plan = readPlan(*opts, cluster->numGpus());
+  Result<ClusterSpec> clusterSpec = readCluster();
+  if (!clusterSpec)
+    return fail(clusterSpec.error());
+  Result<ParallelPlan> plan = readPlan(clusterSpec->numGpus());
   if (!plan)
     return fail(plan.error());
-  Result<CostConstants> constants = readConstants(*opts);
+  Result<CostConstants> constants = readConstants();
   if (!constants)
     return fail(constants.error());
   EstimateOptions eo;
   eo.constants = &*constants;
-  eo.keepTimeline = opts->values.count("--trace") > 0;
-  Result<Estimate> e = estimate(*model, *cluster, *plan, eo);
+  eo.keepTimeline = given(trace);
+  eo.memoryHeadroom = headroom;
+  Result<Estimate> e = estimate(*model, *clusterSpec, *plan, eo);
   if (!e)
     return fail(e.error());
-  if (opts->values.count("--trace")) {
-    const std::string &path = opts->values.at("--trace");
-    std::ofstream out(path);
+  if (given(trace)) {
+    std::ofstream out(trace);
     if (!out)
-      return fail("--trace: cannot write " + path);
+      return fail("--trace: cannot write " + trace);
     writeTrace(*e, out);
   }
-  if (opts->has("--json"))
-    std::cout << estimateToJson(*e, *model, *cluster, *plan) << "\n";
+  if (json)
+    std::cout << estimateToJson(*e, *model, *clusterSpec, *plan) << "\n";
   else
-    std::cout << formatReport(*e, *model, *cluster, *plan);
+    std::cout << formatReport(*e, *model, *clusterSpec, *plan);
   return 0;
 }

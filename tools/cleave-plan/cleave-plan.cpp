@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/CostModel/Defaults.h"
 #include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Planner/AutoShard.h"
@@ -43,31 +44,35 @@ cl::opt<std::string> dtype("dtype",
                            cl::desc("Compute type of a --model program: f32, "
                                     "bf16 (default), f16"),
                            cl::init("bf16"), cl::cat(category));
-cl::opt<std::string> cluster(
-    "cluster",
-    cl::desc("dgx-a100-40gb, dgx-a100-80gb (default), dgx-h100, dgx-h200, "
-             "local-cpu, or a JSON cluster file"),
-    cl::init("dgx-a100-80gb"), cl::cat(category));
-cl::opt<int> gpus("gpus", cl::desc("Devices (default: one node; local-cpu: 4)"),
+cl::opt<std::string> cluster("cluster",
+                             cl::desc(cleave::cost::help::kClusterForPlanning),
+                             cl::init(cleave::cost::kDefaultCluster),
+                             cl::cat(category));
+cl::opt<int> gpus("gpus",
+                  cl::desc("Devices (default: one node of a preset, 4 local "
+                           "CPU processes, the file's size)"),
                   cl::init(0), cl::cat(category));
 cl::opt<int64_t> globalBatch(
     "global-batch",
-    cl::desc("Sequences per step (a --model program is built with it; an "
-             "input module's batch must equal it)"),
+    cl::desc("Sequences per step (default: the preset's batch for --model, "
+             "the module's batch for a module, which must equal it when "
+             "given; the report prints it)"),
     cl::init(0), cl::cat(category));
-cl::opt<int> tp("tp", cl::desc("Fix the tensor-parallel size"), cl::init(0),
-                cl::cat(category));
+cl::opt<int> tp("tp",
+                cl::desc("Fix the tensor-parallel size (default: search)"),
+                cl::init(0), cl::cat(category));
 cl::opt<int> zero("zero", cl::desc("Fix the ZeRO stage 0-3 (default: search)"),
                   cl::init(-1), cl::cat(category));
 cl::opt<int> maxPp("max-pp",
                    cl::desc("Largest pipeline size (default: the layer "
                             "count; 1 on local-cpu)"),
                    cl::init(-1), cl::cat(category));
-cl::opt<double> headroom("headroom",
-                         cl::desc("Fraction of device memory kept free"),
-                         cl::init(0.0), cl::cat(category));
+cl::opt<double> headroom("headroom", cl::desc(cleave::cost::help::kHeadroom),
+                         cl::init(cleave::cost::kDefaultMemoryHeadroom),
+                         cl::cat(category));
 cl::opt<int64_t> maxMicroBatches("max-micro-batches",
-                                 cl::desc("Largest micro-batch count"),
+                                 cl::desc("Largest micro-batch count "
+                                          "(default: any)"),
                                  cl::init(0), cl::cat(category));
 cl::opt<std::string> function("function",
                               cl::desc("Function to plan (default: "
@@ -75,7 +80,8 @@ cl::opt<std::string> function("function",
                               cl::cat(category));
 cl::opt<int> top("top", cl::desc("Plans to rank in the report"), cl::init(5),
                  cl::cat(category));
-cl::opt<std::string> jsonPath("json", cl::desc("Write the report as JSON"),
+cl::opt<std::string> jsonPath("json",
+                              cl::desc("Write the report as JSON to this file"),
                               cl::cat(category));
 cl::opt<std::string>
     output("o", cl::desc("Write the annotated module ('-': stdout)"),

@@ -199,8 +199,9 @@ TEST(SearchTest, SaysByHowMuchNothingFits) {
       r->infeasible[0].rfind("memory: the plan needing the least memory", 0),
       0u)
       << r->infeasible[0];
-  EXPECT_NE(r->infeasible[0].find("over the limit of 80.0 GB"),
-            std::string::npos);
+  EXPECT_NE(
+      r->infeasible[0].find("over the 80.0 GB usable of 80.0 GB (0% headroom)"),
+      std::string::npos);
   EXPECT_EQ(r->infeasible[1],
             "constraints in effect: pp at most 2 (relaxing them may help)");
   // Every plan was checked, so the least memory is the true minimum.

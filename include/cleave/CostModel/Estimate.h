@@ -19,6 +19,7 @@
 #ifndef CLEAVE_COSTMODEL_ESTIMATE_H
 #define CLEAVE_COSTMODEL_ESTIMATE_H
 
+#include "cleave/CostModel/Defaults.h"
 #include "cleave/CostModel/Memory.h"
 #include "cleave/CostModel/Schedule.h"
 #include "cleave/CostModel/Simulator.h"
@@ -35,6 +36,8 @@ struct EstimateOptions {
   bool symmetric = true;
   /// The constants; nullptr: defaultConstants().
   const CostConstants *constants = nullptr;
+  /// The fraction of device memory a plan must leave free to fit.
+  double memoryHeadroom = kDefaultMemoryHeadroom;
 };
 
 struct Estimate {
@@ -81,7 +84,8 @@ Result<Estimate> estimateWithWorkload(const ModelConfig &model,
                                       const EstimateOptions &options = {});
 
 /// A readable report: throughput, MFU, time by category and axis, memory
-/// per GPU by category and whether it fits.
+/// per GPU by category and whether it fits in the usable memory (the
+/// capacity less the headroom). Report.h has the shared formats and names.
 std::string formatReport(const Estimate &e, const ModelConfig &model,
                          const ClusterSpec &cluster, const ParallelPlan &plan);
 

@@ -35,13 +35,17 @@ struct MemoryBreakdown {
   double communication = 0;
   /// CUDA context, cuBLAS workspaces, allocator slack.
   double reserved = 0;
+  /// The device's memory, and the fraction of it plans leave free.
   double capacity = 0;
+  double headroom = 0;
 
   double total() const {
     return parameters + gradients + optimizerStates + activations + transient +
            communication + reserved;
   }
-  bool fits() const { return total() <= capacity; }
+  /// What plans may use: the capacity less the headroom.
+  double usable() const { return capacity * (1 - headroom); }
+  bool fits() const { return total() <= usable(); }
 };
 
 /// Activation bytes one transformer layer saves for backward for one

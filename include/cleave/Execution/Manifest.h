@@ -13,7 +13,7 @@
 #define CLEAVE_EXECUTION_MANIFEST_H
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/Support/JSON.h"
+#include "llvm/Support/Error.h"
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,7 +89,8 @@ struct ProgramManifest {
   std::string entryFor(llvm::StringRef step, int64_t rank) const;
   /// The functions of every pipeline stage, or of `step` alone.
   std::vector<const FunctionSpec *> stepFunctions(llvm::StringRef step) const;
-  llvm::json::Value toJSON() const;
+  /// The manifest as JSON text (nlohmann-json, as everywhere in Cleave).
+  std::string toJSON() const;
   /// Parses a manifest; errors name the field.
   static llvm::Expected<ProgramManifest> fromJSON(llvm::StringRef text);
 };

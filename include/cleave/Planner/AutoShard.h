@@ -47,7 +47,7 @@ struct PlanCluster {
 cost::Result<PlanCluster> resolveCluster(const std::string &name, int gpus);
 
 struct AutoShardOptions {
-  std::string cluster = "dgx-a100-80gb";
+  std::string cluster = cost::kDefaultCluster;
   /// Devices to plan for; 0: see resolveCluster.
   int gpus = 0;
   /// Sequences per step; 0: the module's batch (the first data input's
@@ -59,7 +59,7 @@ struct AutoShardOptions {
   /// Largest pipeline size; -1: the layer count on GPU clusters, 1 on
   /// local CPU clusters (pipelines do not run there yet).
   int maxPp = -1;
-  double memoryHeadroom = 0;
+  double memoryHeadroom = cost::kDefaultMemoryHeadroom;
   /// Largest micro-batch count (0: any).
   int64_t maxMicroBatches = 0;
   /// The model preset for the cost model; empty: the module's `cleave.model`

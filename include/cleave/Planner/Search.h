@@ -77,7 +77,7 @@ struct PlannerOptions {
   /// Largest pipeline-parallel size; 0: up to the layer count.
   int maxPp = 0;
   /// Fraction of each GPU's memory to keep free (0.1: plan for 90%).
-  double memoryHeadroom = 0;
+  double memoryHeadroom = cost::kDefaultMemoryHeadroom;
   /// Implementation choices every plan shares (precision, attention
   /// kernel, overlap flags, gradient reduction type); the plan fields the
   /// search decides are ignored.

@@ -21,16 +21,14 @@ extern "C" {
 
 /*===----------------------------------------------------------------------===*/
 /* Element types and reductions (codes are part of the ABI: generated code   */
-/* passes them as integers).                                                  */
+/* passes them as integers). The element types are the rows of DTypes.def,   */
+/* CLEAVE_F32 = 0 to CLEAVE_I64 = 5.                                          */
 /*===----------------------------------------------------------------------===*/
 
 typedef enum {
-  CLEAVE_F32 = 0,
-  CLEAVE_F64 = 1,
-  CLEAVE_BF16 = 2,
-  CLEAVE_F16 = 3,
-  CLEAVE_I32 = 4,
-  CLEAVE_I64 = 5,
+#define CLEAVE_DTYPE(ENUM, CODE, NAME, FILE_NAME, BYTES, IS_FLOAT, BITS)       \
+  CLEAVE_##ENUM = CODE,
+#include "cleave/Runtime/DTypes.def"
 } cleave_dtype_t;
 
 typedef enum {
@@ -42,6 +40,9 @@ typedef enum {
 
 /** Bytes per element of `dtype`, or 0 for an unknown code. */
 int64_t cleave_rt_dtype_size(int32_t dtype);
+/** The element type's name ("f32", "bf16", ...), or NULL for an unknown
+ *  code. */
+const char *cleave_rt_dtype_name(int32_t dtype);
 
 /*===----------------------------------------------------------------------===*/
 /* Errors                                                                     */

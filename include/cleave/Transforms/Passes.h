@@ -3,6 +3,7 @@
 #ifndef CLEAVE_TRANSFORMS_PASSES_H
 #define CLEAVE_TRANSFORMS_PASSES_H
 
+#include "cleave/CostModel/DefaultValues.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

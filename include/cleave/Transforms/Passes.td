@@ -102,6 +102,7 @@ def CleaveEstimatePass : Pass<"cleave-estimate", "::mlir::ModuleOp"> {
     mnemonic through the cost model.
 
     ```mlir
+    // cleave-opt --cleave-estimate="cluster=dgx-h100"
     cleave.mesh @world(dp = 4 : ib, tp = 8 : nvlink)
     func.func @step(%x: tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16> {
       %y = cleave.all_reduce %x on @world axes = [tp] : tensor<1024x1024xbf16>
@@ -115,11 +116,12 @@ def CleaveEstimatePass : Pass<"cleave-estimate", "::mlir::ModuleOp"> {
     nodes of 8 GPUs for the largest mesh), or a JSON cluster file.
   }];
   let options = [
-    Option<"cluster", "cluster", "std::string", /*default=*/"\"dgx-h100\"",
+    Option<"cluster", "cluster", "std::string",
+           /*default=*/"CLEAVE_DEFAULT_CLUSTER",
            "Cluster preset (dgx-a100-40gb, dgx-a100-80gb, dgx-h100, "
-           "dgx-h200)">,
+           "dgx-h200) (default: dgx-a100-80gb)">,
     Option<"clusterFile", "cluster-file", "std::string", /*default=*/"\"\"",
-           "JSON cluster spec; overrides `cluster`">,
+           "JSON cluster file (docs/cost-model.md); overrides the preset">,
     Option<"nodes", "nodes", "int", /*default=*/"0",
            "Nodes of the preset cluster (0: enough for the largest mesh)">
   ];
@@ -497,24 +499,29 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
     device memory), and on a module that already carries a plan.
   }];
   let options = [
-    Option<"cluster", "cluster", "std::string", /*default=*/"\"dgx-a100-80gb\"",
+    Option<"cluster", "cluster", "std::string",
+           /*default=*/"CLEAVE_DEFAULT_CLUSTER",
            "Cluster preset (dgx-a100-40gb, dgx-a100-80gb, dgx-h100, "
-           "dgx-h200), local-cpu, or a JSON cluster file">,
+           "dgx-h200), local-cpu, or a JSON cluster file (default: "
+           "dgx-a100-80gb)">,
     Option<"gpus", "gpus", "int", /*default=*/"0",
-           "Devices (0: one node of a preset, 4 local CPU processes, the "
-           "file's size)">,
+           "Devices (default: one node of a preset, 4 local CPU processes, "
+           "the file's size)">,
     Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
-           "Sequences per step; must equal the module's batch (0: take it)">,
+           "Sequences per step (default: the module's batch, which must "
+           "equal it when given; the report prints it)">,
     Option<"tp", "tp", "int", /*default=*/"0",
-           "Fix the tensor-parallel size (0: search)">,
+           "Fix the tensor-parallel size (default: search)">,
     Option<"zero", "zero", "int", /*default=*/"-1",
-           "Fix the ZeRO stage 0-3 (-1: search)">,
+           "Fix the ZeRO stage 0-3 (default: search)">,
     Option<"maxPp", "max-pp", "int", /*default=*/"-1",
-           "Largest pipeline size (-1: the layer count; 1 on local-cpu)">,
-    Option<"headroom", "headroom", "double", /*default=*/"0.0",
-           "Fraction of device memory kept free">,
+           "Largest pipeline size (default: the layer count; 1 on "
+           "local-cpu)">,
+    Option<"headroom", "headroom", "double",
+           /*default=*/"CLEAVE_DEFAULT_MEMORY_HEADROOM",
+           "Fraction of device memory kept free (default: 0)">,
     Option<"maxMicroBatches", "max-micro-batches", "int64_t",
-           /*default=*/"0", "Largest micro-batch count (0: any)">,
+           /*default=*/"0", "Largest micro-batch count (default: any)">,
     Option<"model", "model", "std::string", /*default=*/"\"\"",
            "The model-zoo preset the module is (default: its cleave.model)">,
     Option<"function", "function", "std::string", /*default=*/"\"\"",

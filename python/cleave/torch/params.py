@@ -12,10 +12,10 @@ from typing import Dict, Mapping, Optional, Sequence
 import torch
 
 from .. import tensorfile
+from ..dtypes import DTYPES
 from ..tensorfile import Tensor, TensorFileError
 
-_TO_FILE = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16",
-            torch.float16: "F16", torch.int32: "I32", torch.int64: "I64"}
+_TO_FILE = {getattr(torch, d.torch_name): d.file_name for d in DTYPES}
 _FROM_FILE = {v: k for k, v in _TO_FILE.items()}
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 
