@@ -9,7 +9,7 @@
 // processes of 12 GiB however they are split: the error names the
 // constraint and by how much it fails.
 // CHECK: error: cleave-auto-shard: no plan fits
-// CHECK-NEXT: memory: the plan needing the least memory (pp1 {{.*}}) needs {{[0-9.]+}} GB per GPU on stage 0 ({{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the limit of 12.9 GB
+// CHECK-NEXT: memory: the plan needing the least memory (pp1 {{.*}}) needs {{[0-9.]+}} GB per GPU on stage 0 ({{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the 12.9 GB usable of 12.9 GB (0% headroom)
 func.func @forward(%x: tensor<4x65536xf32> {cleave.input = "x"},
                    %y: tensor<4xi32> {cleave.input = "y"},
                    %w1: tensor<65536x65536xf32> {cleave.param = "w1"},

@@ -19,7 +19,7 @@
 // CHECK-NEXT:   mesh         pp={{[0-9]+}} dp={{[0-9]+}} cp={{[0-9]+}} tp={{[0-9]+}}
 // CHECK:   step         {{[0-9.]+}} s, {{[0-9]+}} tokens/s, MFU {{[0-9.]+}}%
 // CHECK:   memory/GPU   {{[0-9.]+}} GB on stage {{[0-9]+}}: parameters
-// CHECK:   #  plan {{ +}}step {{ +}}MFU {{ +}}mem/GPU  why it lost
+// CHECK:   #  plan{{ +}}step{{ +}}MFU{{ +}}mem/GPU  why it lost
 // CHECK-NEXT:   1  pp{{.*}}chosen
 // CHECK-NEXT:   2  pp{{.*}}+{{[0-9.]+}}% step time
 // CHECK-NEXT:   3  pp{{.*}}+{{[0-9.]+}}% step time
@@ -42,7 +42,7 @@
 // GPT-3 does not fit one node with at most two pipeline stages: the report
 // says which constraint fails and by how much.
 // NOFIT: no plan fits:
-// NOFIT-NEXT: memory: the plan needing the least memory ({{.*}}) needs {{[0-9.]+}} GB per GPU on stage {{[0-9]+}} (parameters {{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the limit of 80.0 GB
+// NOFIT-NEXT: memory: the plan needing the least memory ({{.*}}) needs {{[0-9.]+}} GB per GPU on stage {{[0-9]+}} (parameters {{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the 80.0 GB usable of 80.0 GB (0% headroom)
 // NOFIT-NEXT: constraints in effect: pp at most 2, 8 GPUs (relaxing them may help)
 
 // BAD: cleave-plan: error: cluster: unknown cluster preset 'tpu-v5'

@@ -35,9 +35,9 @@
 // STEP: --warmup=<long>
 // VERIFY: OVERVIEW: Times cleave-verify-collectives
 // COLL: usage: {{.*}}cleave-bench-collectives [ranks...]
+// EST-ONLY: cluster:
 // EST-ONLY: model (a preset, optionally with fields overridden, or every field):
 // EST-ONLY: --model=<string>
-// EST-ONLY: cluster:
-// EST-ONLY: plan:
 // EST-ONLY: output:
 // EST-ONLY: --trace=<path>
+// EST-ONLY: plan:

@@ -30,9 +30,15 @@ TEST(ManifestTest, ElementTypesGetTheRuntimeCodes) {
   MLIRContext context;
   context.loadDialect<CleaveDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      R"(func.func @f(%a: tensor<2xf32>, %b: tensor<3xbf16>, %c: tensor<4xi64>,
-                   %d: tensor<1xf16>, %e: tensor<5xi32>, %g: tensor<6xf64>)
-             -> tensor<2xf32> { return %a : tensor<2xf32> })",
+      R"(func.func @f(%a: tensor<2xf32> {cleave.input = "a"},
+                   %b: tensor<3xbf16> {cleave.input = "b"},
+                   %c: tensor<4xi64> {cleave.input = "c"},
+                   %d: tensor<1xf16> {cleave.input = "d"},
+                   %e: tensor<5xi32> {cleave.input = "e"},
+                   %g: tensor<6xf64> {cleave.input = "g"})
+             -> (tensor<2xf32> {cleave.output = "y"}) {
+           return %a : tensor<2xf32>
+         })",
       &context);
   ASSERT_TRUE(module);
   FailureOr<ProgramManifest> m = extractManifest(*module);
@@ -51,7 +57,7 @@ TEST(ManifestTest, UnsupportedElementTypeNamesTheKnownOnes) {
   MLIRContext context;
   context.loadDialect<CleaveDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      "func.func @f(%a: tensor<2xi8>) { return }", &context);
+      "func.func @f(%a: tensor<2xi8> {cleave.input = \"a\"}) { return }", &context);
   ASSERT_TRUE(module);
   std::string message;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
