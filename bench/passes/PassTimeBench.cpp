@@ -2,8 +2,9 @@
 //
 // Builds a zoo model at several depths (GPT-3 175B's shape at 12, 48 and 96
 // layers by default), then runs the front half of the compiler on it one
-// pass at a time: autodiff, apply-plan, propagate-sharding, partition,
-// pipeline (plans with pp) and verify-collectives. For every pass it prints
+// pass at a time: pipeline-stages (with --stages), autodiff, apply-plan,
+// propagate-sharding, partition, pipeline (plans with pp) and
+// verify-collectives. For every pass it prints
 // the wall time, the peak memory the pass adds and the op count of its
 // output, so that growth with program size is visible: a linear pass takes
 // 4x longer at 48 layers than at 12, and 8x at 96.
@@ -45,9 +46,10 @@ namespace {
 cl::OptionCategory category("cleave-bench-passes options");
 cl::opt<std::string> model("model", cl::desc("Zoo preset whose shape is used"),
                            cl::init("gpt3-175b"), cl::cat(category));
-cl::list<int64_t> layerCounts(
-    "layers", cl::desc("Depths to build, comma separated (default 12,48,96)"),
-    cl::CommaSeparated, cl::cat(category));
+cl::list<int64_t>
+    layerCounts("layers",
+                cl::desc("Depths to build, comma separated (default 12,48,96)"),
+                cl::CommaSeparated, cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per step"), cl::init(16),
                        cl::cat(category));
 cl::opt<std::string>
@@ -55,6 +57,12 @@ cl::opt<std::string>
          cl::desc("cleave-apply-plan options, as in cleave-opt "
                   "--cleave-apply-plan='...'"),
          cl::init("tp=8 dp=8 sp"), cl::cat(category));
+
+cl::opt<int64_t> stages(
+    "stages",
+    cl::desc("Pipeline stages: runs cleave-pipeline-stages first (for a plan "
+             "with pp, e.g. --stages=4 --plan='pp=4 tp=8 micro=8')"),
+    cl::init(0), cl::cat(category));
 
 /// Kilobytes of the named field of /proc/self/status, or -1.
 int64_t statusKiB(StringRef field) {
@@ -115,12 +123,12 @@ FailureOr<Sample> measure(ModuleOp module, std::unique_ptr<Pass> pass) {
   auto start = std::chrono::steady_clock::now();
   if (failed(pm.run(module)))
     return failure();
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            start)
-                  .count();
+  s.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   s.cpu = cpuSeconds() - cpuStart;
-  int64_t peak = peakResettable ? statusKiB("VmHWM") - rssBefore
-                                : maxRssKiB() - maxBefore;
+  int64_t peak =
+      peakResettable ? statusKiB("VmHWM") - rssBefore : maxRssKiB() - maxBefore;
   s.peakMiB = peak / 1024.0;
   s.heapMiB = (double(mallinfo2().uordblks) - double(heapBefore)) / 1048576.0;
   module.walk([&](Operation *) { ++s.ops; });
@@ -151,9 +159,16 @@ bool runDepth(const ::cleave::ModelConfig &base, int64_t layers) {
     return false;
 
   SmallVector<std::pair<StringRef, std::unique_ptr<Pass>>> passes;
+  if (stages > 0) {
+    CleavePipelineStagesPassOptions options;
+    options.stages = stages;
+    passes.emplace_back("pipeline-stages",
+                        createCleavePipelineStagesPass(options));
+  }
   passes.emplace_back("autodiff", createCleaveAutodiffPass());
   passes.emplace_back("apply-plan", std::move(applyPlan));
-  passes.emplace_back("propagate-sharding", createCleavePropagateShardingPass());
+  passes.emplace_back("propagate-sharding",
+                      createCleavePropagateShardingPass());
   passes.emplace_back("partition", createCleavePartitionPass());
   passes.emplace_back("pipeline", createCleavePipelinePass());
   passes.emplace_back("verify-collectives",

@@ -41,10 +41,10 @@ public:
 
   /// Incremental mode: seeds, indexes the ops and queues them all.
   void startIncremental();
-  void hold(Operation *op);
-  void release(Operation *op);
   void annotate(Value v, ShardingAttr sharding);
-  LogicalResult drain();
+  /// Visits queued ops, in program order, up to (excluding) `stop`; with
+  /// no `stop`, all of them and then the returned values' hints.
+  LogicalResult drain(Operation *stop);
 
 private:
   void seed();
@@ -79,7 +79,7 @@ private:
   // Incremental mode.
   bool incremental = false;
   llvm::DenseMap<Operation *, unsigned> opIndex;
-  llvm::BitVector queued, held;
+  llvm::BitVector queued;
   std::priority_queue<unsigned, std::vector<unsigned>, std::greater<unsigned>>
       worklist;
   /// Returned values to hint from each argument once it is known.
@@ -214,10 +214,22 @@ bool Propagator::hintReturnedValues() {
 }
 
 void Propagator::record() {
+  // Argument and result attributes are set all at once: one setArgAttr per
+  // argument would create a new attribute array per argument (quadratic in
+  // time, and in memory since attributes are never freed).
+  MLIRContext *ctx = func.getContext();
+  auto setIn = [&](DictionaryAttr dict, Attribute value) {
+    NamedAttrList attrs(dict);
+    attrs.set(CleaveDialect::kShardingAttrName, value);
+    return attrs.getDictionary(ctx);
+  };
+  SmallVector<DictionaryAttr> argAttrs;
+  func.getAllArgAttrs(argAttrs);
   for (BlockArgument arg : func.getArguments())
     if (isa<RankedTensorType>(arg.getType()))
-      func.setArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName,
-                      shardingOf(arg));
+      argAttrs[arg.getArgNumber()] =
+          setIn(argAttrs[arg.getArgNumber()], shardingOf(arg));
+  func.setAllArgAttrs(argAttrs);
   for (ShardingRuleOpInterface op : ops) {
     if (isa<ShardingConstraintOp>(op) || op->getNumResults() == 0)
       continue;
@@ -228,13 +240,16 @@ void Propagator::record() {
                 ArrayAttr::get(func.getContext(), shardings));
   }
   Operation *ret = func.getBody().front().getTerminator();
+  SmallVector<DictionaryAttr> resultAttrs;
+  func.getAllResultAttrs(resultAttrs);
   for (auto [i, v] : llvm::enumerate(ret->getOperands())) {
     if (!isa<RankedTensorType>(v.getType()))
       continue;
     ShardingAttr target = resultTarget(i);
-    func.setResultAttr(i, CleaveDialect::kShardingAttrName,
-                       target ? target : withoutPartial(shardingOf(v)));
+    resultAttrs[i] =
+        setIn(resultAttrs[i], target ? target : withoutPartial(shardingOf(v)));
   }
+  func.setAllResultAttrs(resultAttrs);
 }
 
 LogicalResult Propagator::run(bool recordAttributes) {
@@ -275,7 +290,6 @@ void Propagator::startIncremental() {
   incremental = true;
   seed();
   queued.resize(ops.size());
-  held.resize(ops.size());
   for (auto [i, op] : llvm::enumerate(ops))
     opIndex[op] = i;
   // A returned value is hinted once the argument it updates is known (or
@@ -296,20 +310,6 @@ void Propagator::startIncremental() {
   }
 }
 
-void Propagator::hold(Operation *op) {
-  auto it = opIndex.find(op);
-  if (it != opIndex.end())
-    held.set(it->second);
-}
-
-void Propagator::release(Operation *op) {
-  auto it = opIndex.find(op);
-  if (it == opIndex.end() || !held.test(it->second))
-    return;
-  held.reset(it->second);
-  enqueue(op);
-}
-
 void Propagator::annotate(Value v, ShardingAttr sharding) {
   std::optional<Location> at;
   if (auto arg = dyn_cast<BlockArgument>(v))
@@ -320,19 +320,26 @@ void Propagator::annotate(Value v, ShardingAttr sharding) {
   learned(v);
 }
 
-LogicalResult Propagator::drain() {
-  // Ops in program order, then the returned values' hints, as `run` does.
-  while (!worklist.empty() || !pendingHints.empty()) {
-    while (!worklist.empty()) {
+LogicalResult Propagator::drain(Operation *stop) {
+  unsigned end = ops.size();
+  if (stop) {
+    auto it = opIndex.find(stop);
+    assert(it != opIndex.end() && "propagateBefore: an op with a rule");
+    end = it->second;
+  }
+  // Ops in program order, then (at the end) the returned values' hints, as
+  // `run` does after its sweeps.
+  while (!worklist.empty() || (!stop && !pendingHints.empty())) {
+    while (!worklist.empty() && worklist.top() < end) {
       unsigned i = worklist.top();
       worklist.pop();
       queued.reset(i);
-      if (held.test(i))
-        continue;
       bool changed = false;
       if (failed(visit(ops[i], changed)))
         return failure();
     }
+    if (stop)
+      return success();
     SmallVector<unsigned> hints = std::move(pendingHints);
     pendingHints.clear();
     for (unsigned i : hints)
@@ -348,15 +355,17 @@ IncrementalPropagation::IncrementalPropagation(func::FuncOp func, MeshOp mesh)
 
 IncrementalPropagation::~IncrementalPropagation() = default;
 
-void IncrementalPropagation::hold(Operation *op) { impl->hold(op); }
-
-void IncrementalPropagation::release(Operation *op) { impl->release(op); }
-
 void IncrementalPropagation::annotate(Value v, ShardingAttr sharding) {
   impl->annotate(v, sharding);
 }
 
-LogicalResult IncrementalPropagation::propagate() { return impl->drain(); }
+LogicalResult IncrementalPropagation::propagate() {
+  return impl->drain(nullptr);
+}
+
+LogicalResult IncrementalPropagation::propagateBefore(Operation *op) {
+  return impl->drain(op);
+}
 
 ShardingAttr IncrementalPropagation::shardingOf(Value v) {
   return impl->shardingOf(v);

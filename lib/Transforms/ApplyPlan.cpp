@@ -6,8 +6,8 @@
 // structure, and it knows ops only through their sharding rules and traits:
 // a contraction is an op whose rule contracts a weight dimension with
 // another operand, a sequence-parallel op carries the SequenceParallel
-// trait. Propagation is incremental (IncrementalPropagation), so deciding
-// every weight costs time linear in the program.
+// trait. Propagation is incremental (IncrementalPropagation): one walk in
+// program order serves every decision, so the pass is linear in the program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,12 +49,23 @@ private:
   ShardingAttr sharding(const DimAxes &dims) {
     return ShardingAttr::get(module.getContext(), mesh.getSymName(), dims);
   }
+  /// The argument attributes of `f` are edited in `argAttrs` and written
+  /// back at once (one setArgAttr per argument would build a new attribute
+  /// array each time: quadratic in time and memory). Propagation reads the
+  /// function's, so they are written back before it runs.
+  void loadArgAttrs(func::FuncOp f) {
+    argAttrs.clear();
+    f.getAllArgAttrs(argAttrs);
+  }
+  void storeArgAttrs(func::FuncOp f) { f.setAllArgAttrs(argAttrs); }
   ShardingAttr argSharding(func::FuncOp f, unsigned i) {
-    return f.getArgAttrOfType<ShardingAttr>(i,
-                                            CleaveDialect::kShardingAttrName);
+    return dyn_cast_or_null<ShardingAttr>(
+        argAttrs[i].get(CleaveDialect::kShardingAttrName));
   }
   void setArgSharding(func::FuncOp f, unsigned i, const DimAxes &dims) {
-    f.setArgAttr(i, CleaveDialect::kShardingAttrName, sharding(dims));
+    NamedAttrList attrs(argAttrs[i]);
+    attrs.set(CleaveDialect::kShardingAttrName, sharding(dims));
+    argAttrs[i] = attrs.getDictionary(module.getContext());
   }
   LogicalResult validate();
   void createMesh();
@@ -88,6 +99,7 @@ private:
   int64_t zero, pp, micro;
   std::string schedule;
   int64_t virtualStages;
+  SmallVector<DictionaryAttr> argAttrs;
 };
 
 LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
@@ -137,10 +149,10 @@ struct Contraction {
   Operation *op;
   BlockArgument weight;
   ShardingRule rule;
-  int64_t factor;     ///< The contracted factor.
-  int64_t weightDim;  ///< The weight dimension it occupies (row-parallel).
-  int64_t outputDim;  ///< The weight's other dimension (column-parallel).
-  unsigned operand;   ///< Which operand is the weight.
+  int64_t factor;    ///< The contracted factor.
+  int64_t weightDim; ///< The weight dimension it occupies (row-parallel).
+  int64_t outputDim; ///< The weight's other dimension (column-parallel).
+  unsigned operand;  ///< Which operand is the weight.
 };
 
 /// The factor of dimension `d` of `tensor` when it has exactly one.
@@ -194,15 +206,14 @@ LogicalResult PlanWriter::splitContractions(func::FuncOp f) {
         decided.insert(c->weight).second)
       decisions.push_back(std::move(*c));
   }
-  // One propagation for all decisions: each contraction is held back until
-  // its weight is decided, so what flows past it already knows the split.
+  // One propagation for all decisions, walking the program in order: each
+  // decision sees what the ops before it make of the annotations so far.
+  storeArgAttrs(f);
   IncrementalPropagation propagation(f, mesh);
-  for (const Contraction &c : decisions)
-    propagation.hold(c.op);
   int64_t split = 0;
   BlockArgument unsplit;
   for (const Contraction &c : decisions) {
-    if (failed(propagation.propagate()))
+    if (failed(propagation.propagateBefore(c.op)))
       return failure();
     // Do the activations arrive split over tp along the contraction?
     bool rowParallel = false;
@@ -226,7 +237,6 @@ LogicalResult PlanWriter::splitContractions(func::FuncOp f) {
       propagation.annotate(c.weight, sharding(dims));
       ++split;
     }
-    propagation.release(c.op);
   }
   if (split == 0 && unsplit) {
     auto type = cast<RankedTensorType>(unsplit.getType());
@@ -285,6 +295,7 @@ llvm::DenseMap<Attribute, Operation *> updatesOf(func::FuncOp f) {
 }
 
 LogicalResult PlanWriter::shardOptimizer(func::FuncOp f) {
+  storeArgAttrs(f);
   auto shardings = propagateShardings(f, mesh);
   if (failed(shardings))
     return failure();
@@ -418,6 +429,7 @@ LogicalResult PlanWriter::run() {
   for (auto f : module.getOps<func::FuncOp>()) {
     if (f.isExternal())
       continue;
+    loadArgAttrs(f);
     if (!batchAxes().empty() && failed(splitInputs(f)))
       return failure();
     if (tp > 1 && failed(splitContractions(f)))
@@ -426,6 +438,7 @@ LogicalResult PlanWriter::run() {
       pinSequence(f);
     if (zero > 0 && failed(shardOptimizer(f)))
       return failure();
+    storeArgAttrs(f);
   }
   writePlanAttribute();
   return success();

@@ -33,8 +33,7 @@ const llvm::StringMap<StringRef> &notDifferentiable() {
       {"cleave.all_gather", "per-device communication, after autodiff"},
       {"cleave.reduce_scatter", "per-device communication, after autodiff"},
       {"cleave.all_to_all", "per-device communication, after autodiff"},
-      {"cleave.collective_permute",
-       "per-device communication, after autodiff"},
+      {"cleave.collective_permute", "per-device communication, after autodiff"},
       {"cleave.send", "per-device communication, after autodiff"},
       {"cleave.recv", "per-device communication, after autodiff"},
       {"cleave.axis_index", "per-device position, after autodiff"},
@@ -104,8 +103,7 @@ TEST_F(GradientRuleTest, EveryDifferentiableOpHasAGradientRule) {
 /// A value of `type` to stand for a result's gradient.
 Value placeholder(OpBuilder &b, Location loc, Type type) {
   auto tensor = cast<RankedTensorType>(type);
-  return b.create<ConstantOp>(loc,
-                              cast<ElementsAttr>(b.getZeroAttr(tensor)));
+  return b.create<ConstantOp>(loc, cast<ElementsAttr>(b.getZeroAttr(tensor)));
 }
 
 /// Every rule builds on the op's instance in ops.mlir: one gradient per
@@ -132,8 +130,8 @@ TEST_F(GradientRuleTest, EveryGradientRuleBuildsOnItsRoundTripInstance) {
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       auto type = cast<RankedTensorType>(operand.getType());
       if (!isa<FloatType>(type.getElementType())) {
-        EXPECT_FALSE(grads[i]) << name << ": integer operand #" << i
-                               << " gets a gradient";
+        EXPECT_FALSE(grads[i])
+            << name << ": integer operand #" << i << " gets a gradient";
         continue;
       }
       ASSERT_TRUE(grads[i]) << name << ": no gradient for operand #" << i;

@@ -31,28 +31,29 @@ namespace detail {
 class Propagator;
 } // namespace detail
 
-/// Propagation for a caller that decides annotations one at a time and asks,
-/// before each decision, what the ones so far imply (named plans). Instead
-/// of propagating the whole function again per decision, it keeps what is
-/// known and revisits only the ops next to a tensor that became known, in
-/// program order: a sequence of decisions costs time linear in the size of
-/// the function. An op whose own annotation is still to be decided can be
-/// held back, so that nothing flows through it before the decision.
+/// Propagation for a caller that walks the program in order, deciding
+/// annotations as it goes, and asks before each decision what the
+/// annotations so far imply there (named plans). Instead of propagating the
+/// whole function again per decision, it keeps what is known and visits, in
+/// program order, only the ops before the decision point and the ops next
+/// to a tensor that became known: a walk of any number of decisions costs
+/// time linear in the size of the function.
 class IncrementalPropagation {
 public:
-  /// Starts from the annotations `func` has; call `propagate` before asking.
+  /// Starts from the annotations `func` has.
   IncrementalPropagation(func::FuncOp func, MeshOp mesh);
   ~IncrementalPropagation();
 
-  /// Propagation neither reads nor writes the tensors of `op` through its
-  /// rule until `release(op)`.
-  void hold(Operation *op);
-  void release(Operation *op);
   /// Adds a user annotation on `v` (as an argument attribute would be); it
   /// replaces what propagation derived for `v` so far, if anything.
   void annotate(Value v, ShardingAttr sharding);
-  /// Propagates what changed since the last call. Fails (with a diagnostic)
-  /// on contradicting annotations.
+  /// Propagates through the ops before `op` (an op with a sharding rule, in
+  /// program order) what is not propagated yet; `op` and the ops after it
+  /// wait for a later call. Fails (with a diagnostic) on contradicting
+  /// annotations.
+  LogicalResult propagateBefore(Operation *op);
+  /// Propagates through every op, then hints returned values with the
+  /// sharding of the argument they update, as propagateShardings does.
   LogicalResult propagate();
   /// The sharding of `v` so far (replicated while nothing reached it).
   ShardingAttr shardingOf(Value v);
