@@ -89,8 +89,10 @@ Value GraphBuilder::cast(Value x, Type elementType) {
     return x;
   Value y = builder.create<CastOp>(loc, type.clone(elementType), x);
   auto name = paramNames.find(x);
-  if (name != paramNames.end())
-    paramNames[y] = name->second;
+  if (name != paramNames.end()) {
+    std::string copy = name->second; // inserting may move the entries
+    paramNames[y] = std::move(copy);
+  }
   return y;
 }
 
