@@ -236,10 +236,10 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       sharding rule: one dimension of the parameter is a reduction factor
       that another operand shares (the input features), the other a
       pass-through factor (the output features); `cleave.matmul` is one, an
-      embedding's table is not. Propagation is incremental: each
-      contraction is held back until its weight is decided, and each
-      decision revisits only the ops it reaches, so the pass is linear in
-      the size of the program.
+      embedding's table is not. Propagation is incremental: one walk in
+      program order visits the ops before each contraction once, and each
+      decision revisits only the ops its annotation reaches, so the pass is
+      linear in the size of the program.
     * `sp` (Megatron sequence parallel, with `tp`): the first operand of
       every op with the `SequenceParallel` trait (normalizations and
       dropouts) is pinned to split its sequence dimension over `tp`, so the
