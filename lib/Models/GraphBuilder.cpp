@@ -9,8 +9,11 @@ static RankedTensorType typeOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType());
 }
 
-GraphBuilder::GraphBuilder(ModuleOp module, StringRef name)
-    : builder(module.getContext()), loc(builder.getUnknownLoc()) {
+GraphBuilder::GraphBuilder(ModuleOp module, StringRef name, StringRef model)
+    : model(model.str()), builder(module.getContext()),
+      loc(builder.getUnknownLoc()) {
+  if (!model.empty())
+    loc = NameLoc::get(builder.getStringAttr(model));
   builder.setInsertionPointToEnd(module.getBody());
   func = builder.create<func::FuncOp>(loc, name,
                                       builder.getFunctionType({}, {}));
@@ -18,14 +21,18 @@ GraphBuilder::GraphBuilder(ModuleOp module, StringRef name)
   builder.setInsertionPointToStart(body);
 }
 
-void GraphBuilder::setScope(StringRef name) {
-  loc = NameLoc::get(builder.getStringAttr(name));
+Location GraphBuilder::named(StringRef name) {
+  if (model.empty())
+    return NameLoc::get(builder.getStringAttr(name));
+  return NameLoc::get(builder.getStringAttr(model + "." + name));
 }
+
+void GraphBuilder::setScope(StringRef name) { loc = named(name); }
 
 Value GraphBuilder::arg(StringRef attrName, StringRef name,
                         RankedTensorType type,
                         ArrayRef<NamedAttribute> extra) {
-  BlockArgument value = body->addArgument(type, loc);
+  BlockArgument value = body->addArgument(type, named(name));
   SmallVector<NamedAttribute> attrs = {
       builder.getNamedAttr(attrName, builder.getStringAttr(name))};
   llvm::append_range(attrs, extra);
@@ -36,9 +43,12 @@ Value GraphBuilder::arg(StringRef attrName, StringRef name,
 Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape,
                           InitKind kind, double scale) {
   auto type = RankedTensorType::get(shape, builder.getF32Type());
-  return arg(CleaveDialect::kParamAttrName, name, type,
-             {builder.getNamedAttr(CleaveDialect::kInitAttrName,
-                                   InitAttr::get(getContext(), kind, scale))});
+  Value value =
+      arg(CleaveDialect::kParamAttrName, name, type,
+          {builder.getNamedAttr(CleaveDialect::kInitAttrName,
+                                InitAttr::get(getContext(), kind, scale))});
+  paramNames[value] = name.str();
+  return value;
 }
 
 Value GraphBuilder::input(StringRef name, ArrayRef<int64_t> shape,
@@ -77,7 +87,13 @@ Value GraphBuilder::cast(Value x, Type elementType) {
   RankedTensorType type = typeOf(x);
   if (type.getElementType() == elementType)
     return x;
-  return builder.create<CastOp>(loc, type.clone(elementType), x);
+  Value y = builder.create<CastOp>(loc, type.clone(elementType), x);
+  auto name = paramNames.find(x);
+  if (name != paramNames.end()) {
+    std::string copy = name->second; // inserting may move the entries
+    paramNames[y] = std::move(copy);
+  }
+  return y;
 }
 
 Value GraphBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
@@ -101,10 +117,20 @@ Value GraphBuilder::broadcastLast(Value vec, Value like) {
 }
 
 Value GraphBuilder::linear(Value x, Value w, Value b) {
+  // The layer's ops are named after its weight: "h.3.attn.q.weight" makes
+  // "<model>.h.3.attn.q".
+  Location scope = loc;
+  auto name = paramNames.find(w);
+  if (name != paramNames.end()) {
+    StringRef layer = name->second;
+    layer.consume_back(".weight");
+    loc = named(layer);
+  }
   Value y = builder.create<MatmulOp>(loc, x, w, UnitAttr(),
                                      builder.getUnitAttr());
   if (b)
     y = add(y, broadcastLast(b, y));
+  loc = scope;
   return y;
 }
 

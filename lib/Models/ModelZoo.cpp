@@ -34,7 +34,7 @@ namespace {
 /// Shared state of one model build.
 struct ZooBuilder {
   ZooBuilder(ModuleOp module, const ModelConfig &c)
-      : g(module, "forward"), c(c),
+      : g(module, "forward", c.name.empty() ? "custom" : c.name), c(c),
         ct(elementTypeOf(module.getContext(), c.dtype)) {}
 
   /// A weight parameter in the compute type.

@@ -3,7 +3,11 @@
 // Implements -cleave-apply-plan. See Passes.td for the contract. The pass
 // writes annotations only; it asks sharding propagation what the annotations
 // so far imply (is this activation already split?) instead of matching model
-// structure.
+// structure, and it knows ops only through their sharding rules and traits:
+// a contraction is an op whose rule contracts a weight dimension with
+// another operand, a sequence-parallel op carries the SequenceParallel
+// trait. Propagation is incremental (IncrementalPropagation): one walk in
+// program order serves every decision, so the pass is linear in the program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,12 +49,23 @@ private:
   ShardingAttr sharding(const DimAxes &dims) {
     return ShardingAttr::get(module.getContext(), mesh.getSymName(), dims);
   }
+  /// The argument attributes of `f` are edited in `argAttrs` and written
+  /// back at once (one setArgAttr per argument would build a new attribute
+  /// array each time: quadratic in time and memory). Propagation reads the
+  /// function's, so they are written back before it runs.
+  void loadArgAttrs(func::FuncOp f) {
+    argAttrs.clear();
+    f.getAllArgAttrs(argAttrs);
+  }
+  void storeArgAttrs(func::FuncOp f) { f.setAllArgAttrs(argAttrs); }
   ShardingAttr argSharding(func::FuncOp f, unsigned i) {
-    return f.getArgAttrOfType<ShardingAttr>(i,
-                                            CleaveDialect::kShardingAttrName);
+    return dyn_cast_or_null<ShardingAttr>(
+        argAttrs[i].get(CleaveDialect::kShardingAttrName));
   }
   void setArgSharding(func::FuncOp f, unsigned i, const DimAxes &dims) {
-    f.setArgAttr(i, CleaveDialect::kShardingAttrName, sharding(dims));
+    NamedAttrList attrs(argAttrs[i]);
+    attrs.set(CleaveDialect::kShardingAttrName, sharding(dims));
+    argAttrs[i] = attrs.getDictionary(module.getContext());
   }
   LogicalResult validate();
   void createMesh();
@@ -68,7 +83,7 @@ private:
     return axes;
   }
   LogicalResult splitInputs(func::FuncOp f);
-  LogicalResult splitMatmuls(func::FuncOp f);
+  LogicalResult splitContractions(func::FuncOp f);
   void pinSequence(func::FuncOp f);
   LogicalResult shardOptimizer(func::FuncOp f);
   /// `dims` with `dp` added to the first dimension that still divides.
@@ -84,6 +99,7 @@ private:
   int64_t zero, pp, micro;
   std::string schedule;
   int64_t virtualStages;
+  SmallVector<DictionaryAttr> argAttrs;
 };
 
 LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
@@ -94,7 +110,8 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
     if (!name || !type || type.getRank() == 0)
       continue;
     if (type.getDimSize(0) % (dp * micro) != 0) {
-      InFlightDiagnostic diag = f.emitError()
+      // At the input: on a zoo model its location names it.
+      InFlightDiagnostic diag = emitError(arg.getLoc())
                                 << "data parallelism over " << dp << " devices";
       if (micro > 1)
         diag << " and " << micro << " micro-batches";
@@ -109,7 +126,7 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
   return success();
 }
 
-/// The parameter behind a matmul operand: a block argument, possibly cast.
+/// The parameter behind an operand: a block argument, possibly cast.
 BlockArgument parameterOf(func::FuncOp f, Value v) {
   while (Operation *def = v.getDefiningOp()) {
     if (def->getNumOperands() != 1 ||
@@ -123,44 +140,107 @@ BlockArgument parameterOf(func::FuncOp f, Value v) {
   return arg;
 }
 
-LogicalResult PlanWriter::splitMatmuls(func::FuncOp f) {
-  SmallVector<MatmulOp> matmuls(f.getOps<MatmulOp>());
-  // The first matmul that uses a weight decides its split, also when it
-  // leaves it whole: later ones are its gradients, whose "output features"
-  // are the forward's input features. A weight that tp does not divide stays
-  // whole (a vocabulary of 65 under tp = 2); a plan that can split no weight
-  // at all is an error.
+/// An op that contracts activations with a 2-d weight, read off its sharding
+/// rule: one dimension of the weight is a reduction factor that another
+/// operand shares (the contraction, K of a matmul), the other a
+/// pass-through factor (the output features). An embedding's table is not
+/// one: its reduction factor (the vocabulary) is in no other operand.
+struct Contraction {
+  Operation *op;
+  BlockArgument weight;
+  ShardingRule rule;
+  int64_t factor;    ///< The contracted factor.
+  int64_t weightDim; ///< The weight dimension it occupies (row-parallel).
+  int64_t outputDim; ///< The weight's other dimension (column-parallel).
+  unsigned operand;  ///< Which operand is the weight.
+};
+
+/// The factor of dimension `d` of `tensor` when it has exactly one.
+std::optional<int64_t> soleFactor(const TensorFactors &tensor, int64_t d) {
+  if (tensor[d].size() != 1)
+    return std::nullopt;
+  return tensor[d][0];
+}
+
+/// True if an operand of `rule` other than `except` has factor `k`.
+bool otherOperandHas(const ShardingRule &rule, unsigned except, int64_t k) {
+  for (auto [j, tensor] : llvm::enumerate(rule.getOperandFactors()))
+    if (j != except)
+      for (ArrayRef<int64_t> dim : tensor)
+        if (llvm::is_contained(dim, k))
+          return true;
+  return false;
+}
+
+std::optional<Contraction> asContraction(func::FuncOp f,
+                                         ShardingRuleOpInterface op) {
+  for (unsigned i = 0, e = op->getNumOperands(); i < e; ++i) {
+    BlockArgument w = parameterOf(f, op->getOperand(i));
+    if (!w || cast<RankedTensorType>(w.getType()).getRank() != 2)
+      continue;
+    ShardingRule rule = op.getShardingRule();
+    const TensorFactors &tensor = rule.getOperand(i);
+    for (int64_t d : {0, 1}) {
+      std::optional<int64_t> k = soleFactor(tensor, d);
+      std::optional<int64_t> n = soleFactor(tensor, 1 - d);
+      if (k && n && rule.getFactorKind(*k) == FactorKind::Reduction &&
+          rule.getFactorKind(*n) == FactorKind::PassThrough &&
+          otherOperandHas(rule, i, *k))
+        return Contraction{op, w, rule, *k, d, 1 - d, i};
+    }
+  }
+  return std::nullopt;
+}
+
+LogicalResult PlanWriter::splitContractions(func::FuncOp f) {
+  // The first contraction that uses a weight decides its split, also when
+  // it leaves it whole: later ones are its gradients, whose "output
+  // features" are the forward's input features. A weight that tp does not
+  // divide stays whole (a vocabulary of 65 under tp = 2); a plan that can
+  // split no weight at all is an error.
+  std::vector<Contraction> decisions;
   llvm::SmallDenseSet<BlockArgument> decided;
+  for (auto op : f.getOps<ShardingRuleOpInterface>()) {
+    std::optional<Contraction> c = asContraction(f, op);
+    if (c && !argSharding(f, c->weight.getArgNumber()) &&
+        decided.insert(c->weight).second)
+      decisions.push_back(std::move(*c));
+  }
+  // One propagation for all decisions, walking the program in order: each
+  // decision sees what the ops before it make of the annotations so far.
+  storeArgAttrs(f);
+  IncrementalPropagation propagation(f, mesh);
   int64_t split = 0;
   BlockArgument unsplit;
-  for (MatmulOp mm : matmuls) {
-    BlockArgument w = parameterOf(f, mm.getRhs());
-    auto type = w ? cast<RankedTensorType>(w.getType()) : RankedTensorType();
-    if (!w || type.getRank() != 2 || argSharding(f, w.getArgNumber()) ||
-        !decided.insert(w).second)
-      continue;
-    // Do the activations arrive split over tp along the contraction?
-    auto shardings = propagateShardings(f, mesh);
-    if (failed(shardings))
+  for (const Contraction &c : decisions) {
+    if (failed(propagation.propagateBefore(c.op)))
       return failure();
-    int64_t lhsRank = mm.getLhs().getType().getRank();
-    int64_t lhsK = mm.getTransposeLhs() ? lhsRank - 2 : lhsRank - 1;
-    ShardingAttr lhs = (*shardings)[mm.getLhs()];
-    bool rowParallel = llvm::is_contained(lhs.getDimAxes(lhsK), kTp);
-    int64_t k = mm.getTransposeRhs() ? 1 : 0;
-    int64_t d = rowParallel ? k : 1 - k;
-    if (type.getDimSize(d) % tp != 0) {
-      unsplit = unsplit ? unsplit : w;
-      continue;
+    // Do the activations arrive split over tp along the contraction?
+    bool rowParallel = false;
+    for (auto [j, tensor] : llvm::enumerate(c.rule.getOperandFactors())) {
+      if (j == c.operand)
+        continue;
+      ShardingAttr s = propagation.shardingOf(c.op->getOperand(j));
+      for (auto [d, factors] : llvm::enumerate(tensor))
+        if (llvm::is_contained(factors, c.factor) &&
+            llvm::is_contained(s.getDimAxes(d), kTp))
+          rowParallel = true;
     }
-    DimAxes dims(2);
-    dims[d].push_back(kTp);
-    setArgSharding(f, w.getArgNumber(), dims);
-    ++split;
+    int64_t d = rowParallel ? c.weightDim : c.outputDim;
+    auto type = cast<RankedTensorType>(c.weight.getType());
+    if (type.getDimSize(d) % tp != 0) {
+      unsplit = unsplit ? unsplit : c.weight;
+    } else {
+      DimAxes dims(2);
+      dims[d].push_back(kTp);
+      setArgSharding(f, c.weight.getArgNumber(), dims);
+      propagation.annotate(c.weight, sharding(dims));
+      ++split;
+    }
   }
   if (split == 0 && unsplit) {
     auto type = cast<RankedTensorType>(unsplit.getType());
-    return f.emitError()
+    return emitError(unsplit.getLoc())
            << "tensor parallelism over " << tp
            << " devices splits no matmul weight: parameter '"
            << f.getArgAttrOfType<StringAttr>(unsplit.getArgNumber(),
@@ -175,7 +255,7 @@ LogicalResult PlanWriter::splitMatmuls(func::FuncOp f) {
 void PlanWriter::pinSequence(func::FuncOp f) {
   SmallVector<Operation *> targets;
   f.walk([&](Operation *op) {
-    if (isa<LayerNormOp, RMSNormOp, DropoutOp>(op))
+    if (op->hasTrait<SequenceParallel>())
       targets.push_back(op);
   });
   for (Operation *op : targets) {
@@ -204,19 +284,22 @@ DimAxes PlanWriter::withDp(DimAxes dims, RankedTensorType type) {
   return dims;
 }
 
-/// The op computing the new value of parameter `name` in `f`, if any.
-Operation *updateOf(func::FuncOp f, StringAttr name) {
+/// The op computing the new value of each output of `f`, by output name.
+llvm::DenseMap<Attribute, Operation *> updatesOf(func::FuncOp f) {
+  llvm::DenseMap<Attribute, Operation *> updates;
   Operation *ret = f.getBody().front().getTerminator();
   for (unsigned i = 0, e = f.getNumResults(); i < e; ++i)
-    if (f.getResultAttr(i, CleaveDialect::kOutputAttrName) == name)
-      return ret->getOperand(i).getDefiningOp();
-  return nullptr;
+    if (Attribute name = f.getResultAttr(i, CleaveDialect::kOutputAttrName))
+      updates.try_emplace(name, ret->getOperand(i).getDefiningOp());
+  return updates;
 }
 
 LogicalResult PlanWriter::shardOptimizer(func::FuncOp f) {
+  storeArgAttrs(f);
   auto shardings = propagateShardings(f, mesh);
   if (failed(shardings))
     return failure();
+  llvm::DenseMap<Attribute, Operation *> updates = updatesOf(f);
   // Parameters by name, with the sharding the plan gives them so far.
   llvm::StringMap<std::pair<BlockArgument, DimAxes>> params;
   for (BlockArgument arg : f.getArguments())
@@ -242,7 +325,7 @@ LogicalResult PlanWriter::shardOptimizer(func::FuncOp f) {
     auto [arg, dims] = entry;
     auto type = cast<RankedTensorType>(arg.getType());
     Operation *update =
-        updateOf(f, StringAttr::get(module.getContext(), name));
+        updates.lookup(StringAttr::get(module.getContext(), name));
     setArgSharding(f, arg.getArgNumber(),
                    zero >= 3 ? withDp(dims, type) : dims);
     if (zero == 1 && update)
@@ -346,14 +429,16 @@ LogicalResult PlanWriter::run() {
   for (auto f : module.getOps<func::FuncOp>()) {
     if (f.isExternal())
       continue;
+    loadArgAttrs(f);
     if (!batchAxes().empty() && failed(splitInputs(f)))
       return failure();
-    if (tp > 1 && failed(splitMatmuls(f)))
+    if (tp > 1 && failed(splitContractions(f)))
       return failure();
     if (sp)
       pinSequence(f);
     if (zero > 0 && failed(shardOptimizer(f)))
       return failure();
+    storeArgAttrs(f);
   }
   writePlanAttribute();
   return success();

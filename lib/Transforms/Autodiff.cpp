@@ -189,20 +189,24 @@ private:
   /// Emits the optimizer update of `p`; returns (name, value) outputs.
   void update(OpBuilder &b, Param &p, Value lr, Value step,
               SmallVectorImpl<std::pair<std::string, Value>> &outputs);
+
+  /// Attributes of the arguments addArg appended, in order.
+  SmallVector<DictionaryAttr> addedArgAttrs;
 };
 
 } // namespace
 
 BlockArgument CleaveAutodiffPass::addArg(func::FuncOp func, Type type,
                                          StringRef attr, StringRef name) {
-  unsigned index = func.getNumArguments();
+  // The function's type and argument attributes are set once at the end:
+  // inserting arguments one at a time would build a new function type and
+  // attribute array per argument (quadratic, and attributes are never
+  // freed).
   MLIRContext *ctx = func.getContext();
-  (void)func.insertArgument(
-      index, type,
+  addedArgAttrs.push_back(
       DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, attr),
-                                               StringAttr::get(ctx, name))}),
-      func.getLoc());
-  return func.getArgument(index);
+                                               StringAttr::get(ctx, name))}));
+  return func.getBody().front().addArgument(type, func.getLoc());
 }
 
 void CleaveAutodiffPass::update(
@@ -339,8 +343,13 @@ void CleaveAutodiffPass::runOnOperation() {
   b.setInsertionPoint(ret);
   b.create<func::ReturnOp>(ret->getLoc(), values);
   ret->erase();
+  SmallVector<DictionaryAttr> argAttrs;
+  step.getAllArgAttrs(argAttrs);
+  llvm::append_range(argAttrs, addedArgAttrs);
+  addedArgAttrs.clear();
   step.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
                                          ValueRange(values).getTypes()));
+  step.setAllArgAttrs(argAttrs);
   SmallVector<Attribute> resultAttrs;
   for (auto &[name, value] : outputs)
     resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(

@@ -140,6 +140,8 @@ LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
 
 LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
   SmallVector<Value> values;
+  SmallVector<DictionaryAttr> resultAttrs;
+  func.getAllResultAttrs(resultAttrs);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto target = func.getResultAttrOfType<ShardingAttr>(
         i, CleaveDialect::kShardingAttrName);
@@ -151,10 +153,12 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
     if (failed(local))
       return failure();
     values.push_back(*local);
-    func.removeResultAttr(i, StringAttr::get(func.getContext(),
-                                             CleaveDialect::kShardingAttrName));
-    func.setResultAttr(i, CleaveDialect::kLayoutAttrName, target);
+    NamedAttrList attrs(resultAttrs[i]);
+    attrs.erase(CleaveDialect::kShardingAttrName);
+    attrs.set(CleaveDialect::kLayoutAttrName, target);
+    resultAttrs[i] = attrs.getDictionary(func.getContext());
   }
+  func.setAllResultAttrs(resultAttrs);
   ret->setOperands(values);
   return success();
 }
@@ -184,6 +188,9 @@ LogicalResult Partitioner::run() {
     if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op))
       rules[&op] = ruled.getShardingRule();
   SmallVector<Type> argTypes;
+  // Set all at once (one attribute array, not one per argument).
+  SmallVector<DictionaryAttr> argAttrs;
+  func.getAllArgAttrs(argAttrs);
   for (BlockArgument arg : body.getArguments()) {
     auto global = dyn_cast<RankedTensorType>(arg.getType());
     auto sharding = func.getArgAttrOfType<ShardingAttr>(
@@ -200,11 +207,13 @@ LogicalResult Partitioner::run() {
              << "' (run cleave-propagate-sharding first)";
     arg.setType(getLocalType(global, sharding, mesh));
     locals[arg] = {arg, sharding, global};
-    func.removeArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName);
-    func.setArgAttr(arg.getArgNumber(), CleaveDialect::kLayoutAttrName,
-                    sharding);
+    NamedAttrList attrs(argAttrs[arg.getArgNumber()]);
+    attrs.erase(CleaveDialect::kShardingAttrName);
+    attrs.set(CleaveDialect::kLayoutAttrName, sharding);
+    argAttrs[arg.getArgNumber()] = attrs.getDictionary(func.getContext());
     argTypes.push_back(arg.getType());
   }
+  func.setAllArgAttrs(argAttrs);
   SmallVector<Operation *> globalOps;
   for (Operation &op : body)
     globalOps.push_back(&op);

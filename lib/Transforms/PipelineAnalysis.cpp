@@ -329,6 +329,12 @@ LogicalResult Analyzer::assignStages() {
 /// results are produced where their value is.
 void Analyzer::assignHomes() {
   Operation *ret = func.getBody().front().getTerminator();
+  // The results by output name (a scan of all results per argument would be
+  // quadratic).
+  DenseMap<Attribute, SmallVector<unsigned, 1>> resultsNamed;
+  for (unsigned r = 0, e = func.getNumResults(); r < e; ++r)
+    if (Attribute name = func.getResultAttr(r, CleaveDialect::kOutputAttrName))
+      resultsNamed[name].push_back(r);
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (func.getArgAttr(i, CleaveDialect::kInputAttrName))
@@ -339,8 +345,8 @@ void Analyzer::assignHomes() {
       name =
           func.getArgAttrOfType<StringAttr>(i, CleaveDialect::kStateAttrName);
     std::optional<int64_t> home;
-    for (unsigned r = 0, e = func.getNumResults(); r < e; ++r)
-      if (name && func.getResultAttr(r, CleaveDialect::kOutputAttrName) == name)
+    if (name)
+      for (unsigned r : resultsNamed.lookup(name))
         if (Operation *def = ret->getOperand(r).getDefiningOp();
             def && a.stage.count(def))
           home = a.stage[def];

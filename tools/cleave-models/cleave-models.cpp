@@ -49,6 +49,11 @@ cl::opt<double> dropout("dropout", cl::desc("Override: dropout rate"),
                         cl::init(-1.0), cl::cat(category));
 cl::opt<std::string> output("o", cl::desc("Output file"), cl::init("-"),
                             cl::cat(category));
+cl::opt<bool> locations(
+    "locations",
+    cl::desc("Print op locations (\"tiny-gpt.h.0.attn.q\": model, layer, "
+             "weight), so that errors of tools reading the output name them"),
+    cl::cat(category));
 
 int fail(const Twine &message) {
   errs() << "cleave-models: error: " << message << "\n";
@@ -122,7 +127,10 @@ int main(int argc, char **argv) {
   auto file = mlir::openOutputFile(output, &error);
   if (!file)
     return fail(error);
-  module->print(file->os());
+  mlir::OpPrintingFlags flags;
+  if (locations)
+    flags.enableDebugInfo();
+  module->print(file->os(), flags);
   file->keep();
   return 0;
 }

@@ -73,7 +73,8 @@ def Cleave_SoftmaxGradOp : Cleave_ModelOp<"softmax_grad",
 }
 
 def Cleave_LayerNormOp : Cleave_ModelOp<"layer_norm",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable,
+     Cleave_SequenceParallel], ["getFlops"]> {
   let summary = "Layer normalization over the last dimension.";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with mean and biased
@@ -113,7 +114,8 @@ def Cleave_LayerNormGradOp : Cleave_ModelOp<"layer_norm_grad",
 }
 
 def Cleave_RMSNormOp : Cleave_ModelOp<"rms_norm",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable,
+     Cleave_SequenceParallel], ["getFlops"]> {
   let summary = "Root-mean-square normalization over the last dimension.";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension `H`, as
@@ -316,7 +318,8 @@ def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
 }
 
 def Cleave_DropoutOp : Cleave_ModelOp<"dropout",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], [], ["buildLocalOp"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable, Cleave_SequenceParallel],
+    [], ["buildLocalOp"]> {
   let hasVerifier = 1;
   let summary = "Inverted dropout with a counter-based random stream.";
   let description = [{

@@ -17,6 +17,12 @@ namespace mlir::cleave {
 struct CommResource : public SideEffects::Resource::Base<CommResource> {
   llvm::StringRef getName() final { return "cleave.comm"; }
 };
+
+/// A per-token op that sequence parallelism splits by sequence (see
+/// Cleave_SequenceParallel in CleaveOps.td).
+template <typename ConcreteType>
+class SequenceParallel
+    : public mlir::OpTrait::TraitBase<ConcreteType, SequenceParallel> {};
 } // namespace mlir::cleave
 
 #include "cleave/Dialect/CleaveInterfaces.h.inc"

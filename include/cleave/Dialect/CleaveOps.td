@@ -40,6 +40,17 @@ class Cleave_ElementwiseOp<string mnemonic, list<Trait> traits = []>
 defvar Cleave_Differentiable =
     DeclareOpInterfaceMethods<Cleave_VJPOpInterface, ["buildVJP"]>;
 
+/// Marks a per-token op that Megatron sequence parallelism runs on a slice of
+/// the sequence: the normalizations and dropouts between the tensor-parallel
+/// regions, which every tensor-parallel rank would otherwise repeat on the
+/// whole sequence. Its first operand is `[batch, sequence, ...]` and its
+/// sharding rule lets both pass through. `cleave-apply-plan` with `sp` pins
+/// that operand to split its sequence over `tp` (docs/plans.md); a new op
+/// with this trait joins the plan with no change to the pass.
+def Cleave_SequenceParallel : NativeOpTrait<"SequenceParallel"> {
+  let cppNamespace = "::mlir::cleave";
+}
+
 class Cleave_UnaryOp<string mnemonic, list<Trait> traits = []>
     : Cleave_ElementwiseOp<mnemonic, traits # [SameOperandsAndResultType,
                                                Cleave_Differentiable]> {

@@ -14,13 +14,21 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
 
 namespace mlir::cleave {
 
 class GraphBuilder {
 public:
   /// Starts function `name` (no arguments yet) at the end of `module`.
-  GraphBuilder(ModuleOp module, StringRef name);
+  /// Locations name what they belong to, prefixed by `model` when given:
+  /// the function is "<model>", an argument "<model>.<its name>", an op
+  /// "<model>.<scope>" (setScope), and a linear layer's ops are named after
+  /// its weight ("gpt3-175b.h.3.attn.q" for "h.3.attn.q.weight"), so that a
+  /// diagnostic on a built program says where in the model it is.
+  GraphBuilder(ModuleOp module, StringRef name, StringRef model = {});
 
   /// Appends a parameter argument (f32 master weights) named `name`.
   Value param(StringRef name, ArrayRef<int64_t> shape, InitKind kind,
@@ -31,7 +39,8 @@ public:
   /// attributes.
   func::FuncOp finish(ValueRange results);
 
-  /// Ops created next get the location `name` (e.g. "h.3.attn").
+  /// Ops created next get the location "<model>.<name>" (e.g.
+  /// "gpt3-175b.h.3.attn").
   void setScope(StringRef name);
   OpBuilder &getBuilder() { return builder; }
   Location getLoc() const { return loc; }
@@ -65,7 +74,12 @@ public:
 private:
   Value arg(StringRef attrName, StringRef name, RankedTensorType type,
             ArrayRef<NamedAttribute> extra);
+  /// The location named "<model>.<name>" (or "<name>" without a model).
+  Location named(StringRef name);
 
+  std::string model;
+  /// The parameter name behind each parameter value and its casts.
+  llvm::DenseMap<Value, std::string> paramNames;
   OpBuilder builder;
   func::FuncOp func;
   Block *body;

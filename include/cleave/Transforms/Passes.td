@@ -227,19 +227,27 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     * `dp > 1` (data parallel): every data input splits its first (batch)
       dimension over `dp`.
     * `tp > 1` (Megatron tensor parallel): walking the program in order, the
-      first matmul that uses a 2-d parameter as its right-hand side makes it
-      *column-parallel* (its output features split over `tp`) when the
-      activations arrive whole, and *row-parallel* (its input features split)
-      when propagation shows they arrive split over `tp`: attention (q, k, v
-      then the output projection) and the MLP (up then down) come out as
-      column then row; their all-reduces appear where the row-parallel
-      products meet the residual stream. The tied output head is column
-      parallel over the vocabulary when it divides.
-    * `sp` (Megatron sequence parallel, with `tp`): the inputs of
-      normalizations and dropouts are pinned to split their sequence
-      dimension over `tp`, so the residual stream between tensor-parallel
-      regions is split by sequence and the all-reduces become a
-      reduce-scatter before and an all-gather after each norm.
+      first contraction that uses a 2-d parameter makes it *column-parallel*
+      (its output features split over `tp`) when the activations arrive
+      whole, and *row-parallel* (its input features split) when propagation
+      shows they arrive split over `tp`: attention (q, k, v then the output
+      projection) and the MLP (up then down) come out as column then row;
+      their all-reduces appear where the row-parallel products meet the
+      residual stream. The tied output head is column parallel over the
+      vocabulary when it divides. A contraction is read off the op's
+      sharding rule: one dimension of the parameter is a reduction factor
+      that another operand shares (the input features), the other a
+      pass-through factor (the output features); `cleave.matmul` is one, an
+      embedding's table is not. Propagation is incremental: one walk in
+      program order visits the ops before each contraction once, and each
+      decision revisits only the ops its annotation reaches, so the pass is
+      linear in the size of the program.
+    * `sp` (Megatron sequence parallel, with `tp`): the first operand of
+      every op with the `SequenceParallel` trait (normalizations and
+      dropouts) is pinned to split its sequence dimension over `tp`, so the
+      residual stream between tensor-parallel regions is split by sequence
+      and the all-reduces become a reduce-scatter before and an all-gather
+      after each norm.
     * `zero = 1, 2, 3` (with `dp`): optimizer state (1), also gradients (2,
       a reduce-scatter instead of an all-reduce), also parameters (3, an
       all-gather before every use, FSDP) are split over `dp` on their first
