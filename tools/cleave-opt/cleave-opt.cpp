@@ -7,6 +7,8 @@
 
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Pipelines/Lowering.h"
+#include "cleave/Pipelines/Registration.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
