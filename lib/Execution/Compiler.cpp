@@ -86,8 +86,8 @@ prepare(ModuleOp module, const CompileOptions &options) {
   FailureOr<ProgramManifest> manifest = extractManifest(module);
   if (failed(manifest))
     return makeError("cannot describe the program's buffers:\n" + diags.text);
-  if (llvm::Error err = lowerForTarget(module, options.target,
-                                       options.pipeline, options.cuda))
+  if (llvm::Error err = lowerForTarget(module, options.target, options.pipeline,
+                                       options.cuda))
     return std::move(err);
   if (failed(extractGroups(module, *manifest)))
     return makeError("cannot describe the program's communicators:\n" +

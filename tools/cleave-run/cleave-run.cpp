@@ -189,6 +189,7 @@ void printModel(const cleave::ModelConfig &c) {
                  ? ""
                  : " x " + std::to_string(c.seqLen))
          << "\n";
+  outs().flush(); // before the minutes compilation may take
 }
 
 /// The program: the file given, or the zoo model (then `model` is set and

@@ -14,8 +14,8 @@
 #include "cleave/Execution/Trainer.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Models/ModelZoo.h"
-#include "cleave/Runtime/Runtime.h"
 #include "cleave/Pipelines/Compile.h"
+#include "cleave/Runtime/Runtime.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>

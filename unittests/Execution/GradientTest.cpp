@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Execution/Compiler.h"
-#include "cleave/Runtime/Runtime.h"
 #include "cleave/Pipelines/Compile.h"
+#include "cleave/Runtime/Runtime.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include <cmath>

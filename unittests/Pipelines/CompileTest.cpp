@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Pipelines/Compile.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Models/ModelZoo.h"
-#include "cleave/Pipelines/Compile.h"
 #include "cleave/Pipelines/Lowering.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
