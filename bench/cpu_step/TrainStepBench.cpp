@@ -12,10 +12,8 @@
 #include "cleave/Execution/Compiler.h"
 #include "cleave/Execution/Trainer.h"
 #include "cleave/Models/ModelZoo.h"
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Pipelines/Compile.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -93,12 +91,13 @@ int main(int argc, char **argv) {
     errs() << error << "\n";
     return 1;
   }
-  mlir::PassManager pm(&context);
-  pm.addPass(createCleaveAutodiffPass());
-  pm.addPass(mlir::createCanonicalizerPass());
-  pm.addPass(mlir::createCSEPass());
-  if (failed(pm.run(*module)))
+  // The training step on one rank; @forward is timed too.
+  RankCompileOptions step;
+  step.keepOtherFunctions = true;
+  if (Error err = compileForRanks(*module, step)) {
+    errs() << toString(std::move(err)) << "\n";
     return 1;
+  }
   double t0 = cleave_rt_now();
   auto program = JitProgram::compile(*module);
   if (!program) {

@@ -1,6 +1,7 @@
 //===- Compiler.cpp - JIT and AOT compilation for the CPU -----------------===//
 
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/CudaRuntime.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -60,23 +61,6 @@ void mlir::cleave::registerCompilerDialects(DialectRegistry &registry) {
   registerLLVMDialectTranslation(registry);
 }
 
-/// Collects the diagnostics emitted while it lives.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext *ctx)
-      : handler(ctx, [this](Diagnostic &diag) {
-          llvm::raw_string_ostream os(text);
-          os << diag.getLocation() << ": " << diag << "\n";
-          for (const Diagnostic &note : diag.getNotes())
-            os << "  note: " << note << "\n";
-          return success();
-        }) {}
-  std::string text;
-
-private:
-  ScopedDiagnosticHandler handler;
-};
-
 /// Adds `const char *cleave_manifest_json(void)` returning `json`.
 static void embedManifest(ModuleOp module, StringRef json) {
   OpBuilder b(module.getBodyRegion());
@@ -95,26 +79,6 @@ static void embedManifest(ModuleOp module, StringRef json) {
   b.create<LLVM::ReturnOp>(loc, str);
 }
 
-llvm::Error mlir::cleave::lowerForCPU(ModuleOp module,
-                                      const CompileOptions &options) {
-  DiagnosticCollector diags(module.getContext());
-  PassManager pm(module.getContext());
-  buildCPULoweringPipeline(pm, options.pipeline);
-  if (failed(pm.run(module)))
-    return makeError("lowering for the CPU failed:\n" + diags.text);
-  return llvm::Error::success();
-}
-
-llvm::Error mlir::cleave::lowerForCUDA(ModuleOp module,
-                                       const CompileOptions &options) {
-  DiagnosticCollector diags(module.getContext());
-  PassManager pm(module.getContext());
-  buildCUDALoweringPipeline(pm, options.cuda);
-  if (failed(pm.run(module)))
-    return makeError("lowering for CUDA failed:\n" + diags.text);
-  return llvm::Error::success();
-}
-
 /// Extracts the manifest, lowers, and embeds the manifest.
 static llvm::Expected<ProgramManifest>
 prepare(ModuleOp module, const CompileOptions &options) {
@@ -122,9 +86,8 @@ prepare(ModuleOp module, const CompileOptions &options) {
   FailureOr<ProgramManifest> manifest = extractManifest(module);
   if (failed(manifest))
     return makeError("cannot describe the program's buffers:\n" + diags.text);
-  if (llvm::Error err = options.target == Target::CUDA
-                            ? lowerForCUDA(module, options)
-                            : lowerForCPU(module, options))
+  if (llvm::Error err = lowerForTarget(module, options.target, options.pipeline,
+                                       options.cuda))
     return std::move(err);
   if (failed(extractGroups(module, *manifest)))
     return makeError("cannot describe the program's communicators:\n" +

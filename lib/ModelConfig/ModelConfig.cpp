@@ -132,6 +132,18 @@ std::string ModelConfig::validate() const {
   return "";
 }
 
+int64_t ModelConfig::ffnForWidth(int64_t width) const {
+  switch (arch) {
+  case Architecture::GPT:
+    return 4 * width;
+  case Architecture::Llama:
+    return hidden > 0 ? (ffnHidden * width + hidden / 2) / hidden : ffnHidden;
+  case Architecture::MLP:
+    return ffnHidden;
+  }
+  return ffnHidden;
+}
+
 namespace {
 
 ModelConfig gpt(const char *name, int64_t layers, int64_t hidden,

@@ -11,6 +11,8 @@
 
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Pipelines/Lowering.h"
+#include "cleave/Pipelines/Registration.h"
 #include "cleave/Support/ClosedPipe.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"

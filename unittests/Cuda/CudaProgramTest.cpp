@@ -14,11 +14,9 @@
 #include "cleave/Execution/Trainer.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Models/ModelZoo.h"
+#include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/Runtime.h"
-#include "cleave/Transforms/Passes.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 
 #include <gtest/gtest.h>
 
@@ -47,21 +45,19 @@ OwningOpRef<ModuleOp> trainStep(MLIRContext &context, const char *preset,
   OwningOpRef<ModuleOp> module = buildModel(&context, *config, error);
   if (!module)
     return nullptr;
-  PassManager pm(&context);
-  pm.addPass(createCleaveAutodiffPass());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  RankCompileOptions options;
+  options.world = dp * tp;
+  options.keepOtherFunctions = true;
   if (dp * tp > 1) {
-    CleaveApplyPlanPassOptions plan;
-    plan.dp = dp;
-    plan.tp = tp;
-    plan.sp = sp;
-    pm.addPass(createCleaveApplyPlanPass(plan));
-    pm.addPass(createCleavePropagateShardingPass());
-    pm.addPass(createCleavePartitionPass());
+    options.plan.emplace();
+    options.plan->named.dp = dp;
+    options.plan->named.tp = tp;
+    options.plan->named.sp = sp;
   }
-  if (failed(pm.run(*module)))
+  if (llvm::Error err = compileForRanks(*module, options)) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
     return nullptr;
+  }
   return module;
 }
 

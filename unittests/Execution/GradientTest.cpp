@@ -9,11 +9,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/Runtime.h"
-#include "cleave/Transforms/Passes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -43,11 +42,13 @@ protected:
              std::vector<int64_t> ints = {0, 1, 2}) {
     OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(ir, context.get());
     ASSERT_TRUE(module) << ir;
-    PassManager pm(context.get());
-    CleaveAutodiffPassOptions options;
-    options.optimizer = "none";
-    pm.addPass(createCleaveAutodiffPass(options));
-    ASSERT_TRUE(succeeded(pm.run(*module)));
+    // The training step as the driver builds it, returning the gradients;
+    // @forward stays for the finite differences.
+    RankCompileOptions options;
+    options.autodiff.optimizer = "none";
+    options.keepOtherFunctions = true;
+    llvm::Error built = compileForRanks(*module, options);
+    ASSERT_FALSE(built) << llvm::toString(std::move(built));
     auto program = JitProgram::compile(*module);
     ASSERT_TRUE(static_cast<bool>(program)) << toString(program.takeError());
     const FunctionSpec *fwd = (*program)->getManifest().lookup("forward");

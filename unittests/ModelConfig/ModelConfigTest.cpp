@@ -57,4 +57,15 @@ TEST(ModelConfigTest, ParsesNames) {
   EXPECT_EQ(bytesOf(DType::F8E4M3), 1);
 }
 
+TEST(ModelConfigTest, FeedForwardFollowsTheWidthByThePresetsRule) {
+  ModelConfig gpt = *lookupPreset("tiny-gpt");
+  EXPECT_EQ(gpt.ffnForWidth(gpt.hidden), gpt.ffnHidden);
+  EXPECT_EQ(gpt.ffnForWidth(128), 512);
+  ModelConfig llama = *lookupPreset("llama3-8b");
+  EXPECT_EQ(llama.ffnForWidth(llama.hidden), 14336);
+  EXPECT_EQ(llama.ffnForWidth(2048), 7168); // the preset's 3.5 x
+  ModelConfig mlp = *lookupPreset("tiny-mlp");
+  EXPECT_EQ(mlp.ffnForWidth(100), mlp.ffnHidden); // hidden: input features
+}
+
 } // namespace

@@ -12,14 +12,12 @@
 
 #include "cleave/CostModel/Schedule.h"
 #include "cleave/Dialect/CleaveOps.h"
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Pipelines/Compile.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include <gtest/gtest.h>
 
 #include <map>
@@ -79,24 +77,19 @@ protected:
         parseSourceString<ModuleOp>(stagedMlp(c.pp * c.virtualStages), &ctx);
     if (!module)
       return nullptr;
-    PassManager pm(&ctx);
-    pm.addPass(createCleaveAutodiffPass());
-    pm.addPass(createSymbolPrivatizePass({"train_step"}));
-    pm.addPass(createSymbolDCEPass());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-    CleaveApplyPlanPassOptions plan;
-    plan.pp = c.pp;
-    plan.micro = c.micro;
-    plan.schedule = c.schedule;
-    plan.virtualStages = c.virtualStages;
-    pm.addPass(createCleaveApplyPlanPass(plan));
-    pm.addPass(createCleavePropagateShardingPass());
-    pm.addPass(createCleavePartitionPass());
-    pm.addPass(createCleavePipelinePass());
-    pm.addPass(createCleaveVerifyCollectivesPass());
-    if (failed(pm.run(*module)))
+    // The driver's front half, as cleave-run compiles a pipelined plan.
+    RankCompileOptions options;
+    options.world = c.pp;
+    options.plan.emplace();
+    options.plan->named.pp = c.pp;
+    options.plan->named.micro = c.micro;
+    options.plan->named.schedule = c.schedule;
+    options.plan->named.virtualStages = c.virtualStages;
+    options.verify = true;
+    if (llvm::Error err = compileForRanks(*module, options)) {
+      ADD_FAILURE() << llvm::toString(std::move(err));
       return nullptr;
+    }
     return module;
   }
 

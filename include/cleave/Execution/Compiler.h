@@ -10,8 +10,8 @@
 #ifndef CLEAVE_EXECUTION_COMPILER_H
 #define CLEAVE_EXECUTION_COMPILER_H
 
-#include "cleave/Conversion/Passes.h"
 #include "cleave/Execution/Manifest.h"
+#include "cleave/Pipelines/Lowering.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 #include <memory>
@@ -22,13 +22,8 @@ class ExecutionEngine;
 
 namespace mlir::cleave {
 
-/// What the generated code runs on.
-enum class Target {
-  CPU,  ///< Loops on the host, OpenBLAS GEMMs, Gloo collectives.
-  CUDA, ///< sm_90 kernels launched from host code, cuBLASLt, NCCL
-        ///< (docs/cuda.md); the runtime must use backend "cuda".
-};
-
+/// How to compile a program with local shapes (the lowering pipeline of
+/// `target`, then LLVM).
 struct CompileOptions {
   /// LLVM optimization level of the generated code (0-3).
   unsigned optLevel = 3;
@@ -71,12 +66,6 @@ private:
 /// `const char *cleave_manifest_json(void)`.
 llvm::Error compileToObject(ModuleOp module, llvm::StringRef path,
                             const CompileOptions &options = {});
-
-/// Runs the CPU lowering pipeline on `module`, collecting diagnostics into
-/// the returned error.
-llvm::Error lowerForCPU(ModuleOp module, const CompileOptions &options);
-/// Runs the CUDA lowering pipeline (kernels compiled to cubins by ptxas).
-llvm::Error lowerForCUDA(ModuleOp module, const CompileOptions &options);
 
 /// Registers everything the compiler needs in `registry` (dialects,
 /// bufferization models, LLVM translations).

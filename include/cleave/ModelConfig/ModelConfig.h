@@ -63,6 +63,13 @@ struct ModelConfig {
 
   int64_t headDim() const { return heads ? hidden / heads : 0; }
 
+  /// The feed-forward width this configuration's rule gives a model of
+  /// width `width`: GPT 4 x width; Llama the ratio ffnHidden / hidden of
+  /// this configuration (rounded to the nearest integer); the MLP, whose
+  /// `hidden` counts input features, keeps ffnHidden. Tools use it when only
+  /// the width is overridden.
+  int64_t ffnForWidth(int64_t width) const;
+
   /// Exact number of trainable parameters.
   int64_t numParameters() const;
 

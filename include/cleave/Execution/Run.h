@@ -1,0 +1,119 @@
+//===- Run.h - Train a compiled program on local or launched ranks -*- C++
+//-*-===//
+//
+// What cleave-run does once the program is compiled, as a library: the
+// training data, the job every rank runs (a JIT build or an AOT shared
+// library), the checks before compiling, and the ranks themselves - forked
+// on this machine or started by an external launcher - each connecting to
+// the runtime, training and saving.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_EXECUTION_RUN_H
+#define CLEAVE_EXECUTION_RUN_H
+
+#include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Trainer.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+#include <map>
+#include <memory>
+#include <string>
+
+namespace mlir::cleave {
+
+/// Where the batches come from: per-step tensors, a token file, or a text
+/// whose bytes are the tokens (over the text's own alphabet).
+struct DataOptions {
+  std::string inputsPath;
+  std::string tokensPath;
+  /// 2 (uint16) or 4 (uint32) per token of `tokensPath`.
+  int tokenBytes = 2;
+  /// Used when neither path is given.
+  llvm::StringRef text;
+};
+
+/// The opened training data.
+class TrainingData {
+public:
+  static llvm::Expected<std::unique_ptr<TrainingData>>
+  open(const DataOptions &options);
+  ~TrainingData();
+  /// Token data (a token file or the text), as opposed to per-step tensors.
+  bool hasTokens() const { return tokens != nullptr; }
+  /// The vocabulary of the text's alphabet; -1 for other data.
+  int64_t textVocab() const { return vocab; }
+  /// The batch source; for tokens, drawing rows with `seed` and checking
+  /// every id against `vocab`. Call once.
+  BatchSource &source(uint64_t seed, int64_t vocab);
+
+private:
+  TrainingData() = default;
+  cleave_token_file *tokens = nullptr;
+  int64_t vocab = -1;
+  std::unique_ptr<BatchSource> batches;
+};
+
+/// What every rank needs; prepared once, before any rank starts.
+struct TrainJob {
+  ProgramManifest manifest;
+  /// The entry points of the step (one per pipeline stage), by name.
+  std::map<std::string, EntryFn> entries;
+  /// Owns the entries of a JIT build.
+  std::unique_ptr<JitProgram> jit;
+  BatchSource *source = nullptr;
+};
+
+/// Loads an AOT build (a shared library linked from compileToObject's
+/// object file): its manifest and the entry points of the step.
+llvm::Expected<TrainJob> loadAotJob(llvm::StringRef path);
+
+/// Checks what can be checked before compiling: the program has a
+/// @train_step and the source fills its first batch.
+llvm::Error checkJob(const TrainJob &job);
+
+/// JIT-compiles the per-device program `module` into `job` and reports
+/// where the time went to `log` (for `world` ranks).
+llvm::Error compileJob(ModuleOp module, const CompileOptions &options,
+                       int world, TrainJob &job, llvm::raw_ostream &log);
+
+/// How the ranks train.
+struct RunOptions {
+  /// Runtime backend: "cpu" or "cuda".
+  std::string backend = "cpu";
+  /// Fork this many local ranks; 0 or 1: this process is one rank (of the
+  /// world an external launcher set in the environment, or alone).
+  int localRanks = 0;
+  int64_t steps = 100;
+  double learningRate = 1e-3;
+  uint64_t seed = 0;
+  /// Print the loss every N steps (and the first and last).
+  int64_t logEvery = 10;
+  /// Load the parameters from here (empty: initialize them).
+  std::string paramsPath;
+  /// Write the final parameters here (and the optimizer state if
+  /// `saveState`).
+  std::string savePath;
+  bool saveState = false;
+  /// Write the per-step losses here.
+  std::string lossesPath;
+  /// Prefix of error messages ("cleave-run").
+  std::string programName = "cleave-run";
+};
+
+/// Step times of a run: the first step (warm-up) apart from the median of
+/// the others (the steady state).
+struct StepTimes {
+  std::vector<double> seconds;
+  double first() const { return seconds.empty() ? 0 : seconds.front(); }
+  /// Median of steps 2..n; 0 with fewer than two steps.
+  double steadyMedian() const;
+};
+
+/// Trains: forks `options.localRanks` ranks, or runs this process's rank.
+/// Rank 0 prints the losses and step times. Returns the exit status.
+int runTrainJob(TrainJob &job, const RunOptions &options);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_EXECUTION_RUN_H

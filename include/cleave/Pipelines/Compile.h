@@ -1,0 +1,81 @@
+//===- Compile.h - Compile a training step for N ranks ----------*- C++ -*-===//
+//
+// The driver of the front half (FrontHalf.h): from a forward function (or a
+// training step) with global shapes to the per-device program that N ranks
+// run, deciding each stage from the program and the plan - the stage split
+// for a pipelined plan, the training step unless the program has one, the
+// named plan, the planner's plan (`auto`), or data parallelism over the
+// ranks, then propagation, partitioning and the pipeline schedule when the
+// mesh has a pipeline axis. Lowering (Lowering.h) follows, in
+// lib/Execution's JIT or object-file compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PIPELINES_COMPILE_H
+#define CLEAVE_PIPELINES_COMPILE_H
+
+#include "cleave/ModelConfig/ModelConfig.h"
+#include "cleave/Pipelines/Plan.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+#include <optional>
+#include <string>
+
+namespace mlir::cleave {
+
+/// Collects the diagnostics emitted while it lives (for error messages of
+/// library calls that run passes).
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *ctx);
+  /// Every diagnostic so far, one per line ("loc: message", then notes).
+  std::string text;
+
+private:
+  ScopedDiagnosticHandler handler;
+};
+
+/// How to compile a program for N ranks.
+struct RankCompileOptions {
+  /// Ranks the program runs on.
+  int world = 1;
+  /// The plan; none: the program's own mesh, or data parallelism over
+  /// `world` when it has none and `world` > 1.
+  std::optional<PlanSpec> plan;
+  /// How messages name the plan ("--plan" for cleave-run).
+  std::string planName = "plan";
+  /// The training step to build unless the program has @train_step.
+  CleaveAutodiffPassOptions autodiff;
+  /// Keep the functions other than @train_step (and what it calls), e.g.
+  /// @forward for an object file. Never kept for a pipelined plan, which
+  /// could not partition them.
+  bool keepOtherFunctions = false;
+  /// The zoo configuration the program was built from, if it was (the
+  /// planner's cost model uses it for `auto`).
+  std::optional<::cleave::ModelConfig> model;
+  /// Run cleave-verify-collectives at the end (the lowering pipelines
+  /// begin with it anyway).
+  bool verify = false;
+  /// Where the planner's choice is reported (`auto`); null: nowhere.
+  llvm::raw_ostream *log = nullptr;
+};
+
+/// Turns `module` in place into the per-device program of
+/// `options.world` ranks: one module whose functions have local shapes and
+/// whose mesh has one device per rank (a pipelined program has one step
+/// function per stage; the manifest says which rank runs which).
+/// Diagnostics of the passes go to the context's handlers; the error says
+/// which stage failed.
+llvm::Error compileForRanks(ModuleOp module, const RankCompileOptions &options);
+
+/// Runs the planner for `world` processes of this machine (cluster
+/// local-cpu) under `plan`'s constraints and writes its plan into `module`;
+/// reports the chosen plan and its predicted step time to `log`.
+llvm::Error planAutomatically(ModuleOp module, const PlanSpec &plan,
+                              const RankCompileOptions &options);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_PIPELINES_COMPILE_H

@@ -1,0 +1,54 @@
+//===- FrontHalf.h - The front half: global IR to per-device IR -*- C++ -*-===//
+//
+// The staged passes from a forward function with global shapes to the
+// per-device training step: stage split, training step (autodiff), plan,
+// propagation, partitioning, pipeline schedule, collective verification.
+// The back half (Lowering.h) takes it from there. Compile.h drives both
+// halves for N ranks, deciding each stage from the program.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PIPELINES_FRONTHALF_H
+#define CLEAVE_PIPELINES_FRONTHALF_H
+
+#include "cleave/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include <optional>
+
+namespace mlir::cleave {
+
+/// Which stages of the front half run, and how.
+struct FrontHalfOptions {
+  /// Cut @forward into this many pipeline stages by layer before
+  /// differentiating (cleave-pipeline-stages); 1: no cut.
+  int64_t stages = 1;
+  /// Build @train_step (cleave-autodiff), then canonicalize and CSE.
+  bool trainStep = true;
+  CleaveAutodiffPassOptions autodiff;
+  /// Write this named plan into the module (cleave-apply-plan).
+  std::optional<CleaveApplyPlanPassOptions> plan;
+  /// Complete the shardings and partition (cleave-propagate-sharding,
+  /// cleave-partition); needs a mesh, the plan's or the program's.
+  bool partition = true;
+  /// Turn the stages into a schedule (cleave-pipeline); needs a mesh with a
+  /// pipeline axis.
+  bool pipeline = false;
+  /// Prove every rank's collectives match (cleave-verify-collectives). The
+  /// lowering pipelines begin with it too.
+  bool verify = true;
+};
+
+/// The stages before planning: stage split, training step.
+void buildTrainStepPipeline(OpPassManager &pm, const FrontHalfOptions &options);
+
+/// The stages from the plan on: apply the plan, propagate, partition,
+/// pipeline, verify.
+void buildPartitionPipeline(OpPassManager &pm, const FrontHalfOptions &options);
+
+/// The whole front half: buildTrainStepPipeline, then
+/// buildPartitionPipeline.
+void buildFrontHalfPipeline(OpPassManager &pm, const FrontHalfOptions &options);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_PIPELINES_FRONTHALF_H

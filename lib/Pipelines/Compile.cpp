@@ -1,0 +1,161 @@
+//===- Compile.cpp - Compile a training step for N ranks ------------------===//
+
+#include "cleave/Pipelines/Compile.h"
+#include "cleave/Dialect/CleaveOps.h"
+#include "cleave/Pipelines/FrontHalf.h"
+#include "cleave/Planner/AutoShard.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+DiagnosticCollector::DiagnosticCollector(MLIRContext *ctx)
+    : handler(ctx, [this](Diagnostic &diag) {
+        llvm::raw_string_ostream os(text);
+        os << diag.getLocation() << ": " << diag << "\n";
+        for (const Diagnostic &note : diag.getNotes())
+          os << "  note: " << note << "\n";
+        return success();
+      }) {}
+
+static llvm::Error compileError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Runs the front-half stages `options` selects; an error naming `stage`
+/// if a pass fails (its diagnostics went to the context's handlers).
+static llvm::Error runStages(ModuleOp module, const FrontHalfOptions &options,
+                             bool partitionHalf, llvm::StringRef stage) {
+  PassManager pm(module.getContext());
+  if (partitionHalf)
+    buildPartitionPipeline(pm, options);
+  else
+    buildTrainStepPipeline(pm, options);
+  if (failed(pm.run(module)))
+    return compileError(stage + " failed");
+  return llvm::Error::success();
+}
+
+/// Whether any op of @forward carries a pipeline stage already.
+static bool hasStages(func::FuncOp forward) {
+  return forward
+      .walk([](Operation *op) {
+        return op->hasAttr(CleaveDialect::kStageAttrName)
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// Drops every function but @train_step that nothing uses.
+static void keepOnlyTrainStep(ModuleOp module) {
+  for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (func.getSymName() != "train_step" &&
+        SymbolTable::symbolKnownUseEmpty(func, module))
+      func.erase();
+}
+
+/// The training step, cut into stages first for a pipelined plan.
+static llvm::Error buildTrainStep(ModuleOp module,
+                                  const RankCompileOptions &options) {
+  const std::optional<PlanSpec> &plan = options.plan;
+  bool pipelined = plan && plan->pipelines();
+  FrontHalfOptions stages;
+  stages.trainStep = false;
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (pipelined && forward && !hasStages(forward))
+    stages.stages = plan->stages();
+  if (stages.stages > 1)
+    if (llvm::Error err = runStages(module, stages, false,
+                                    "splitting the model into pipeline stages"))
+      return err;
+  if (!module.lookupSymbol("train_step")) {
+    FrontHalfOptions step;
+    step.autodiff = options.autodiff;
+    if (llvm::Error err =
+            runStages(module, step, false, "building the training step"))
+      return err;
+  }
+  // Training needs only @train_step: the forward function (and anything
+  // else) would be partitioned and compiled for nothing. A pipelined plan
+  // cannot partition it at all (its micro-batches would stay a mesh axis).
+  if (!options.keepOtherFunctions || pipelined)
+    keepOnlyTrainStep(module);
+  return llvm::Error::success();
+}
+
+llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
+                                          const RankCompileOptions &options) {
+  if (llvm::Error err = buildTrainStep(module, options))
+    return err;
+  bool hasMesh = !module.getOps<MeshOp>().empty();
+  std::optional<PlanSpec> plan = options.plan;
+  if (!plan && !hasMesh && options.world > 1) {
+    plan.emplace();
+    plan->named.dp = options.world;
+  }
+  if (plan && hasMesh)
+    return compileError(options.planName +
+                        ": the program already has a mesh and sharding "
+                        "annotations");
+  if (!plan && !hasMesh)
+    return llvm::Error::success();
+  if (plan && plan->automatic)
+    if (llvm::Error err = planAutomatically(module, *plan, options))
+      return err;
+
+  FrontHalfOptions partition;
+  partition.trainStep = false;
+  partition.verify = false;
+  if (plan && !plan->automatic)
+    partition.plan = plan->named;
+  if (llvm::Error err =
+          runStages(module, partition, true, "partitioning the training step"))
+    return err;
+  // A mesh with a pipeline axis: run the stages as a schedule.
+  auto meshes = module.getOps<MeshOp>();
+  FrontHalfOptions schedule;
+  schedule.trainStep = schedule.partition = false;
+  schedule.pipeline = (*meshes.begin()).getAxisIndex("pp").has_value();
+  schedule.verify = options.verify;
+  if (!schedule.pipeline && !schedule.verify)
+    return llvm::Error::success();
+  return runStages(module, schedule, true,
+                   schedule.pipeline ? "pipelining the training step"
+                                     : "verifying the collectives");
+}
+
+llvm::Error mlir::cleave::planAutomatically(ModuleOp module,
+                                            const PlanSpec &plan,
+                                            const RankCompileOptions &options) {
+  std::string what = options.planName + " auto: ";
+  ::cleave::planner::AutoShardOptions o;
+  o.cluster = "local-cpu";
+  o.gpus = options.world;
+  o.fixedTp = plan.fixedTp;
+  o.fixedZero = plan.fixedZero;
+  if (options.model && options.model->arch != ::cleave::Architecture::MLP)
+    o.config = *options.model;
+  ::cleave::cost::Result<::cleave::planner::AutoShardResult> r =
+      ::cleave::planner::autoShard(module, o);
+  if (!r)
+    return compileError(what + r.error());
+  if (!r->search.best) {
+    std::string why =
+        what + "no plan fits " + std::to_string(options.world) + " local ranks";
+    for (const std::string &line : r->search.infeasible)
+      why += "\n  " + line;
+    return compileError(why);
+  }
+  const ::cleave::planner::Candidate &best = *r->search.best;
+  if (options.log)
+    *options.log << "plan (planner, " << options.world
+                 << " local ranks): " << ::cleave::cost::describe(best.plan)
+                 << "; predicted step "
+                 << llvm::format("%.2f", best.stepTime * 1e3) << " ms, "
+                 << llvm::format("%.2f", best.peakMemory / 1e9)
+                 << " GB per rank\n";
+  return llvm::Error::success();
+}

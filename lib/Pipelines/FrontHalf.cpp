@@ -1,0 +1,41 @@
+//===- FrontHalf.cpp - The front half: global IR to per-device IR ---------===//
+
+#include "cleave/Pipelines/FrontHalf.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+void mlir::cleave::buildTrainStepPipeline(OpPassManager &pm,
+                                          const FrontHalfOptions &options) {
+  if (options.stages > 1) {
+    CleavePipelineStagesPassOptions stages;
+    stages.stages = options.stages;
+    pm.addPass(createCleavePipelineStagesPass(stages));
+  }
+  if (options.trainStep) {
+    pm.addPass(createCleaveAutodiffPass(options.autodiff));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+}
+
+void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
+                                          const FrontHalfOptions &options) {
+  if (options.plan)
+    pm.addPass(createCleaveApplyPlanPass(*options.plan));
+  if (options.partition) {
+    pm.addPass(createCleavePropagateShardingPass());
+    pm.addPass(createCleavePartitionPass());
+  }
+  if (options.pipeline)
+    pm.addPass(createCleavePipelinePass());
+  if (options.verify)
+    pm.addPass(createCleaveVerifyCollectivesPass());
+}
+
+void mlir::cleave::buildFrontHalfPipeline(OpPassManager &pm,
+                                          const FrontHalfOptions &options) {
+  buildTrainStepPipeline(pm, options);
+  buildPartitionPipeline(pm, options);
+}

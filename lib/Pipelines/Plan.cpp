@@ -1,0 +1,107 @@
+//===- Plan.cpp - Plans as the tools name them ----------------------------===//
+
+#include "cleave/Pipelines/Plan.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/Twine.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+const char *const mlir::cleave::kPlanSyntax =
+    "dp=N, tp=N, sp, zero=K, pp=N, micro=N, "
+    "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N";
+
+static llvm::Error planError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The parts of `text` between commas, trimmed; an error for an empty part
+/// or a key given twice.
+static llvm::Expected<llvm::SmallVector<llvm::StringRef>>
+splitPlan(llvm::StringRef text, llvm::StringRef what) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',');
+  llvm::StringSet<> seen;
+  for (llvm::StringRef &part : parts) {
+    part = part.trim();
+    if (part.empty())
+      return planError(what + ": '" + text + "' has an empty part");
+    llvm::StringRef key = part.split('=').first;
+    if (!seen.insert(key).second)
+      return planError(what + ": '" + key + "' is given twice");
+  }
+  return parts;
+}
+
+/// "auto[,tp=N][,zero=K]".
+static llvm::Error parseAuto(llvm::ArrayRef<llvm::StringRef> constraints,
+                             PlanSpec &plan, llvm::StringRef what) {
+  plan.automatic = true;
+  for (llvm::StringRef part : constraints) {
+    auto [key, value] = part.split('=');
+    int *field = key == "tp"     ? &plan.fixedTp
+                 : key == "zero" ? &plan.fixedZero
+                                 : nullptr;
+    if (!field || value.getAsInteger(10, *field) || *field < 0)
+      return planError(what + " auto: cannot read '" + part +
+                       "' (expected tp=N or zero=K)");
+  }
+  return llvm::Error::success();
+}
+
+/// One part of a named plan into `o`; false if it cannot be read.
+static bool parseNamedPart(llvm::StringRef part,
+                           CleaveApplyPlanPassOptions &o) {
+  auto [key, value] = part.split('=');
+  if (key == "sp") {
+    o.sp = true;
+    return part == "sp";
+  }
+  if (key == "schedule") {
+    o.schedule = value.str();
+    return !value.empty();
+  }
+  int64_t *field = key == "dp"        ? &o.dp
+                   : key == "tp"      ? &o.tp
+                   : key == "zero"    ? &o.zero
+                   : key == "pp"      ? &o.pp
+                   : key == "micro"   ? &o.micro
+                   : key == "virtual" ? &o.virtualStages
+                                      : nullptr;
+  return field && !value.getAsInteger(10, *field);
+}
+
+llvm::Expected<PlanSpec>
+mlir::cleave::parsePlan(llvm::StringRef text, int world, llvm::StringRef what) {
+  if (text.trim().empty())
+    return planError(what + ": the plan is empty (expected " + kPlanSyntax +
+                     ", or auto)");
+  auto parts = splitPlan(text, what);
+  if (!parts)
+    return parts.takeError();
+  PlanSpec plan;
+  if (parts->front() == "auto") {
+    if (llvm::Error err =
+            parseAuto(llvm::ArrayRef(*parts).drop_front(), plan, what))
+      return std::move(err);
+    return plan;
+  }
+  CleaveApplyPlanPassOptions &o = plan.named;
+  bool dpGiven = false;
+  for (llvm::StringRef part : *parts) {
+    if (part == "auto")
+      return planError(what + ": 'auto' comes first and alone, with at most "
+                              "tp=N and zero=K after it");
+    if (!parseNamedPart(part, o))
+      return planError(what + ": cannot read '" + part + "' (expected " +
+                       kPlanSyntax + ")");
+    dpGiven |= part.split('=').first == "dp";
+  }
+  if (o.virtualStages > 1 && o.schedule == "1f1b")
+    o.schedule = "interleaved";
+  if (!dpGiven && world > 0 && o.tp > 0 && o.pp > 0 &&
+      world % (o.tp * o.pp) == 0)
+    o.dp = world / (o.tp * o.pp);
+  return plan;
+}

@@ -1,0 +1,103 @@
+//===- PlanTest.cpp - Plans as the tools name them ------------------------===//
+
+#include "cleave/Pipelines/Plan.h"
+#include <gtest/gtest.h>
+
+using namespace mlir::cleave;
+
+namespace {
+
+PlanSpec parsed(llvm::StringRef text, int world) {
+  llvm::Expected<PlanSpec> plan = parsePlan(text, world, "--plan");
+  if (!plan) {
+    ADD_FAILURE() << text.str() << ": " << llvm::toString(plan.takeError());
+    return {};
+  }
+  return *plan;
+}
+
+/// The message of the error parsing `text` (empty if it parses).
+std::string error(llvm::StringRef text, int world = 4) {
+  llvm::Expected<PlanSpec> plan = parsePlan(text, world, "--plan");
+  if (plan)
+    return "";
+  return llvm::toString(plan.takeError());
+}
+
+TEST(PlanTest, NamedPlans) {
+  PlanSpec p = parsed("dp=2,tp=2,sp,zero=1", 4);
+  EXPECT_FALSE(p.automatic);
+  EXPECT_EQ(p.named.dp, 2);
+  EXPECT_EQ(p.named.tp, 2);
+  EXPECT_TRUE(p.named.sp);
+  EXPECT_EQ(p.named.zero, 1);
+  EXPECT_FALSE(p.pipelines());
+  EXPECT_EQ(p.stages(), 1);
+
+  // Spaces around the parts are allowed.
+  p = parsed(" tp=2 , zero=3 ", 8);
+  EXPECT_EQ(p.named.tp, 2);
+  EXPECT_EQ(p.named.zero, 3);
+}
+
+TEST(PlanTest, DataParallelTakesTheRanksLeftOver) {
+  EXPECT_EQ(parsed("tp=2", 8).named.dp, 4);
+  EXPECT_EQ(parsed("pp=2,tp=2", 8).named.dp, 2);
+  // Unknown world, or one tp and pp do not divide: dp stays 1 (the mesh
+  // check against the ranks reports it).
+  EXPECT_EQ(parsed("tp=2", 0).named.dp, 1);
+  EXPECT_EQ(parsed("tp=3", 4).named.dp, 1);
+  // Given, it wins.
+  EXPECT_EQ(parsed("dp=2,tp=2", 8).named.dp, 2);
+}
+
+TEST(PlanTest, PipelinedPlans) {
+  PlanSpec p = parsed("pp=2,dp=2,micro=4,schedule=1f1b", 4);
+  EXPECT_TRUE(p.pipelines());
+  EXPECT_EQ(p.named.pp, 2);
+  EXPECT_EQ(p.named.micro, 4);
+  EXPECT_EQ(p.named.schedule, "1f1b");
+  EXPECT_EQ(p.stages(), 2);
+
+  // Virtual stages imply the interleaved schedule.
+  p = parsed("pp=2,micro=4,virtual=2", 2);
+  EXPECT_EQ(p.named.schedule, "interleaved");
+  EXPECT_EQ(p.stages(), 4);
+
+  // Micro-batches alone: gradient accumulation, run as a pipeline.
+  EXPECT_TRUE(parsed("micro=4", 1).pipelines());
+  EXPECT_EQ(parsed("micro=4", 1).stages(), 1);
+  EXPECT_EQ(parsed("pp=2,schedule=zb-h1", 2).named.schedule, "zb-h1");
+}
+
+TEST(PlanTest, PlannerPlans) {
+  PlanSpec p = parsed("auto", 4);
+  EXPECT_TRUE(p.automatic);
+  EXPECT_EQ(p.fixedTp, 0);
+  EXPECT_EQ(p.fixedZero, -1);
+  EXPECT_FALSE(p.pipelines());
+  p = parsed("auto,tp=2,zero=1", 4);
+  EXPECT_EQ(p.fixedTp, 2);
+  EXPECT_EQ(p.fixedZero, 1);
+}
+
+TEST(PlanTest, EachInvalidFormSaysWhatIsWrong) {
+  std::string expected = std::string("(expected ") + kPlanSyntax + ")";
+  EXPECT_EQ(error("dp=2,fsdp"), "--plan: cannot read 'fsdp' " + expected);
+  EXPECT_EQ(error("dp=two"), "--plan: cannot read 'dp=two' " + expected);
+  EXPECT_EQ(error("tp="), "--plan: cannot read 'tp=' " + expected);
+  EXPECT_EQ(error("sp=1"), "--plan: cannot read 'sp=1' " + expected);
+  EXPECT_EQ(error("schedule="), "--plan: cannot read 'schedule=' " + expected);
+  EXPECT_EQ(error("dp=2,dp=4"), "--plan: 'dp' is given twice");
+  EXPECT_EQ(error("dp=2,,tp=2"), "--plan: 'dp=2,,tp=2' has an empty part");
+  EXPECT_EQ(error(""), std::string("--plan: the plan is empty (expected ") +
+                           kPlanSyntax + ", or auto)");
+  EXPECT_EQ(error("auto,pp=2"),
+            "--plan auto: cannot read 'pp=2' (expected tp=N or zero=K)");
+  EXPECT_EQ(error("auto,tp=-1"),
+            "--plan auto: cannot read 'tp=-1' (expected tp=N or zero=K)");
+  EXPECT_EQ(error("dp=2,auto"), "--plan: 'auto' comes first and alone, with "
+                                "at most tp=N and zero=K after it");
+}
+
+} // namespace
