@@ -256,13 +256,22 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
           Value id = b.create<tensor::ExtractOp>(l, ids, ValueRange{i});
           auto [rel, inside] = idInBlock(b, l, id, start, vocab);
           Value row = idToIndex(b, l, rel, vocab);
-          if (!inside) {
+          // Ids of other vocabulary blocks and the padding id are skipped.
+          Value take = inside;
+          if (std::optional<int64_t> padding = op.getPaddingIdx()) {
+            Value pad = b.create<arith::ConstantOp>(
+                l, b.getIntegerAttr(id.getType(), *padding));
+            Value notPad =
+                b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, id, pad);
+            take = take ? b.create<arith::AndIOp>(l, take, notPad).getResult()
+                        : notPad;
+          }
+          if (!take) {
             b.create<scf::YieldOp>(l, addRow(b, l, i, row, iter[0]));
             return;
           }
-          // Ids of other vocabulary blocks are skipped.
           auto skip = b.create<scf::IfOp>(
-              l, inside,
+              l, take,
               [&](OpBuilder &tb, Location tl) {
                 tb.create<scf::YieldOp>(tl, addRow(tb, tl, i, row, iter[0]));
               },
