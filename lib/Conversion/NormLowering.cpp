@@ -329,8 +329,8 @@ Value countKept(OpBuilder &b, Location loc, Value labels, int64_t ignore) {
   Value flat = reshapeTensor(b, loc, labels, {type.getNumElements()});
   auto flatType =
       RankedTensorType::get({type.getNumElements()}, b.getF32Type());
-  Value kept = buildGeneric(
-      b, loc, flatType, flat, {}, [&](OpBuilder &nb, Location l, ValueRange a) {
+  Value kept = buildElementwise(
+      b, loc, flatType, flat, [&](OpBuilder &nb, Location l, ValueRange a) {
         return unlessIgnored(nb, l, a[0], ignore,
                              floatConst(nb, l, nb.getF32Type(), 1.0));
       });
@@ -338,16 +338,10 @@ Value countKept(OpBuilder &b, Location loc, Value labels, int64_t ignore) {
 }
 
 /// The denominator of a cross-entropy with `ignore_index`: the `count`
-/// operand, or the number of kept labels; an f32 scalar tensor.
+/// operand (a float scalar tensor), or the number of kept labels (f32).
 Value ignoringDenominator(OpBuilder &b, Location loc, Value count, Value labels,
                           int64_t ignore) {
-  if (!count)
-    return countKept(b, loc, labels, ignore);
-  auto type = RankedTensorType::get({}, b.getF32Type());
-  return buildElementwise(b, loc, type, count,
-                          [](OpBuilder &nb, Location l, ValueRange a) {
-                            return convertFloat(nb, l, a[0], nb.getF32Type());
-                          });
+  return count ? count : countKept(b, loc, labels, ignore);
 }
 
 struct CrossEntropyLowering : OpRewritePattern<CrossEntropyOp> {
@@ -401,18 +395,23 @@ struct CrossEntropyGradLowering : OpRewritePattern<CrossEntropyGradOp> {
     auto flatType = RankedTensorType::get({f.n, f.v}, elementTypeOf(f.logits));
     std::optional<int64_t> ignore = op.getIgnoreIndex();
     // Every row's gradient is multiplied by dloss / N, or with ignored labels
-    // by dloss / count (zero on the ignored rows).
-    AffineMap scalar = AffineMap::get(2, 0, ctx);
-    SmallVector<Value> inputs = {f.logits, f.lse, f.labels, op.getGrad()};
-    SmallVector<AffineMap> maps = {m.full, m.row, m.row, scalar};
+    // by dloss / count (a scalar computed first; zero on the ignored rows).
+    Value scale = op.getGrad();
     if (ignore) {
-      inputs.push_back(
-          ignoringDenominator(rewriter, loc, op.getCount(), f.labels, *ignore));
-      maps.push_back(scalar);
+      Value count =
+          ignoringDenominator(rewriter, loc, op.getCount(), f.labels, *ignore);
+      scale = buildElementwise(
+          rewriter, loc, RankedTensorType::get({}, rewriter.getF32Type()),
+          {scale, count}, [](OpBuilder &b, Location l, ValueRange a) {
+            S s{b, l};
+            return s.div(convertFloat(b, l, a[0], b.getF32Type()),
+                         convertFloat(b, l, a[1], b.getF32Type()));
+          });
     }
     double invN = 1.0 / f.n;
     Value grad = buildGeneric(
-        rewriter, loc, flatType, inputs, maps,
+        rewriter, loc, flatType, {f.logits, f.lse, f.labels, scale},
+        {m.full, m.row, m.row, AffineMap::get(2, 0, ctx)},
         [&](OpBuilder &b, Location l, ValueRange a) {
           S s{b, l};
           Value p = s.exp(s.sub(a[0], a[1]));
@@ -422,12 +421,11 @@ struct CrossEntropyGradLowering : OpRewritePattern<CrossEntropyGradOp> {
                                               label);
           Value onehot = b.create<arith::SelectOp>(l, hit, s.c(p, 1.0),
                                                    s.c(p, 0.0));
-          Value dloss = convertFloat(b, l, a[3], p.getType());
+          Value factor = convertFloat(b, l, a[3], p.getType());
           if (!ignore)
-            return s.mul(s.sub(p, onehot), s.mul(dloss, s.c(p, invN)));
-          Value count = convertFloat(b, l, a[4], p.getType());
+            return s.mul(s.sub(p, onehot), s.mul(factor, s.c(p, invN)));
           return unlessIgnored(b, l, a[2], *ignore,
-                               s.mul(s.sub(p, onehot), s.div(dloss, count)));
+                               s.mul(s.sub(p, onehot), factor));
         });
     rewriter.replaceOp(op, reshapeTensor(rewriter, loc, grad,
                                          op.getType().getShape()));

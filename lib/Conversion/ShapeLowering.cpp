@@ -226,9 +226,10 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
     Value ub = rewriter.create<arith::ConstantIndexOp>(loc, n);
     Value one = rewriter.create<arith::ConstantIndexOp>(loc, 1);
     Value start = blockStart(rewriter, loc, op.getBlock(), vocab);
-    // Adds gradient row i into accumulator row `row`.
+    // Adds gradient row i into accumulator row `row`; where `keep` (an i1,
+    // if given) is false the row adds zeros.
     auto addRow = [&](OpBuilder &b, Location l, Value i, Value row,
-                      Value accumulator) -> Value {
+                      Value accumulator, Value keep = Value()) -> Value {
       auto rowType = RankedTensorType::get({h}, ct);
           auto gradRowType = RankedTensorType::get(
               {h}, cast<RankedTensorType>(grad.getType()).getElementType());
@@ -244,8 +245,12 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
                                                      aOffsets, sizes, strides);
           Value sum = buildElementwise(
               b, l, rowType, ValueRange{a, g},
-              [](OpBuilder &nb, Location nl, ValueRange s) {
-                return nb.create<arith::AddFOp>(nl, s[0], s[1]).getResult();
+              [&](OpBuilder &nb, Location nl, ValueRange s) {
+                Value add = s[1];
+                if (keep)
+                  add = nb.create<arith::SelectOp>(
+                      nl, keep, add, floatConst(nb, nl, add.getType(), 0.0));
+                return nb.create<arith::AddFOp>(nl, s[0], add).getResult();
               });
           return b.create<tensor::InsertSliceOp>(l, sum, accumulator,
                                                  aOffsets, sizes, strides);
@@ -256,20 +261,23 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
           Value id = b.create<tensor::ExtractOp>(l, ids, ValueRange{i});
           auto [rel, inside] = idInBlock(b, l, id, start, vocab);
           Value row = idToIndex(b, l, rel, vocab);
-          // Ids of other vocabulary blocks and the padding id are skipped.
-          Value take = inside;
+          // The padding id adds zeros (a select, not a branch, so that the
+          // loop maps to a GPU kernel); ids of other vocabulary blocks are
+          // skipped.
+          Value notPad;
           if (std::optional<int64_t> padding = op.getPaddingIdx()) {
             Value pad = b.create<arith::ConstantOp>(
                 l, b.getIntegerAttr(id.getType(), *padding));
-            Value notPad =
+            notPad =
                 b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, id, pad);
-            take = take ? b.create<arith::AndIOp>(l, take, notPad).getResult()
-                        : notPad;
           }
-          if (!take) {
-            b.create<scf::YieldOp>(l, addRow(b, l, i, row, iter[0]));
+          if (!inside) {
+            b.create<scf::YieldOp>(l, addRow(b, l, i, row, iter[0], notPad));
             return;
           }
+          Value take =
+              notPad ? b.create<arith::AndIOp>(l, inside, notPad).getResult()
+                     : inside;
           auto skip = b.create<scf::IfOp>(
               l, take,
               [&](OpBuilder &tb, Location tl) {

@@ -122,8 +122,9 @@ class AgainstCleaveRun(unittest.TestCase):
         save_batches(self.files["batches"], batches)  # unchecked: cleave-run checks
         return subprocess.run(
             [cleave_run(), self.files["model.mlir"], "--params", self.files["params"],
-             "--inputs", self.files["batches"], "--steps", str(STEPS), "--lr", str(LR),
-             "--save-losses", self.files["run_losses"],
+             "--inputs", self.files["batches"], "--steps", str(STEPS), "--optimizer", "adamw",
+             "--lr", str(LR), "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-08",
+             "--weight-decay", "0.01", "--save-losses", self.files["run_losses"],
              "--save-params", self.files["run_final"]],
             capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
 

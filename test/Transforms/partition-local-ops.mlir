@@ -122,11 +122,11 @@ cleave.mesh @m(dp = 2 : ib)
 // CHECK: %[[NN:.*]] = cleave.all_reduce %[[N]] on @m axes = [dp] : tensor<f32>
 // CHECK: %[[CE:.*]] = cleave.cross_entropy %[[L]], %[[Y]], %[[NN]] {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<f32>
 // CHECK-NOT: cleave.mul
-// CHECK: %[[R:.*]] = cleave.all_reduce %[[CE]] on @m axes = [dp] : tensor<f32>
 // CHECK: %[[G:.*]] = cleave.label_count %[[Y]] {ignore_index = -1 : i64}
 // CHECK: %[[GG:.*]] = cleave.all_reduce %[[G]] on @m axes = [dp] : tensor<f32>
 // CHECK: %[[D:.*]] = cleave.cross_entropy_grad %[[L]], %[[Y]], %{{.*}}, %[[GG]] {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>, tensor<f32>) -> tensor<2x4x16xf32>
 // CHECK-NOT: cleave.mul
+// CHECK: %[[R:.*]] = cleave.all_reduce %[[CE]] on @m axes = [dp] : tensor<f32>
 // CHECK: return %[[R]], %[[D]]
 func.func @cross_entropy_ignore_index_batch_split(%logits: tensor<4x4x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, _, _]>},
                                                   %labels: tensor<4x4xi32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<4x4x16xf32>) {
