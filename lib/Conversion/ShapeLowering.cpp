@@ -231,29 +231,28 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
     auto addRow = [&](OpBuilder &b, Location l, Value i, Value row,
                       Value accumulator, Value keep = Value()) -> Value {
       auto rowType = RankedTensorType::get({h}, ct);
-          auto gradRowType = RankedTensorType::get(
-              {h}, cast<RankedTensorType>(grad.getType()).getElementType());
-          SmallVector<OpFoldResult> gOffsets = {i, b.getIndexAttr(0)};
-          SmallVector<OpFoldResult> aOffsets = {row, b.getIndexAttr(0)};
-          SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1),
-                                             b.getIndexAttr(h)};
-          SmallVector<OpFoldResult> strides = {b.getIndexAttr(1),
-                                               b.getIndexAttr(1)};
-          Value g = b.create<tensor::ExtractSliceOp>(l, gradRowType, grad,
-                                                     gOffsets, sizes, strides);
-          Value a = b.create<tensor::ExtractSliceOp>(l, rowType, accumulator,
-                                                     aOffsets, sizes, strides);
-          Value sum = buildElementwise(
-              b, l, rowType, ValueRange{a, g},
-              [&](OpBuilder &nb, Location nl, ValueRange s) {
-                Value add = s[1];
-                if (keep)
-                  add = nb.create<arith::SelectOp>(
-                      nl, keep, add, floatConst(nb, nl, add.getType(), 0.0));
-                return nb.create<arith::AddFOp>(nl, s[0], add).getResult();
-              });
-          return b.create<tensor::InsertSliceOp>(l, sum, accumulator,
+      auto gradRowType = RankedTensorType::get(
+          {h}, cast<RankedTensorType>(grad.getType()).getElementType());
+      SmallVector<OpFoldResult> gOffsets = {i, b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> aOffsets = {row, b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(h)};
+      SmallVector<OpFoldResult> strides = {b.getIndexAttr(1),
+                                           b.getIndexAttr(1)};
+      Value g = b.create<tensor::ExtractSliceOp>(l, gradRowType, grad, gOffsets,
+                                                 sizes, strides);
+      Value a = b.create<tensor::ExtractSliceOp>(l, rowType, accumulator,
                                                  aOffsets, sizes, strides);
+      Value sum = buildElementwise(
+          b, l, rowType, ValueRange{a, g},
+          [&](OpBuilder &nb, Location nl, ValueRange s) {
+            Value add = s[1];
+            if (keep)
+              add = nb.create<arith::SelectOp>(
+                  nl, keep, add, floatConst(nb, nl, add.getType(), 0.0));
+            return nb.create<arith::AddFOp>(nl, s[0], add).getResult();
+          });
+      return b.create<tensor::InsertSliceOp>(l, sum, accumulator, aOffsets,
+                                             sizes, strides);
     };
     auto loop = rewriter.create<scf::ForOp>(
         loc, lb, ub, one, ValueRange{acc},
