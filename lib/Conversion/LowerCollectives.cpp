@@ -215,6 +215,7 @@ private:
   MLIRContext *ctx;
   SmallVector<SmallVector<StringRef>> groupAxes;
   llvm::StringMap<func::FuncOp> declared;
+  int64_t numInputs = 0;
 };
 
 int64_t CallBuilder::groupId(ArrayAttr axes) {
@@ -251,8 +252,14 @@ Value CallBuilder::pointer(OpBuilder &b, Location loc, Value memref) {
 Value CallBuilder::input(OpBuilder &b, Location loc, Value tensor) {
   auto type = cast<RankedTensorType>(tensor.getType());
   auto memref = MemRefType::get(type.getShape(), type.getElementType());
-  return b.create<bufferization::ToMemrefOp>(loc, memref, tensor,
-                                             /*read_only=*/true);
+  auto op = b.create<bufferization::ToMemrefOp>(loc, memref, tensor,
+                                                /*read_only=*/true);
+  // The call reads the buffer through a raw pointer, which bufferization does
+  // not see: each call keeps its own to_memref (a unique attribute stops CSE
+  // from merging two collectives' inputs), so that the tensor stays alive,
+  // and is not overwritten in place, until the last call that reads it.
+  op->setAttr("collective_input", b.getI64IntegerAttr(numInputs++));
+  return op;
 }
 
 Value CallBuilder::buffer(OpBuilder &b, Location loc, Type tensorType) {

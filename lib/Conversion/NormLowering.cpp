@@ -311,6 +311,39 @@ Value pickLabels(OpBuilder &b, Location loc, const FlatLogits &f) {
       });
 }
 
+/// `value` where `label` is not `ignore`, else 0 (inside a generic).
+Value unlessIgnored(OpBuilder &b, Location l, Value label, int64_t ignore,
+                    Value value) {
+  Value ignored =
+      b.create<arith::ConstantOp>(l, b.getIntegerAttr(label.getType(), ignore));
+  Value kept =
+      b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, label, ignored);
+  return b.create<arith::SelectOp>(l, kept, value,
+                                   floatConst(b, l, value.getType(), 0.0));
+}
+
+/// The number of labels of `labels` (any shape) that are not `ignore`, as
+/// an f32 scalar tensor.
+Value countKept(OpBuilder &b, Location loc, Value labels, int64_t ignore) {
+  auto type = tensorTypeOf(labels);
+  Value flat = reshapeTensor(b, loc, labels, {type.getNumElements()});
+  auto flatType =
+      RankedTensorType::get({type.getNumElements()}, b.getF32Type());
+  Value kept = buildElementwise(
+      b, loc, flatType, flat, [&](OpBuilder &nb, Location l, ValueRange a) {
+        return unlessIgnored(nb, l, a[0], ignore,
+                             floatConst(nb, l, nb.getF32Type(), 1.0));
+      });
+  return buildReduction(b, loc, kept, {0}, ReduceKind::Sum);
+}
+
+/// The denominator of a cross-entropy with `ignore_index`: the `count`
+/// operand (a float scalar tensor), or the number of kept labels (f32).
+Value ignoringDenominator(OpBuilder &b, Location loc, Value count, Value labels,
+                          int64_t ignore) {
+  return count ? count : countKept(b, loc, labels, ignore);
+}
+
 struct CrossEntropyLowering : OpRewritePattern<CrossEntropyOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CrossEntropyOp op,
@@ -318,17 +351,34 @@ struct CrossEntropyLowering : OpRewritePattern<CrossEntropyOp> {
     Location loc = op.getLoc();
     FlatLogits f = flattenLogits(rewriter, loc, op.getLogits(), op.getLabels());
     Value picked = pickLabels(rewriter, loc, f);
-    Value total = buildReduction(rewriter, loc, {f.lse, picked}, {}, {f.n},
-                                 {0}, ReduceKind::Sum,
-                                 [](OpBuilder &b, Location l, ValueRange a) {
-                                   return S{b, l}.sub(a[0], a[1]);
-                                 });
-    double invN = 1.0 / f.n;
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    // Ignored rows add zero.
+    Value total = buildReduction(
+        rewriter, loc, {f.lse, picked, f.labels}, {}, {f.n}, {0},
+        ReduceKind::Sum, [&](OpBuilder &b, Location l, ValueRange a) {
+          Value loss = S{b, l}.sub(a[0], a[1]);
+          if (!ignore)
+            return loss;
+          return unlessIgnored(b, l, a[2], *ignore, loss);
+        });
+    if (!ignore) {
+      double invN = 1.0 / f.n;
+      rewriter.replaceOp(
+          op, buildElementwise(rewriter, loc, op.getType(), total,
+                               [&](OpBuilder &b, Location l, ValueRange a) {
+                                 S s{b, l};
+                                 return s.mul(a[0], s.c(a[0], invN));
+                               }));
+      return success();
+    }
+    Value count =
+        ignoringDenominator(rewriter, loc, op.getCount(), f.labels, *ignore);
     rewriter.replaceOp(
-        op, buildElementwise(rewriter, loc, op.getType(), total,
+        op, buildElementwise(rewriter, loc, op.getType(), {total, count},
                              [&](OpBuilder &b, Location l, ValueRange a) {
                                S s{b, l};
-                               return s.mul(a[0], s.c(a[0], invN));
+                               return s.div(a[0], convertFloat(b, l, a[1],
+                                                               a[0].getType()));
                              }));
     return success();
   }
@@ -343,9 +393,24 @@ struct CrossEntropyGradLowering : OpRewritePattern<CrossEntropyGradOp> {
     FlatLogits f = flattenLogits(rewriter, loc, op.getLogits(), op.getLabels());
     RowMaps m(ctx, 2, 1);
     auto flatType = RankedTensorType::get({f.n, f.v}, elementTypeOf(f.logits));
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    // Every row's gradient is multiplied by dloss / N, or with ignored labels
+    // by dloss / count (a scalar computed first; zero on the ignored rows).
+    Value scale = op.getGrad();
+    if (ignore) {
+      Value count =
+          ignoringDenominator(rewriter, loc, op.getCount(), f.labels, *ignore);
+      scale = buildElementwise(
+          rewriter, loc, RankedTensorType::get({}, rewriter.getF32Type()),
+          {scale, count}, [](OpBuilder &b, Location l, ValueRange a) {
+            S s{b, l};
+            return s.div(convertFloat(b, l, a[0], b.getF32Type()),
+                         convertFloat(b, l, a[1], b.getF32Type()));
+          });
+    }
     double invN = 1.0 / f.n;
     Value grad = buildGeneric(
-        rewriter, loc, flatType, {f.logits, f.lse, f.labels, op.getGrad()},
+        rewriter, loc, flatType, {f.logits, f.lse, f.labels, scale},
         {m.full, m.row, m.row, AffineMap::get(2, 0, ctx)},
         [&](OpBuilder &b, Location l, ValueRange a) {
           S s{b, l};
@@ -356,9 +421,11 @@ struct CrossEntropyGradLowering : OpRewritePattern<CrossEntropyGradOp> {
                                               label);
           Value onehot = b.create<arith::SelectOp>(l, hit, s.c(p, 1.0),
                                                    s.c(p, 0.0));
-          Value scale = s.mul(convertFloat(b, l, a[3], p.getType()),
-                              s.c(p, invN));
-          return s.mul(s.sub(p, onehot), scale);
+          Value factor = convertFloat(b, l, a[3], p.getType());
+          if (!ignore)
+            return s.mul(s.sub(p, onehot), s.mul(factor, s.c(p, invN)));
+          return unlessIgnored(b, l, a[2], *ignore,
+                               s.mul(s.sub(p, onehot), factor));
         });
     rewriter.replaceOp(op, reshapeTensor(rewriter, loc, grad,
                                          op.getType().getShape()));
@@ -366,11 +433,25 @@ struct CrossEntropyGradLowering : OpRewritePattern<CrossEntropyGradOp> {
   }
 };
 
+struct LabelCountLowering : OpRewritePattern<LabelCountOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LabelCountOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value count = countKept(rewriter, loc, op.getLabels(), op.getIgnoreIndex());
+    rewriter.replaceOp(op, buildElementwise(rewriter, loc, op.getType(), count,
+                                            [](OpBuilder &b, Location l,
+                                               ValueRange a) { return a[0]; }));
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::cleave::populateNormLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<SoftmaxLowering, SoftmaxGradLowering, LayerNormLowering,
-               RMSNormLowering, LayerNormGradLowering, RMSNormGradLowering,
-               CrossEntropyLowering, CrossEntropyGradLowering>(
-      patterns.getContext());
+  patterns
+      .add<SoftmaxLowering, SoftmaxGradLowering, LayerNormLowering,
+           RMSNormLowering, LayerNormGradLowering, RMSNormGradLowering,
+           CrossEntropyLowering, CrossEntropyGradLowering, LabelCountLowering>(
+          patterns.getContext());
 }

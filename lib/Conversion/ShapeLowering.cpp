@@ -226,29 +226,33 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
     Value ub = rewriter.create<arith::ConstantIndexOp>(loc, n);
     Value one = rewriter.create<arith::ConstantIndexOp>(loc, 1);
     Value start = blockStart(rewriter, loc, op.getBlock(), vocab);
-    // Adds gradient row i into accumulator row `row`.
+    // Adds gradient row i into accumulator row `row`; where `keep` (an i1,
+    // if given) is false the row adds zeros.
     auto addRow = [&](OpBuilder &b, Location l, Value i, Value row,
-                      Value accumulator) -> Value {
+                      Value accumulator, Value keep = Value()) -> Value {
       auto rowType = RankedTensorType::get({h}, ct);
-          auto gradRowType = RankedTensorType::get(
-              {h}, cast<RankedTensorType>(grad.getType()).getElementType());
-          SmallVector<OpFoldResult> gOffsets = {i, b.getIndexAttr(0)};
-          SmallVector<OpFoldResult> aOffsets = {row, b.getIndexAttr(0)};
-          SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1),
-                                             b.getIndexAttr(h)};
-          SmallVector<OpFoldResult> strides = {b.getIndexAttr(1),
-                                               b.getIndexAttr(1)};
-          Value g = b.create<tensor::ExtractSliceOp>(l, gradRowType, grad,
-                                                     gOffsets, sizes, strides);
-          Value a = b.create<tensor::ExtractSliceOp>(l, rowType, accumulator,
-                                                     aOffsets, sizes, strides);
-          Value sum = buildElementwise(
-              b, l, rowType, ValueRange{a, g},
-              [](OpBuilder &nb, Location nl, ValueRange s) {
-                return nb.create<arith::AddFOp>(nl, s[0], s[1]).getResult();
-              });
-          return b.create<tensor::InsertSliceOp>(l, sum, accumulator,
+      auto gradRowType = RankedTensorType::get(
+          {h}, cast<RankedTensorType>(grad.getType()).getElementType());
+      SmallVector<OpFoldResult> gOffsets = {i, b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> aOffsets = {row, b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(h)};
+      SmallVector<OpFoldResult> strides = {b.getIndexAttr(1),
+                                           b.getIndexAttr(1)};
+      Value g = b.create<tensor::ExtractSliceOp>(l, gradRowType, grad, gOffsets,
+                                                 sizes, strides);
+      Value a = b.create<tensor::ExtractSliceOp>(l, rowType, accumulator,
                                                  aOffsets, sizes, strides);
+      Value sum = buildElementwise(
+          b, l, rowType, ValueRange{a, g},
+          [&](OpBuilder &nb, Location nl, ValueRange s) {
+            Value add = s[1];
+            if (keep)
+              add = nb.create<arith::SelectOp>(
+                  nl, keep, add, floatConst(nb, nl, add.getType(), 0.0));
+            return nb.create<arith::AddFOp>(nl, s[0], add).getResult();
+          });
+      return b.create<tensor::InsertSliceOp>(l, sum, accumulator, aOffsets,
+                                             sizes, strides);
     };
     auto loop = rewriter.create<scf::ForOp>(
         loc, lb, ub, one, ValueRange{acc},
@@ -256,13 +260,25 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
           Value id = b.create<tensor::ExtractOp>(l, ids, ValueRange{i});
           auto [rel, inside] = idInBlock(b, l, id, start, vocab);
           Value row = idToIndex(b, l, rel, vocab);
+          // The padding id adds zeros (a select, not a branch, so that the
+          // loop maps to a GPU kernel); ids of other vocabulary blocks are
+          // skipped.
+          Value notPad;
+          if (std::optional<int64_t> padding = op.getPaddingIdx()) {
+            Value pad = b.create<arith::ConstantOp>(
+                l, b.getIntegerAttr(id.getType(), *padding));
+            notPad =
+                b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, id, pad);
+          }
           if (!inside) {
-            b.create<scf::YieldOp>(l, addRow(b, l, i, row, iter[0]));
+            b.create<scf::YieldOp>(l, addRow(b, l, i, row, iter[0], notPad));
             return;
           }
-          // Ids of other vocabulary blocks are skipped.
+          Value take =
+              notPad ? b.create<arith::AndIOp>(l, inside, notPad).getResult()
+                     : inside;
           auto skip = b.create<scf::IfOp>(
-              l, inside,
+              l, take,
               [&](OpBuilder &tb, Location tl) {
                 tb.create<scf::YieldOp>(tl, addRow(tb, tl, i, row, iter[0]));
               },

@@ -372,7 +372,8 @@ LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ValueRange dys,
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange dys,
                                     SmallVectorImpl<Value> &dxs) {
   dxs.push_back(b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
-                                          getIds(), dys[0], getBlock()));
+                                          getIds(), dys[0], getBlock(),
+                                          getPaddingIdxAttr()));
   dxs.push_back(Value());
   if (getBlock())
     dxs.push_back(Value());
@@ -398,9 +399,12 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange dys,
 
 LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange dys,
                                        SmallVectorImpl<Value> &dxs) {
-  dxs.push_back(b.create<CrossEntropyGradOp>(getLoc(), getLogits(),
-                                             getLabels(), dys[0]));
+  dxs.push_back(b.create<CrossEntropyGradOp>(getLoc(), getLogits(), getLabels(),
+                                             dys[0], getCount(),
+                                             getIgnoreIndexAttr()));
   dxs.push_back(Value());
+  if (getCount())
+    dxs.push_back(Value());
   return success();
 }
 

@@ -129,9 +129,52 @@ LogicalResult ReduceMeanOp::buildLocalOp(OpBuilder &b,
                         factorsAbsentFromResults(context.getRule()), results);
 }
 
+/// Axes splitting the rows of a cross-entropy (the factors of its labels),
+/// in mesh order.
+static SmallVector<StringRef> rowAxes(const LocalOpContext &context) {
+  SmallVector<StringRef> axes;
+  for (const auto &dim : context.getRule().getOperand(1))
+    for (int64_t f : dim)
+      llvm::append_range(axes, context.getAxes(f));
+  MeshOp mesh = context.getMesh();
+  llvm::sort(axes, [&](StringRef a, StringRef b) {
+    return *mesh.getAxisIndex(a) < *mesh.getAxisIndex(b);
+  });
+  return axes;
+}
+
+/// With `ignore_index` and split rows, the denominator is the global number
+/// of labels that are not ignored: the local count all-reduced over the
+/// axes splitting the rows. Builds the local op with it as the `count`
+/// operand; each device's result is then its share of the global mean.
+template <typename OpT>
+static LogicalResult buildLocalIgnoring(OpT op, OpBuilder &b,
+                                        const LocalOpContext &context,
+                                        SmallVectorImpl<Value> &results) {
+  SmallVector<StringRef> axes = rowAxes(context);
+  if (axes.empty() || op.getCount())
+    return buildLocalClone(op, b, context, results);
+  Location loc = op.getLoc();
+  ValueRange operands = context.getOperands();
+  auto countType = RankedTensorType::get({}, b.getF32Type());
+  Value count = b.create<LabelCountOp>(loc, countType, operands[1],
+                                       op.getIgnoreIndexAttr());
+  count = b.create<AllReduceOp>(loc, count, context.getMesh().getSymName(),
+                                b.getStrArrayAttr(axes));
+  SmallVector<Value> localOperands(operands);
+  localOperands.push_back(count);
+  Operation *local = b.create<OpT>(loc, context.getResultTypes(), localOperands,
+                                   op->getAttrs());
+  local->removeAttr(CleaveDialect::kShardingsAttrName);
+  results.append(local->result_begin(), local->result_end());
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildLocalOp(OpBuilder &b,
                                            const LocalOpContext &context,
                                            SmallVectorImpl<Value> &results) {
+  if (getIgnoreIndex())
+    return buildLocalIgnoring(*this, b, context, results);
   // The row factors are the reductions; the class factor is never split.
   return buildLocalMean(*this, b, context,
                         factorsAbsentFromResults(context.getRule()), results);
@@ -140,6 +183,8 @@ LogicalResult CrossEntropyOp::buildLocalOp(OpBuilder &b,
 LogicalResult
 CrossEntropyGradOp::buildLocalOp(OpBuilder &b, const LocalOpContext &context,
                                  SmallVectorImpl<Value> &results) {
+  if (getIgnoreIndex())
+    return buildLocalIgnoring(*this, b, context, results);
   // Every row's gradient is divided by the number of rows: the global one.
   const TensorFactors &labels = context.getRule().getOperand(1);
   SmallVector<int64_t> rows;
@@ -161,7 +206,8 @@ LogicalResult EmbeddingOp::buildLocalOp(OpBuilder &b,
   ValueRange operands = context.getOperands();
   Value block = context.buildBlockIndex(b, getLoc(), table, 0);
   results.push_back(b.create<EmbeddingOp>(getLoc(), context.getResultTypes()[0],
-                                          operands[0], operands[1], block));
+                                          operands[0], operands[1], block,
+                                          getPaddingIdxAttr()));
   return success();
 }
 
@@ -174,7 +220,8 @@ LogicalResult EmbeddingGradOp::buildLocalOp(OpBuilder &b,
   ValueRange operands = context.getOperands();
   Value block = context.buildBlockIndex(b, getLoc(), result, 0);
   results.push_back(b.create<EmbeddingGradOp>(
-      getLoc(), context.getResultTypes()[0], operands[0], operands[1], block));
+      getLoc(), context.getResultTypes()[0], operands[0], operands[1], block,
+      getPaddingIdxAttr()));
   return success();
 }
 

@@ -326,6 +326,25 @@ ShardingRule EmbeddingOp::getShardingRule() {
 
 double EmbeddingOp::getFlops() { return 0; }
 
+/// `padding_idx` is an id of the whole vocabulary: in `[0, rows)` when the
+/// table is whole (no `block`), non-negative otherwise.
+static LogicalResult verifyPaddingIdx(Operation *op,
+                                      std::optional<int64_t> paddingIdx,
+                                      int64_t rows, bool block) {
+  if (!paddingIdx)
+    return success();
+  if (*paddingIdx < 0 || (!block && *paddingIdx >= rows))
+    return op->emitOpError() << "padding_idx " << *paddingIdx
+                             << " is not a row of the " << rows << "-row table";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return verifyPaddingIdx(*this, getPaddingIdx(),
+                          getTable().getType().getDimSize(0),
+                          static_cast<bool>(getBlock()));
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   auto ids = getIds().getType();
   auto grad = getGrad().getType();
@@ -343,7 +362,8 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError() << "grad element type " << grad.getElementType()
                          << " differs from result element type "
                          << result.getElementType();
-  return success();
+  return verifyPaddingIdx(*this, getPaddingIdx(), result.getDimSize(0),
+                          static_cast<bool>(getBlock()));
 }
 
 ShardingRule EmbeddingGradOp::getShardingRule() {
@@ -611,16 +631,45 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
   return success();
 }
 
-ShardingRule CrossEntropyOp::getShardingRule() {
-  ShardingRule rule(*this);
-  auto logits = getLogits().getType();
+/// The checks shared by cross_entropy and its gradient: `count` only with
+/// `ignore_index`.
+static LogicalResult verifyIgnoreIndex(Operation *op, Value count,
+                                       std::optional<int64_t> ignoreIndex) {
+  if (count && !ignoreIndex)
+    return op->emitOpError()
+           << "has a count operand but no ignore_index: without ignored "
+              "labels the denominator is the number of labels";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyIgnoreIndex(*this, getCount(), getIgnoreIndex());
+}
+
+/// Row factors shared by logits, labels (and, for the gradient, its
+/// result); the class factor needs replication. Other operands are scalars.
+static ShardingRule crossEntropyRule(Operation *op, RankedTensorType logits,
+                                     bool gradient) {
+  ShardingRule rule(op);
   int64_t r = logits.getRank();
-  for (int64_t d = 0; d + 1 < r; ++d)
-    rule.addFactor({d, d}, {kNoDim}, logits.getDimSize(d),
-                   FactorKind::Reduction);
-  rule.addFactor({r - 1, kNoDim}, {kNoDim}, logits.getDimSize(r - 1),
+  SmallVector<int64_t> dims(op->getNumOperands(), kNoDim);
+  for (int64_t d = 0; d + 1 < r; ++d) {
+    dims[0] = dims[1] = d;
+    if (gradient)
+      rule.addFactor(dims, {d}, logits.getDimSize(d));
+    else
+      rule.addFactor(dims, {kNoDim}, logits.getDimSize(d),
+                     FactorKind::Reduction);
+  }
+  dims[0] = r - 1;
+  dims[1] = kNoDim;
+  rule.addFactor(dims, {gradient ? r - 1 : kNoDim}, logits.getDimSize(r - 1),
                  FactorKind::NeedReplication);
   return rule;
+}
+
+ShardingRule CrossEntropyOp::getShardingRule() {
+  return crossEntropyRule(*this, getLogits().getType(), /*gradient=*/false);
 }
 
 double CrossEntropyOp::getFlops() {
@@ -638,19 +687,24 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyIgnoreIndex(*this, getCount(), getIgnoreIndex());
+}
+
 ShardingRule CrossEntropyGradOp::getShardingRule() {
-  ShardingRule rule(*this);
-  auto logits = getLogits().getType();
-  int64_t r = logits.getRank();
-  for (int64_t d = 0; d + 1 < r; ++d)
-    rule.addFactor({d, d, kNoDim}, {d}, logits.getDimSize(d));
-  rule.addFactor({r - 1, kNoDim, kNoDim}, {r - 1}, logits.getDimSize(r - 1),
-                 FactorKind::NeedReplication);
-  return rule;
+  return crossEntropyRule(*this, getLogits().getType(), /*gradient=*/true);
 }
 
 double CrossEntropyGradOp::getFlops() {
   return 4.0 * getLogits().getType().getNumElements();
+}
+
+ShardingRule LabelCountOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto labels = getLabels().getType();
+  for (int64_t d = 0, e = labels.getRank(); d < e; ++d)
+    rule.addFactor({d}, {kNoDim}, labels.getDimSize(d), FactorKind::Reduction);
+  return rule;
 }
 
 //===----------------------------------------------------------------------===//

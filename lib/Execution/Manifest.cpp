@@ -5,6 +5,8 @@
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <nlohmann/json.hpp>
 
@@ -148,6 +150,51 @@ static LogicalResult describeLayout(func::FuncOp func, ShardingAttr layout,
   return success();
 }
 
+/// The valid values of an integer input: the tightest class or vocabulary
+/// bound among the ops that read it (through data movement), and the
+/// ignore_index when every bounded use ignores the same label.
+static void describeIdBounds(BlockArgument arg, BufferSpec &spec) {
+  if (!isa<IntegerType>(getElementTypeOrSelf(arg.getType())))
+    return;
+  bool allIgnore = true;
+  std::optional<int64_t> ignore;
+  auto bound = [&](int64_t limit, std::optional<int64_t> ignores) {
+    spec.idLimit = spec.idLimit ? std::min(spec.idLimit, limit) : limit;
+    if (!ignores || (ignore && *ignore != *ignores))
+      allIgnore = false;
+    ignore = ignores;
+  };
+  SmallVector<Value> worklist = {arg};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (!seen.insert(user).second)
+        continue;
+      if (auto ce = dyn_cast<CrossEntropyOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          bound(ce.getLogits().getType().getShape().back(),
+                ce.getIgnoreIndex());
+      } else if (auto ce = dyn_cast<CrossEntropyGradOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          bound(ce.getLogits().getType().getShape().back(),
+                ce.getIgnoreIndex());
+      } else if (auto e = dyn_cast<EmbeddingOp>(user)) {
+        // A vocabulary block's table does not give the whole vocabulary.
+        if (use.getOperandNumber() == 1 && !e.getBlock())
+          bound(e.getTable().getType().getDimSize(0), std::nullopt);
+      } else if (isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp,
+                     ShardOp, AllGatherOp, AllToAllOp, CollectivePermuteOp>(
+                     user)) {
+        llvm::append_range(worklist, user->getResults());
+      }
+    }
+  }
+  if (spec.idLimit && allIgnore)
+    spec.ignoreIndex = ignore;
+}
+
 static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
   FunctionSpec fs;
   fs.name = func.getName().str();
@@ -172,6 +219,7 @@ static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
     } else if (auto name = role(CleaveDialect::kInputAttrName)) {
       spec.role = BufferSpec::Role::Input;
       spec.name = name.str();
+      describeIdBounds(func.getArgument(i), spec);
     } else {
       return func.emitError()
              << what << " has no role: mark it cleave.param, cleave.state "
@@ -303,6 +351,10 @@ std::string ProgramManifest::toJSON() const {
       }
       if (b.isSplit())
         o["layout"] = b.layout;
+      if (b.idLimit)
+        o["id_limit"] = b.idLimit;
+      if (b.ignoreIndex)
+        o["ignore_index"] = *b.ignoreIndex;
       buffers.push_back(std::move(o));
     }
     funcs.push_back({{"name", f.name}, {"buffers", std::move(buffers)}});
@@ -395,6 +447,12 @@ llvm::Expected<BufferSpec> readBuffer(const json &bo, const std::string &bw) {
     if (!readNested(*layout, b.layout))
       return manifestError(bw +
                            ".layout: a list of axis-index lists per dimension");
+  auto idLimit = bo.find("id_limit");
+  if (idLimit != bo.end() && idLimit->is_number_integer())
+    b.idLimit = idLimit->get<int64_t>();
+  auto ignore = bo.find("ignore_index");
+  if (ignore != bo.end() && ignore->is_number_integer())
+    b.ignoreIndex = ignore->get<int64_t>();
   return b;
 }
 

@@ -68,6 +68,49 @@ private:
   std::vector<int32_t> inputs, targets;
 };
 
+/// The position of element `flat` of a tensor of `shape`, as "[i, j]".
+static std::string positionString(llvm::ArrayRef<int64_t> shape, int64_t flat) {
+  std::vector<int64_t> index(shape.size());
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    index[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return shapeString(index);
+}
+
+/// Fails, naming the step and the position, when an id or label of step
+/// `step` is outside what the program reads it for (BufferSpec::idLimit):
+/// a wrong label would otherwise give a wrong loss silently.
+static llvm::Error checkIds(const BufferSpec &spec, int64_t step,
+                            const char *bytes) {
+  if (!spec.idLimit || (spec.dtype != CLEAVE_I32 && spec.dtype != CLEAVE_I64))
+    return llvm::Error::success();
+  for (int64_t i = 0, n = spec.numElements(); i < n; ++i) {
+    int64_t value;
+    if (spec.dtype == CLEAVE_I32) {
+      int32_t v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      value = v;
+    } else {
+      std::memcpy(&value, bytes + 8 * i, 8);
+    }
+    if ((value >= 0 && value < spec.idLimit) || value == spec.ignoreIndex)
+      continue;
+    std::string allowed = "[0, " + std::to_string(spec.idLimit) + ")";
+    if (spec.ignoreIndex)
+      allowed += " or the ignore_index " + std::to_string(*spec.ignoreIndex);
+    else
+      allowed += " (no ignore_index)";
+    return makeError(
+        "inputs file tensor '" + spec.name + "', batch " +
+        std::to_string(step) + " (step " + std::to_string(step + 1) +
+        "), position " + positionString(spec.shape, i) + ": " +
+        std::to_string(value) +
+        " is not a valid id or label: the program needs " + allowed);
+  }
+  return llvm::Error::success();
+}
+
 class TensorFileSource final : public BatchSource {
 public:
   explicit TensorFileSource(cleave_tensor_file *file) : file(file) {}
@@ -99,8 +142,10 @@ public:
                        std::to_string(it->second.steps) + " steps of '" +
                        spec.name + "'; step " + std::to_string(step + 1) +
                        " was requested");
-    std::memcpy(data, it->second.bytes.data() + step * spec.numBytes(),
-                spec.numBytes());
+    const char *bytes = it->second.bytes.data() + step * spec.numBytes();
+    if (llvm::Error err = checkIds(spec, step, bytes))
+      return err;
+    std::memcpy(data, bytes, spec.numBytes());
     return llvm::Error::success();
   }
 

@@ -158,7 +158,7 @@ Value GraphBuilder::dropout(Value x, Value seed, double rate) {
 }
 
 Value GraphBuilder::embedding(Value table, Value ids) {
-  return builder.create<EmbeddingOp>(loc, table, ids, Value());
+  return builder.create<EmbeddingOp>(loc, table, ids, Value(), IntegerAttr());
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, bool causal) {
@@ -170,5 +170,6 @@ Value GraphBuilder::rotary(Value x, double theta) {
 }
 
 Value GraphBuilder::crossEntropy(Value logits, Value labels) {
-  return builder.create<CrossEntropyOp>(loc, logits, labels);
+  return builder.create<CrossEntropyOp>(loc, logits, labels, Value(),
+                                        IntegerAttr());
 }

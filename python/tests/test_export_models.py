@@ -59,8 +59,8 @@ class MLPCase(ModelCase):
                           "fc3.bias"])
         test.assertIn("cleave.gelu %2 {approximate = #cleave.gelu_approx<none>}", mlir)
         test.assertEqual(mlir.count("cleave.relu"), 1)
-        test.assertRegex(mlir, r"cleave.cross_entropy %\d+, %y : \(tensor<8x10xf32>, "
-                               r"tensor<8xi32>\) -> tensor<f32>")
+        test.assertRegex(mlir, r"cleave.cross_entropy %\d+, %y \{ignore_index = -100 : i64\} : "
+                               r"\(tensor<8x10xf32>, tensor<8xi32>\) -> tensor<f32>")
 
 
 class GPTCase(ModelCase):

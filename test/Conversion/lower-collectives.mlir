@@ -17,13 +17,13 @@ func.func @collectives(%x: tensor<8x16xf32>, %h: tensor<8x16xbf16>)
   // The input is read through to_memref, the result written into a fresh
   // aligned buffer and handed back with to_tensor.
   // CHECK: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x16xf32>
-  // CHECK: %[[IN:.*]] = bufferization.to_memref %[[X]] read_only : memref<8x16xf32>
+  // CHECK: %[[IN:.*]] = bufferization.to_memref %[[X]] read_only {collective_input = {{[0-9]+}} : i64} : memref<8x16xf32>
   // CHECK: call @cleave_rt_all_reduce(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c128_i64{{[_0-9]*}}) : (i64, i32, i32, !llvm.ptr, !llvm.ptr, i64) -> ()
   // CHECK: %[[AR:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<8x16xf32>
   %0 = cleave.all_reduce %x on @m axes = [tp] : tensor<8x16xf32>
   // A gather sends its input count (128) and receives 4 times as much.
   // CHECK: memref.alloc() {alignment = 64 : i64} : memref<32x16xf32>
-  // CHECK: bufferization.to_memref %[[AR]] read_only : memref<8x16xf32>
+  // CHECK: bufferization.to_memref %[[AR]] read_only {collective_input = {{[0-9]+}} : i64} : memref<8x16xf32>
   // CHECK: call @cleave_rt_all_gather(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c128_i64{{[_0-9]*}}) : (i64, i32, !llvm.ptr, !llvm.ptr, i64) -> ()
   %1 = cleave.all_gather %0 on @m axes = [tp] dim = 0 : tensor<8x16xf32> -> tensor<32x16xf32>
   // A scatter passes the count it receives (32); reduction max.
@@ -70,14 +70,14 @@ func.func @non_leading(%x: tensor<8x16xf32>, %y: tensor<1x4x16xf32>)
     -> (tensor<8x64xf32>, tensor<8x4xf32>, tensor<32x4xf32>, tensor<1x16x16xf32>) {
   // CHECK: %[[T0:.*]] = cleave.transpose %[[X]] permutation = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
   // CHECK: %[[B0:.*]] = memref.alloc() {{.*}} : memref<64x8xf32>
-  // CHECK: bufferization.to_memref %[[T0]] read_only : memref<16x8xf32>
+  // CHECK: bufferization.to_memref %[[T0]] read_only {collective_input = {{[0-9]+}} : i64} : memref<16x8xf32>
   // CHECK: call @cleave_rt_all_gather(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c128_i64{{[_0-9]*}})
   // CHECK: %[[G:.*]] = bufferization.to_tensor %[[B0]] {{.*}} : memref<64x8xf32>
   // CHECK: %[[R0:.*]] = cleave.transpose %[[G]] permutation = [1, 0] : tensor<64x8xf32> -> tensor<8x64xf32>
   %0 = cleave.all_gather %x on @m axes = [tp] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
   // CHECK: %[[T1:.*]] = cleave.transpose %[[X]] permutation = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
   // CHECK: %[[B1:.*]] = memref.alloc() {{.*}} : memref<4x8xf32>
-  // CHECK: bufferization.to_memref %[[T1]] read_only : memref<16x8xf32>
+  // CHECK: bufferization.to_memref %[[T1]] read_only {collective_input = {{[0-9]+}} : i64} : memref<16x8xf32>
   // CHECK: call @cleave_rt_reduce_scatter(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c32_i64{{[_0-9]*}})
   // CHECK: %[[S:.*]] = bufferization.to_tensor %[[B1]] {{.*}} : memref<4x8xf32>
   // CHECK: %[[R1:.*]] = cleave.transpose %[[S]] permutation = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
@@ -86,7 +86,7 @@ func.func @non_leading(%x: tensor<8x16xf32>, %y: tensor<1x4x16xf32>)
   // blocks of 32, then [sender, column, row] -> [sender, row, column]
   // merges the senders' blocks into the rows.
   // CHECK: %[[T2:.*]] = cleave.transpose %[[X]] permutation = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
-  // CHECK: bufferization.to_memref %[[T2]] read_only : memref<16x8xf32>
+  // CHECK: bufferization.to_memref %[[T2]] read_only {collective_input = {{[0-9]+}} : i64} : memref<16x8xf32>
   // CHECK: call @cleave_rt_all_to_all(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c32_i64{{[_0-9]*}})
   // CHECK: %[[E:.*]] = bufferization.to_tensor %{{.*}} : memref<16x8xf32>
   // CHECK: %[[BL:.*]] = cleave.reshape %[[E]] : tensor<16x8xf32> to tensor<4x4x8xf32>
@@ -94,7 +94,7 @@ func.func @non_leading(%x: tensor<8x16xf32>, %y: tensor<1x4x16xf32>)
   // CHECK: %[[R2:.*]] = cleave.reshape %[[PL]] : tensor<4x8x4xf32> to tensor<32x4xf32>
   %2 = cleave.all_to_all %x on @m axes = [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<32x4xf32>
   // CHECK-NOT: cleave.transpose
-  // CHECK: bufferization.to_memref %[[Y]] read_only : memref<1x4x16xf32>
+  // CHECK: bufferization.to_memref %[[Y]] read_only {collective_input = {{[0-9]+}} : i64} : memref<1x4x16xf32>
   // CHECK: call @cleave_rt_all_gather(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c64_i64{{[_0-9]*}})
   // CHECK: %[[R3:.*]] = bufferization.to_tensor %{{.*}} : memref<1x16x16xf32>
   %3 = cleave.all_gather %y on @m axes = [tp] dim = 1 : tensor<1x4x16xf32> -> tensor<1x16x16xf32>

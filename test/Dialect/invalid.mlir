@@ -727,6 +727,46 @@ func.func @f(%l: tensor<4x10xf32>, %y: tensor<4x10xi32>, %g: tensor<f32>) {
 
 // -----
 
+func.func @f(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %n: tensor<f32>) {
+  // expected-error @below {{'cleave.cross_entropy' op has a count operand but no ignore_index: without ignored labels the denominator is the number of labels}}
+  %0 = cleave.cross_entropy %l, %y, %n : (tensor<4x10xf32>, tensor<4xi32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %g: tensor<f32>) {
+  // expected-error @below {{'cleave.cross_entropy_grad' op has a count operand but no ignore_index}}
+  %0 = cleave.cross_entropy_grad %l, %y, %g, %g : (tensor<4x10xf32>, tensor<4xi32>, tensor<f32>, tensor<f32>) -> tensor<4x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%y: tensor<4xi32>) {
+  // expected-error @below {{'cleave.label_count' op requires attribute 'ignore_index'}}
+  %0 = cleave.label_count %y : (tensor<4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<10x8xf32>, %ids: tensor<4xi32>) {
+  // expected-error @below {{'cleave.embedding' op padding_idx 10 is not a row of the 10-row table}}
+  %0 = cleave.embedding %t, %ids {padding_idx = 10 : i64} : (tensor<10x8xf32>, tensor<4xi32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<4xi32>, %dy: tensor<4x8xf32>) {
+  // expected-error @below {{'cleave.embedding_grad' op padding_idx -1 is not a row of the 10-row table}}
+  %0 = cleave.embedding_grad %ids, %dy {padding_idx = -1 : i64} : (tensor<4xi32>, tensor<4x8xf32>) -> tensor<10x8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%l: tensor<4x10xf32>, %y: tensor<4xi32>) {
   // expected-error @below {{'cleave.cross_entropy' op inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<f16>'}}
   // expected-error @below {{failed to infer returned types}}

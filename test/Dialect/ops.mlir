@@ -150,6 +150,24 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %g: tensor<8xf32>, %b
   return
 }
 
+// Ignored labels (PyTorch's ignore_index) and a padding row (padding_idx).
+// CHECK-LABEL: func.func @ignored_labels
+func.func @ignored_labels(%logits: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>, %table: tensor<10x8xf32>) {
+  // CHECK: cleave.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %0 = cleave.cross_entropy %logits, %ids {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: cleave.label_count %{{.*}} {ignore_index = -1 : i64} : (tensor<2x4xi32>) -> tensor<f32>
+  %n = cleave.label_count %ids {ignore_index = -1 : i64} : (tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: cleave.cross_entropy %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<f32>
+  %1 = cleave.cross_entropy %logits, %ids, %n {ignore_index = -100 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<f32>
+  // CHECK: cleave.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %2 = cleave.cross_entropy_grad %logits, %ids, %0, %n {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>, tensor<f32>) -> tensor<2x4x16xf32>
+  // CHECK: cleave.embedding %{{.*}}, %{{.*}} {padding_idx = 0 : i64} : (tensor<10x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %3 = cleave.embedding %table, %ids {padding_idx = 0 : i64} : (tensor<10x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.embedding_grad %{{.*}}, %{{.*}} {padding_idx = 9 : i64} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>
+  %4 = cleave.embedding_grad %ids, %3 {padding_idx = 9 : i64} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @attention
 func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>) {
   // CHECK: cleave.rotary %{{.*}} : tensor<2x8x4x16xf32>

@@ -79,3 +79,21 @@ func.func @forward(%p: tensor<4x8xf32> {cleave.param = "p"}) -> tensor<f32> {
 func.func @forward(%p: tensor<4xf32> {cleave.param = "p"}) -> tensor<4xf32> {
   return %p : tensor<4xf32>
 }
+
+// -----
+
+// Ignored labels and a padding row: the gradient ops carry ignore_index and
+// padding_idx from their forward ops.
+
+// GRADS-LABEL: func.func @train_step
+// GRADS: %[[E:.*]] = cleave.embedding %{{.*}}, %{{.*}} {padding_idx = 0 : i64}
+// GRADS: cleave.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64}
+// GRADS: cleave.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -1 : i64}
+// GRADS: cleave.embedding_grad %{{.*}}, %{{.*}} {padding_idx = 0 : i64} : (tensor<2x4xi32>, tensor<2x4x10xf32>) -> tensor<10x10xf32>
+func.func @forward(%t: tensor<10x10xf32> {cleave.param = "t"},
+                   %ids: tensor<2x4xi32> {cleave.input = "ids"},
+                   %y: tensor<2x4xi32> {cleave.input = "y"}) -> tensor<f32> {
+  %0 = cleave.embedding %t, %ids {padding_idx = 0 : i64} : (tensor<10x10xf32>, tensor<2x4xi32>) -> tensor<2x4x10xf32>
+  %1 = cleave.cross_entropy %0, %y {ignore_index = -1 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}

@@ -109,6 +109,34 @@ func.func @cross_entropy_batch_split(%logits: tensor<4x4x16xf32> {cleave.shardin
 
 // -----
 
+// With ignore_index the mean is over the labels that are not ignored, in the
+// whole batch: each device divides its rows' sum by the global count (its
+// label_count all-reduced over the axes splitting the rows), so the shares
+// sum to the global mean; the gradient uses the same count.
+cleave.mesh @m(dp = 2 : ib)
+
+// CHECK-LABEL: func.func @cross_entropy_ignore_index_batch_split
+// CHECK-SAME: %[[L:.*]]: tensor<2x4x16xf32> {cleave.layout = #cleave.sharding<@m, [dp, _, _]>}
+// CHECK-SAME: %[[Y:.*]]: tensor<2x4xi32> {cleave.layout = #cleave.sharding<@m, [dp, _]>}
+// CHECK: %[[N:.*]] = cleave.label_count %[[Y]] {ignore_index = -1 : i64} : (tensor<2x4xi32>) -> tensor<f32>
+// CHECK: %[[NN:.*]] = cleave.all_reduce %[[N]] on @m axes = [dp] : tensor<f32>
+// CHECK: %[[CE:.*]] = cleave.cross_entropy %[[L]], %[[Y]], %[[NN]] {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<f32>
+// CHECK-NOT: cleave.mul
+// CHECK: %[[G:.*]] = cleave.label_count %[[Y]] {ignore_index = -1 : i64}
+// CHECK: %[[GG:.*]] = cleave.all_reduce %[[G]] on @m axes = [dp] : tensor<f32>
+// CHECK: %[[D:.*]] = cleave.cross_entropy_grad %[[L]], %[[Y]], %{{.*}}, %[[GG]] {ignore_index = -1 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>, tensor<f32>) -> tensor<2x4x16xf32>
+// CHECK-NOT: cleave.mul
+// CHECK: %[[R:.*]] = cleave.all_reduce %[[CE]] on @m axes = [dp] : tensor<f32>
+// CHECK: return %[[R]], %[[D]]
+func.func @cross_entropy_ignore_index_batch_split(%logits: tensor<4x4x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, _, _]>},
+                                                  %labels: tensor<4x4xi32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<4x4x16xf32>) {
+  %l = cleave.cross_entropy %logits, %labels {ignore_index = -1 : i64} : (tensor<4x4x16xf32>, tensor<4x4xi32>) -> tensor<f32>
+  %d = cleave.cross_entropy_grad %logits, %labels, %dloss {ignore_index = -1 : i64} : (tensor<4x4x16xf32>, tensor<4x4xi32>, tensor<f32>) -> tensor<4x4x16xf32>
+  return %l, %d : tensor<f32>, tensor<4x4x16xf32>
+}
+
+// -----
+
 // The class dimension of cross-entropy is never split: logits split over
 // the vocabulary are gathered first.
 cleave.mesh @m(tp = 2 : nvlink)

@@ -261,6 +261,19 @@ TEST_F(GradientTest, EmbeddingAndCrossEntropy) {
   check(ce, {-2, 2}, {4, 0, 2, 2, 1, 3});
 }
 
+TEST_F(GradientTest, CrossEntropyIgnoredLabels) {
+  // Ignored rows (-1) contribute nothing and get a zero gradient; the mean is
+  // over the three others.
+  std::string ce = "func.func @forward(%l: tensor<2x3x5xf64> {cleave.param = "
+                   "\"logits\"}, %y: tensor<2x3xi32> {cleave.input = "
+                   "\"labels\"}) -> tensor<f64> {\n"
+                   "  %0 = cleave.cross_entropy %l, %y {ignore_index = -1 : "
+                   "i64} : (tensor<2x3x5xf64>, tensor<2x3xi32>) -> "
+                   "tensor<f64>\n"
+                   "  return %0 : tensor<f64>\n}\n";
+  check(ce, {-2, 2}, {4, -1, 2, -1, 1, -1});
+}
+
 TEST_F(GradientTest, Rotary) {
   for (const char *attrs : {"", " {interleaved}", " {theta = 100.0 : f64}"}) {
     std::string body = std::string("  %y = cleave.rotary %x") + attrs +

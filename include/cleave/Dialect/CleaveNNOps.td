@@ -174,11 +174,21 @@ def Cleave_EmbeddingOp : Cleave_ModelOp<"embedding",
     %b = cleave.axis_index on @world axes = [tp] : tensor<i64>
     %p = cleave.embedding %wte_shard, %tokens, %b : (tensor<12576x768xf32>, tensor<8x128xi32>, tensor<i64>) -> tensor<8x128x768xf32>
     ```
+
+    `padding_idx` (an id in `[0, V)` of the whole vocabulary) changes only
+    the gradient: that row of the table gets none (PyTorch's
+    `nn.Embedding(padding_idx=...)`); the lookup is unchanged.
+
+    ```mlir
+    %e = cleave.embedding %wte, %tokens {padding_idx = 0 : i64} : (tensor<1000x64xf32>, tensor<8x128xi32>) -> tensor<8x128x64xf32>
+    ```
   }];
   let arguments = (ins Cleave_FloatTensor:$table, Cleave_IndexTensor:$ids,
-                       Optional<Cleave_I64Scalar>:$block);
+                       Optional<Cleave_I64Scalar>:$block,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
@@ -188,14 +198,17 @@ def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
     Scatter-adds each row of `dy` (`ids.shape + [H]`) into row `ids[...]` of
     a zero `[V, H]` result. With the optional `block` operand (an i64 scalar
     `b`), result row `r` stands for id `b * V + r` and ids outside that block
-    are skipped: the gradient of one vocabulary shard.
+    are skipped: the gradient of one vocabulary shard. Tokens whose id is
+    `padding_idx` (an id of the whole vocabulary) are skipped too: that row
+    of the gradient stays zero.
 
     ```mlir
     %dwte = cleave.embedding_grad %tokens, %de : (tensor<8x128xi32>, tensor<8x128x768xf32>) -> tensor<50304x768xf32>
     ```
   }];
   let arguments = (ins Cleave_IndexTensor:$ids, Cleave_FloatTensor:$grad,
-                       Optional<Cleave_I64Scalar>:$block);
+                       Optional<Cleave_I64Scalar>:$block,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -294,10 +307,29 @@ def Cleave_CrossEntropyOp : Cleave_ModelOp<"cross_entropy",
     ```mlir
     %loss = cleave.cross_entropy %logits, %targets : (tensor<8x128x50304xf32>, tensor<8x128xi32>) -> tensor<f32>
     ```
+
+    With `ignore_index = i`, positions whose label is `i` contribute nothing
+    and are not counted: the result is the sum over the other positions
+    divided by their number (PyTorch's `ignore_index`; NaN when every
+    position is ignored, as in PyTorch). The optional `count` operand (a
+    float scalar) replaces that number: the partitioner passes the global
+    count of non-ignored labels (`cleave.label_count` all-reduced over the
+    axes splitting the rows), so that each device's sum over its rows,
+    divided by it, adds up to the global mean.
+
+    ```mlir
+    %loss = cleave.cross_entropy %logits, %targets {ignore_index = -1 : i64} : (tensor<8x128x50304xf32>, tensor<8x128xi32>) -> tensor<f32>
+    %n = cleave.label_count %local_targets {ignore_index = -1 : i64} : (tensor<4x128xi32>) -> tensor<f32>
+    %all = cleave.all_reduce %n on @world axes = [dp] : tensor<f32>
+    %part = cleave.cross_entropy %local_logits, %local_targets, %all {ignore_index = -1 : i64} : (tensor<4x128x50304xf32>, tensor<4x128xi32>, tensor<f32>) -> tensor<f32>
+    ```
   }];
-  let arguments = (ins Cleave_FloatTensor:$logits, Cleave_IndexTensor:$labels);
+  let arguments = (ins Cleave_FloatTensor:$logits, Cleave_IndexTensor:$labels,
+                       Optional<Cleave_FloatScalar>:$count,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Cleave_FloatScalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
@@ -310,10 +342,37 @@ def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
     ```mlir
     %dlogits = cleave.cross_entropy_grad %logits, %targets, %dloss : (tensor<8x128x50304xf32>, tensor<8x128xi32>, tensor<f32>) -> tensor<8x128x50304xf32>
     ```
+
+    `ignore_index` and `count` are those of the forward op: rows whose label
+    is `ignore_index` get a zero gradient, and `N` is the number of the other
+    rows, or `count` when given.
   }];
   let arguments = (ins Cleave_FloatTensor:$logits, Cleave_IndexTensor:$labels,
-                       Cleave_FloatScalar:$grad);
+                       Cleave_FloatScalar:$grad,
+                       Optional<Cleave_FloatScalar>:$count,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Cleave_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cleave_LabelCountOp : Cleave_ModelOp<"label_count", [Pure]> {
+  let summary = "Number of labels that are not `ignore_index`.";
+  let description = [{
+    Counts the elements of `labels` different from `ignore_index`, as a
+    float scalar (exact up to 2^24 in f32). The denominator of
+    `cleave.cross_entropy` with `ignore_index`; the partitioner builds it on
+    each device's rows and all-reduces it.
+
+    ```mlir
+    %n = cleave.label_count %targets {ignore_index = -1 : i64} : (tensor<8x128xi32>) -> tensor<f32>
+    ```
+
+    Sharding rule: every label dimension is a reduction factor (the counts
+    of the blocks sum to the count).
+  }];
+  let arguments = (ins Cleave_IndexTensor:$labels, I64Attr:$ignore_index);
+  let results = (outs Cleave_FloatScalar:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 

@@ -34,6 +34,11 @@ struct BufferSpec {
   /// MeshSpec::axes, major first) splitting the global tensor whose block
   /// this buffer holds. Empty, or all dimensions empty: the whole tensor.
   std::vector<std::vector<int64_t>> layout;
+  /// For integer inputs that index something (class labels, embedding
+  /// ids): every value must be in [0, idLimit), or equal `ignoreIndex`
+  /// where every use ignores it (cross_entropy's ignore_index). 0: no limit.
+  int64_t idLimit = 0;
+  std::optional<int64_t> ignoreIndex;
 
   /// Elements and bytes of this (per-device) buffer.
   int64_t numElements() const;

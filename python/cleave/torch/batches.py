@@ -5,9 +5,10 @@
 
 Each ``--input NAME=SHAPE:DTYPE[:HIGH]`` becomes tensor ``NAME`` of shape
 ``[steps] + SHAPE``: integers uniform in ``[0, HIGH)`` (HIGH is required for
-integers: it is the vocabulary or class count) stored as I32, floats standard
-normal stored as F32. The same file feeds ``cleave-run`` and
-``python3 -m cleave.torch.reference``.
+integers: it is the vocabulary or class count; ``LOW..HIGH`` draws from
+``[LOW, HIGH)``, e.g. ``-1..64`` for targets with some ignored -1 labels)
+stored as I32, floats standard normal stored as F32. The same file feeds
+``cleave-run`` and ``python3 -m cleave.torch.reference``.
 """
 
 import argparse
@@ -24,7 +25,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m cleave.torch.batches",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", action="append", required=True,
-                        metavar="NAME=SHAPE:DTYPE[:HIGH]")
+                        metavar="NAME=SHAPE:DTYPE[:HIGH|:LOW..HIGH]")
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-o", "--output", required=True)

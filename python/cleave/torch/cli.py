@@ -6,7 +6,7 @@ import ast
 import importlib.util
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -61,10 +61,16 @@ def parse_config(items: List[str]) -> Dict[str, Any]:
     return config
 
 
+#: An integer bound: HIGH (from 0) or (LOW, HIGH).
+Bound = Union[int, Tuple[int, int]]
+
+
 def parse_input(spec: str, need_shape: bool = True
-                ) -> Tuple[str, Tuple[int, ...], torch.dtype, Optional[int]]:
-    """NAME=SHAPE:DTYPE[:HIGH] -> (name, shape, dtype, high). SHAPE is like 4x16
-    (empty for a scalar); HIGH bounds random integers (exclusive)."""
+                ) -> Tuple[str, Tuple[int, ...], torch.dtype, Optional[Bound]]:
+    """NAME=SHAPE:DTYPE[:HIGH|:LOW..HIGH] -> (name, shape, dtype, high). SHAPE
+    is like 4x16 (empty for a scalar); HIGH bounds random integers
+    (exclusive; from 0, or from LOW: ``-1..64`` draws some -1 targets, as
+    ignored labels)."""
     name, sep, rest = spec.partition("=")
     if not name.isidentifier():
         raise UsageError(f"input {spec!r}: expected NAME=SHAPE:DTYPE")
@@ -77,23 +83,34 @@ def parse_input(spec: str, need_shape: bool = True
         raise UsageError(f"input {spec!r}: expected NAME=SHAPE:DTYPE[:HIGH]")
     try:
         shape = tuple(int(d) for d in parts[0].replace(",", "x").split("x") if d)
-        high = int(parts[2]) if len(parts) == 3 else None
     except ValueError:
         raise UsageError(f"input {spec!r}: the shape must be integers like 4x16") from None
+    high = None
+    if len(parts) == 3:
+        low, dots, top = parts[2].rpartition("..")
+        try:
+            high = (int(low), int(top)) if dots else int(top)
+        except ValueError:
+            raise UsageError(f"input {spec!r}: the bound must be HIGH or LOW..HIGH "
+                             f"(integers)") from None
+        if dots and high[0] >= high[1]:
+            raise UsageError(f"input {spec!r}: LOW..HIGH needs LOW < HIGH")
     if parts[1] not in _DTYPES:
         raise UsageError(f"input {spec!r}: unknown dtype {parts[1]!r} "
                          f"(use one of {', '.join(sorted(_DTYPES))})")
     return name, shape, _DTYPES[parts[1]], high
 
 
-def example_tensor(shape, dtype, high: Optional[int] = None,
+def example_tensor(shape, dtype, high: Optional[Bound] = None,
                    generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    """Floats: standard normal. Integers: zeros, or uniform in [0, high)."""
+    """Floats: standard normal. Integers: zeros, or uniform in [0, high)
+    (or in [low, high) for a pair)."""
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator).to(dtype)
     if high is None:
         return torch.zeros(shape, dtype=dtype)
-    return torch.randint(0, high, shape, generator=generator, dtype=dtype)
+    low, high = high if isinstance(high, tuple) else (0, high)
+    return torch.randint(low, high, shape, generator=generator, dtype=dtype)
 
 
 def load_object(spec: str, what: str):

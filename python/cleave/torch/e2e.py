@@ -7,20 +7,19 @@
 1. exports the model (its weights after ``--seed``) to ``model.mlir`` and
    ``params.safetensors``;
 2. writes random per-step batches (``--input``/``--loss-input``
-   ``NAME=SHAPE:DTYPE[:HIGH]``, integers uniform in ``[0, HIGH)``);
+   ``NAME=SHAPE:DTYPE[:HIGH]``, integers uniform in ``[0, HIGH)``, or in
+   ``[LOW, HIGH)`` with ``LOW..HIGH``: ``-1..64`` gives ignored -1 targets);
 3. trains the PyTorch module from those weights on those batches with
    ``torch.optim.AdamW`` (``ref_losses``/``ref_final``);
 4. trains the Cleave side: ``--cleave-run PATH`` runs cleave-run with the
    flags in ``cleave_run_command`` below; ``--interpreter`` uses the
    exported program's reference interpreter instead;
-5. compares the per-step losses and the final parameters (``--rtol``,
-   relative to each tensor's largest magnitude) and exits 1 on a mismatch.
-   Final parameters also get an absolute floor ``--atol`` (default: 1% of
-   one learning-rate step): a parameter whose gradient is zero in exact
-   arithmetic (an attention key bias: softmax ignores a constant added to
-   every score) receives only rounding noise, which AdamW normalizes into
-   updates of up to ``lr`` per step; no two implementations agree on that
-   noise. Losses get no floor.
+5. compares the per-step losses and the final parameters with the
+   criterion of ``python3 -m cleave.torch.compare`` (``compare.criterion``:
+   ``--rtol`` relative to each tensor's largest magnitude; final parameters
+   also get an absolute floor ``--atol``, by default 1% of one
+   learning-rate step, for parameters whose exact gradient is zero; losses
+   get none), prints it, and exits 1 on a mismatch.
 
 Files go to ``--workdir`` (a temporary directory by default).
 """
@@ -35,9 +34,9 @@ import tempfile
 import torch
 
 from . import cli
-from .compare import compare
+from .compare import compare_files
 from .export import ExportError, export
-from .params import load_tensors, save_batches, save_tensors
+from .params import load_tensors, save_batches, save_losses, save_tensors
 from .reference import pin_threads, train, train_exported
 from ..tensorfile import TensorFileError
 
@@ -63,7 +62,7 @@ def _parser():
                                      description=__doc__.split("\n\n")[0])
     cli.add_model_arguments(parser)
     parser.add_argument("--input", action="append", required=True,
-                        metavar="NAME=SHAPE:DTYPE[:HIGH]",
+                        metavar="NAME=SHAPE:DTYPE[:HIGH|:LOW..HIGH]",
                         help="a forward() input; integers need HIGH (as do "
                              "--loss-input NAME=SHAPE:DTYPE:HIGH)")
     parser.add_argument("--steps", type=int, default=5)
@@ -76,7 +75,7 @@ def _parser():
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=None,
                         help="absolute floor for final parameters "
-                             "(default: 0.01 * lr)")
+                             "(default: 0.01 * lr, as cleave.torch.compare)")
     side = parser.add_mutually_exclusive_group(required=True)
     side.add_argument("--cleave-run", metavar="PATH")
     side.add_argument("--interpreter", action="store_true")
@@ -109,7 +108,7 @@ def _prepare(args, files):
     losses, final = train(reference_model, load_tensors(files["params"]),
                           load_tensors(files["batches"]), args.steps, loss, loss_names,
                           args.optimizer, args.lr, betas, args.eps, args.weight_decay)
-    save_tensors(files["ref_losses"], {"loss": losses}, "losses")
+    save_losses(files["ref_losses"], losses)
     save_tensors(files["ref_final"], final, "parameters")
     return exported
 
@@ -121,7 +120,7 @@ def _run_cleave(args, files, exported):
                                        load_tensors(files["batches"]), args.steps,
                                        args.optimizer, args.lr, betas, args.eps,
                                        args.weight_decay)
-        save_tensors(files["run_losses"], {"loss": losses}, "losses")
+        save_losses(files["run_losses"], losses)
         save_tensors(files["run_final"], final, "parameters")
         return 0
     command = cleave_run_command(args.cleave_run, files, args)
@@ -129,15 +128,14 @@ def _run_cleave(args, files, exported):
     return subprocess.run(command, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}).returncode
 
 
-def _compare(files, rtol, atol):
+def _compare(files, rtol, lr, atol):
     ok = True
     for what in ("losses", "final"):
-        errors, report = compare(load_tensors(files[f"ref_{what}"]),
-                                 load_tensors(files[f"run_{what}"]), rtol,
-                                 atol if what == "final" else 0.0)
+        rule, errors, report = compare_files(files[f"ref_{what}"], files[f"run_{what}"], rtol,
+                                             lr, atol)
         worst = f"{report[0][1]} {report[0][0]:.3g}" if report else "-"
-        print(f"{what}: {len(report) - len(errors)}/{len(report)} tensors within rtol "
-              f"{rtol:g} (worst: {worst})", file=sys.stderr)
+        print(f"{what}: {len(report) - len(errors)}/{len(report)} tensors within "
+              f"{rule} (worst relative: {worst})", file=sys.stderr)
         for error in errors:
             print(f"error: {what}: {error}", file=sys.stderr)
         ok = ok and not errors
@@ -168,8 +166,7 @@ def main(argv=None) -> int:
             print(f"error: the Cleave side exited with status {status}", file=sys.stderr)
             return 1
         try:
-            atol = 0.01 * args.lr if args.atol is None else args.atol
-            return 0 if _compare(files, args.rtol, atol) else 1
+            return 0 if _compare(files, args.rtol, args.lr, args.atol) else 1
         except TensorFileError as err:
             print(f"error: {err}", file=sys.stderr)
             return 1

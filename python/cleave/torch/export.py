@@ -37,11 +37,47 @@ class ExportError(Exception):
 @dataclass(frozen=True)
 class InputSpec:
     """A data input of the program: its ``cleave.input`` name, per-step shape
-    and element type (``f32``, ``i32``, ...)."""
+    and element type (``f32``, ``i32``, ...). Integer inputs read as class
+    labels or embedding ids have ``id_limit``: every value must be in
+    ``[0, id_limit)`` or, for labels every use ignores, ``ignore_index``."""
 
     name: str
     shape: Tuple[int, ...]
     dtype: str
+    id_limit: Optional[int] = None
+    ignore_index: Optional[int] = None
+
+
+#: Ops that move integer ids without changing them.
+_ID_MOVES = {"reshape", "transpose", "broadcast", "slice", "concat"}
+
+
+def _id_bounds(program: Program, arg) -> Tuple[Optional[int], Optional[int]]:
+    """(id_limit, ignore_index) of an integer input, from the ops that read
+    it: the smallest class count or table size, and the ignore_index when
+    every bounded use ignores the same label (as cleave-run checks them)."""
+    if arg.type.is_float:
+        return None, None
+    uses = program.uses()
+    limit, ignores, worklist, seen = None, [], [arg], set()
+    while worklist:
+        value = worklist.pop()
+        for op in uses.get(id(value), ()):
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.name == "cross_entropy" and op.operands[1] is value:
+                bound, ignore = op.operands[0].shape[-1], op.attrs.get("ignore_index")
+            elif op.name == "embedding" and op.operands[1] is value:
+                bound, ignore = op.operands[0].shape[0], None
+            else:
+                if op.name in _ID_MOVES:
+                    worklist.extend(op.results)
+                continue
+            limit = bound if limit is None else min(limit, bound)
+            ignores.append(ignore)
+    ignore = ignores[0] if ignores and all(i == ignores[0] for i in ignores) else None
+    return limit, ignore
 
 
 @dataclass
@@ -76,18 +112,33 @@ class ExportedProgram:
 
 
 def _bind_inputs(module: torch.nn.Module, example_inputs) -> "OrderedDict[str, Any]":
+    """``forward``'s arguments by name. Inputs given by keyword to a
+    ``forward(*args, **kwargs)`` keep their keyword names."""
     signature = inspect.signature(module.forward)
-    for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"{type(module).__name__}.forward takes *args/**kwargs; "
-                            f"name its inputs")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
+    var_keyword = next((p.name for p in signature.parameters.values()
+                        if p.kind == p.VAR_KEYWORD), None)
     if isinstance(example_inputs, Mapping):
         bound = signature.bind(**example_inputs)
     else:
         bound = signature.bind(*example_inputs)
-    return OrderedDict(bound.arguments)
+    arguments = OrderedDict()
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            if value:
+                raise TypeError(f"{type(module).__name__}.forward takes *{name}: pass "
+                                f"the inputs by keyword (a dict) so that they have names")
+        elif name == var_keyword:
+            for key in value:
+                if key in signature.parameters:
+                    raise TypeError(f"input '{key}' is both a parameter of forward() "
+                                    f"and one of its **{name}")
+            arguments.update(value)
+        else:
+            arguments[name] = value
+    return arguments
 
 
 def apply_loss(output, loss: LossArg, loss_args: Sequence[Any]):
@@ -173,7 +224,8 @@ def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
         (arg.arg_attrs["cleave.param"],
          lowering.used_params[arg.arg_attrs["cleave.param"]].detach().clone())
         for arg in program.args if "cleave.param" in arg.arg_attrs)
-    inputs = [InputSpec(v.arg_attrs["cleave.input"], v.shape, v.dtype) for v in lowering.inputs]
+    inputs = [InputSpec(v.arg_attrs["cleave.input"], v.shape, v.dtype, *_id_bounds(program, v))
+              for v in lowering.inputs]
     unused = [name for name, _ in module.named_parameters() if name not in used]
     return ExportedProgram(print_program(program, locations), program, parameters, inputs,
                            rewrites, unused, lowering.seed is not None)

@@ -80,8 +80,23 @@ def _norm(x, gamma, beta, op, rms):
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
 
 
-def _cross_entropy(logits, labels):
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long())
+def _cross_entropy(logits, labels, count, op):
+    """The mean over labels that are not ``ignore_index``; with ``count``,
+    the sum over them divided by ``count``."""
+    ignore = op.attrs.get("ignore_index")
+    flat_logits = logits.reshape(-1, logits.shape[-1])
+    flat_labels = labels.reshape(-1).long()
+    if ignore is None:
+        return F.cross_entropy(flat_logits, flat_labels)
+    if count is None:
+        return F.cross_entropy(flat_logits, flat_labels, ignore_index=ignore)
+    total = F.cross_entropy(flat_logits, flat_labels, ignore_index=ignore, reduction="sum")
+    return total / count.to(total.dtype)
+
+
+def _label_count(labels, op, out):
+    kept = labels != op.attrs["ignore_index"]
+    return kept.sum().to(ELEMENT_TO_TORCH[out.dtype])
 
 
 _UNARY = {"neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
@@ -126,10 +141,12 @@ def evaluate_op(op: Op, args):
         return _norm(args[0], args[1], args[2], op, rms=False)
     if n == "rms_norm":
         return _norm(args[0], args[1], None, op, rms=True)
-    if n == "embedding":
-        return F.embedding(args[1].long(), args[0])
+    if n == "embedding":  # padding_idx: that row gets no gradient
+        return F.embedding(args[1].long(), args[0], padding_idx=a.get("padding_idx"))
     if n == "cross_entropy":
-        return _cross_entropy(args[0], args[1])
+        return _cross_entropy(args[0], args[1], args[2] if len(args) > 2 else None, op)
+    if n == "label_count":
+        return _label_count(args[0], op, out)
     if n == "attention":
         return _attention(*args, op)
     if n == "rotary":

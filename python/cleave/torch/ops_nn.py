@@ -65,6 +65,42 @@ def _matmul(cx, input, other):
                          out_t.shape)
 
 
+def _scaled_product_plus(cx, input, lhs, rhs, beta, alpha):
+    """``beta * input + alpha * (lhs @ rhs)`` (``addmm``, ``baddbmm``): the
+    bias is not read when ``beta`` is 0, as in PyTorch."""
+    out_t = cx.out_type()
+    if not out_t.is_float:
+        raise Unsupported("matrix product of integer tensors")
+    for name, number in (("beta", beta), ("alpha", alpha)):
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            raise Unsupported(f"{name} must be a number, got {type(number).__name__}")
+    b = cx.b
+    product = matmul_values(cx, cx.value(lhs, out_t.dtype), cx.value(rhs, out_t.dtype),
+                            out_t.shape)
+    if alpha != 1:
+        product = b.binary("mul", product, b.splat(float(alpha), out_t))
+    if beta == 0:
+        return product
+    bias = cx.operand(input, out_t)
+    if beta != 1:
+        bias = b.binary("mul", bias, b.splat(float(beta), out_t))
+    return b.binary("add", bias, product)
+
+
+@lowers(torch.addmm, "addmm")
+def _addmm(cx, input, mat1, mat2, *, beta=1, alpha=1):
+    ranks = [m.type.rank if isinstance(m, Value) else torch.as_tensor(m).dim()
+             for m in (mat1, mat2)]
+    if ranks != [2, 2]:
+        raise Unsupported(f"addmm takes two 2-D matrices, got ranks {ranks}")
+    return _scaled_product_plus(cx, input, mat1, mat2, beta, alpha)
+
+
+@lowers(torch.baddbmm, "baddbmm")
+def _baddbmm(cx, input, batch1, batch2, *, beta=1, alpha=1):
+    return _scaled_product_plus(cx, input, batch1, batch2, beta, alpha)
+
+
 def _linear(cx, input, weight: Value, bias):
     out_t = cx.out_type()
     x = cx.value(input, out_t.dtype)
@@ -132,9 +168,12 @@ def _layer_norm_module(cx, input):
 # Embedding -----------------------------------------------------------------
 
 def _embedding(cx, ids, table: Value, padding_idx, max_norm, scale_grad_by_freq, sparse):
-    if padding_idx is not None:
-        raise Unsupported("padding_idx (its row gets no gradient; cleave.embedding_grad "
-                          "updates every row it sees)")
+    attrs = {}
+    if padding_idx is not None:  # that row gets no gradient, as in PyTorch
+        rows = table.shape[0]
+        if not -rows <= padding_idx < rows:
+            raise Unsupported(f"padding_idx {padding_idx} outside the {rows}-row table")
+        attrs["padding_idx"] = padding_idx % rows
     if max_norm is not None:
         raise Unsupported("max_norm (renormalizes the table in place)")
     if scale_grad_by_freq or sparse:
@@ -143,7 +182,7 @@ def _embedding(cx, ids, table: Value, padding_idx, max_norm, scale_grad_by_freq,
     if ids_value.type.is_float:
         raise Unsupported("embedding ids must be integers")
     out_t = cx.out_type()
-    return cx.b.create1("embedding", [table, ids_value], {}, out_t)
+    return cx.b.create1("embedding", [table, ids_value], attrs, out_t)
 
 
 @lowers(F.embedding)
@@ -259,13 +298,14 @@ def _cross_entropy(cx, input, target, weight, ignore_index, reduction, label_smo
         raise Unsupported(f"targets of shape {list(labels.shape)} for logits "
                           f"{list(logits.shape)}")
     loss_t = cx.out_type()
-    loss = b.create1("cross_entropy", [logits, labels], {}, loss_t.with_dtype(
-        "f64" if logits.dtype == "f64" else "f32"))
-    if reduction == "sum":
-        count = 1
-        for d in labels.shape:
-            count *= d
-        loss = b.binary("mul", loss, b.splat(float(count), loss.type))
+    # PyTorch always ignores targets equal to ignore_index (-100 by default):
+    # the mean is over the others.
+    mean_t = loss_t.with_dtype("f64" if logits.dtype == "f64" else "f32")
+    attrs = {"ignore_index": int(ignore_index)}
+    loss = b.create1("cross_entropy", [logits, labels], attrs, mean_t)
+    if reduction == "sum":  # mean x the number of kept targets
+        count = b.create1("label_count", [labels], attrs, mean_t)
+        loss = b.binary("mul", loss, count)
     return cx.convert(loss, loss_t.dtype)
 
 

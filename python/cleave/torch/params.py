@@ -1,6 +1,7 @@
 """torch.Tensor <-> Cleave tensor files: parameters, batches, results.
 
 - Parameter files hold one F32 tensor per ``cleave.param`` name.
+- Loss files hold ``loss``: ``[steps]`` F64, as cleave-run writes them.
 - Batch files hold one tensor per ``cleave.input`` name with a leading
   ``steps`` dimension: tensor ``x`` of shape ``[steps, ...]`` is the value of
   input ``x`` at each training step. Floating-point inputs are F32, integer
@@ -55,6 +56,14 @@ def save_tensors(path: str, tensors: Mapping[str, torch.Tensor], content: str) -
                      {"content": content})
 
 
+def save_losses(path: str, losses: torch.Tensor) -> None:
+    """Writes per-step losses as cleave-run's ``--save-losses`` does: tensor
+    ``loss``, ``[steps]``, F64 (cleave-run also writes ``loss_by_rank``,
+    ``[ranks, steps]``, each rank's own value)."""
+    tensorfile.write(path, {"loss": to_file_tensor(losses.reshape(-1), torch.float64)},
+                     {"content": "losses"})
+
+
 def load_tensors(path: str) -> Dict[str, torch.Tensor]:
     """Every tensor of a tensor file (checksums checked)."""
     return {name: from_file_tensor(t) for name, t in tensorfile.read(path).tensors.items()}
@@ -68,6 +77,28 @@ def _batch_tensor(name: str, tensor: torch.Tensor) -> Tensor:
             raise TensorFileError(f"batch input '{name}': values do not fit in int32")
         return to_file_tensor(tensor, torch.int32)
     raise TensorFileError(f"batch input '{name}': unsupported dtype {tensor.dtype}")
+
+
+def check_ids(spec, stacked: torch.Tensor) -> None:
+    """Fails, naming the batch (step) and position, when an id or label of
+    ``stacked`` (``[steps] + spec.shape``) is outside ``[0, spec.id_limit)``
+    and is not the ``spec.ignore_index`` (``InputSpec``), as cleave-run does:
+    a wrong label would otherwise give a wrong loss silently."""
+    limit = getattr(spec, "id_limit", None)
+    if limit is None or stacked.is_floating_point():
+        return
+    ignore = getattr(spec, "ignore_index", None)
+    bad = (stacked < 0) | (stacked >= limit)
+    if ignore is not None:
+        bad &= stacked != ignore
+    if not bool(bad.any()):
+        return
+    where = [int(i) for i in bad.nonzero()[0]]
+    allowed = f"[0, {limit})" + (f" or the ignore_index {ignore}" if ignore is not None
+                                 else " (no ignore_index)")
+    raise TensorFileError(f"batch input '{spec.name}', batch {where[0]} (step {where[0] + 1}), "
+                          f"position {where[1:]}: {int(stacked[tuple(where)])} is not a valid "
+                          f"id or label: the program needs {allowed}")
 
 
 def stack_batches(batches) -> Dict[str, torch.Tensor]:
@@ -101,5 +132,6 @@ def save_batches(path: str, batches, inputs: Optional[Sequence] = None) -> None:
             if got != tuple(spec.shape):
                 raise TensorFileError(f"batch input '{spec.name}' has per-step shape "
                                       f"{list(got)}, the program expects {list(spec.shape)}")
+            check_ids(spec, stacked[spec.name])
     tensors = {name: _batch_tensor(name, t) for name, t in stacked.items()}
     tensorfile.write(path, tensors, {"content": "batches", "steps": str(steps.pop())})

@@ -3,9 +3,17 @@
 Each matcher accepts only what computes exactly the op's definition, and
 leaves everything else as primitive ops (which are always correct):
 
-- attention: ``softmax(q k^T * scale + causal mask) v`` (scale and mask in
-  either order, scale as ``* c`` or ``/ c``, the mask as ``masked_fill`` with
-  ``-inf`` or a fill <= -1e9, or an additive mask) -> ``cleave.attention``;
+- attention: ``softmax(q k^T * scale + causal mask) v`` -> ``cleave.attention``.
+  Scale and masks come in any order; the scale as ``* c`` or ``/ c`` (a
+  number or a constant tensor such as ``torch.full([], c)``) or as
+  ``baddbmm``'s ``alpha``; the causal mask as ``masked_fill``/``torch.where``
+  with ``-inf`` or a fill <= -1e9 (``torch.finfo(dtype).min``), or added as
+  a 0/-inf (or 0/finfo.min) constant; a constant additive mask of zeros (a
+  padding mask that hides nothing) is dropped; an upcast softmax
+  (``softmax(x.float()).to(dtype)``, ``softmax(x, dtype=torch.float32)``)
+  is accepted. A mask computed from an input (a padding mask that varies with
+  the batch) cannot be a ``cleave.attention``: such attention stays as
+  primitive ops;
 - RMSNorm: ``x * rsqrt(mean(x^2, -1) + eps) [* w]`` (or ``x / sqrt(...)``) ->
   ``cleave.rms_norm``;
 - rotary embedding, ``rotate_half`` form: ``x * cos + cat(-x2, x1) * sin``
@@ -56,10 +64,16 @@ def const_eval(value: Value) -> Optional[torch.Tensor]:
 
 
 def _splat_number(value: Value) -> Optional[float]:
+    """The number a constant filled with one value holds (a splat, or a
+    constant tensor reshaped or broadcast)."""
     op = value.op
     if op is not None and op.name == "constant" and is_splat(op):
         return float(first_element(op))
-    return None
+    table = const_eval(value)
+    if table is None or table.numel() == 0 or not table.is_floating_point():
+        return None
+    first = table.reshape(-1)[0]
+    return float(first) if bool((table == first).all()) else None
 
 
 def _strip_unit_reshapes(value: Value) -> Value:
@@ -135,6 +149,29 @@ def _peel_mask(m: _Matcher, value: Value):
     return None
 
 
+def _peel_zero_mask(value: Value):
+    """``value`` = scores + a constant of zeros (an additive padding mask
+    that hides nothing): returns the scores, else None."""
+    for scores, mask in _operands(value.op, "add"):
+        table = const_eval(mask)
+        if table is not None and tuple(table.shape) == value.shape and not bool(
+                table.any()):
+            return scores
+    return None
+
+
+def _peel_cast(value: Value):
+    """``value`` = cast(x) to a wider float type (an upcast): returns x."""
+    op = value.op
+    if op is None or op.name != "cast":
+        return None
+    source = op.operands[0]
+    widths = {"bf16": 16, "f16": 16, "f32": 32, "f64": 64}
+    if widths.get(value.dtype, 0) >= widths.get(source.dtype, 64):
+        return source
+    return None
+
+
 def _peel_scale(value: Value):
     op = value.op
     for scores, c in _operands(op, "mul"):
@@ -172,20 +209,37 @@ def match_attention(m: _Matcher, root: Op) -> bool:
     if root.name != "matmul" or root.attrs.get("transpose_lhs"):
         return False
     probs, v = root.operands
-    softmax = probs.op
     rank = probs.type.rank
+    if probs.op is not None and probs.op.name == "cast":  # softmax(...).to(dtype)
+        if not m.single_use(probs):
+            return False
+        probs = probs.op.operands[0]
+    softmax = probs.op
     if softmax is None or softmax.name != "softmax" or rank not in (3, 4):
         return False
     if softmax.attrs["dim"] != rank - 1 or not m.single_use(probs):
         return False
     scores, scale, causal = softmax.operands[0], None, False
-    for _ in range(2):
+    peeled = set()
+    for _ in range(4):  # each of: upcast, causal mask, zero mask, scale
         if not m.single_use(scores):
             return False
+        if "cast" not in peeled:
+            inner = _peel_cast(scores)
+            if inner is not None:
+                scores = inner
+                peeled.add("cast")
+                continue
         if not causal:
             inner = _peel_mask(m, scores)
             if inner is not None:
                 scores, causal = inner, True
+                continue
+        if "zero" not in peeled:
+            inner = _peel_zero_mask(scores)
+            if inner is not None:
+                scores = inner
+                peeled.add("zero")
                 continue
         if scale is None:
             inner, number = _peel_scale(scores)

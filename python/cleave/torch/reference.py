@@ -10,8 +10,9 @@ ones in ``--params`` (the file the export wrote), so both sides start from
 the same weights. Step ``s`` feeds row ``s`` of every tensor of the batches
 file to ``forward()`` (and to the loss function), runs backward and one
 ``torch.optim.AdamW`` (or SGD) step over exactly the parameters in the
-parameter file. Outputs: a tensor file with ``loss`` ([steps], F32, the loss
-computed at each step before its update) and one with the final parameters.
+parameter file. Outputs: a tensor file with ``loss`` ([steps], F64 as
+cleave-run writes it, the loss computed at each step before its update) and
+one with the final parameters.
 
 Threads are pinned (OpenBLAS and torch's intra-op pool, ``--threads``, default
 1) so that the oracle is reproducible from run to run.
@@ -128,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--eps", type=float, default=1e-8)
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out-losses", required=True, help="tensor file: loss [steps]")
+    parser.add_argument("--out-losses", required=True,
+                        help="tensor file: loss [steps] F64 (as cleave-run --save-losses)")
     parser.add_argument("--out-params", required=True, help="tensor file: final parameters")
     return parser
 
@@ -148,7 +150,7 @@ def main(argv=None) -> int:
     except (cli.UsageError, ValueError, OSError, TensorFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    params_io.save_tensors(args.out_losses, {"loss": losses}, "losses")
+    params_io.save_losses(args.out_losses, losses)
     params_io.save_tensors(args.out_params, final, "parameters")
     print("losses: " + " ".join(f"{v:.7g}" for v in losses.tolist()), file=sys.stderr)
     return 0
