@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PublishedRuns.h"
+#include "cleave/Support/ClosedPipe.h"
 #include "cleave/CostModel/Estimate.h"
 
 #include <cmath>
@@ -199,6 +200,7 @@ std::optional<double> runRow(const PublishedRun &run) {
 } // namespace
 
 int main(int argc, char **argv) {
+  cleave::exitQuietlyOnClosedStdoutPosix();
   if (!parseOptions(argc, argv))
     return 1;
   std::optional<size_t> detail;

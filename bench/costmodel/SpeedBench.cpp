@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/CostModel/Estimate.h"
+#include "cleave/Support/ClosedPipe.h"
 
 #include <chrono>
 #include <cstdio>
@@ -57,6 +58,7 @@ double timeIt(const ModelConfig &m, const ClusterSpec &cl,
 } // namespace
 
 int main() {
+  cleave::exitQuietlyOnClosedStdoutPosix();
   Case cases[] = {
       {"1,024 GPUs", "gpt3-175b", "dgx-a100-80gb",
        plan(8, 8, 16, 1, 128, Schedule::Interleaved1F1B, 3, 1)},

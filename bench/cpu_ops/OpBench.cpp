@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Runtime/Runtime.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -137,6 +138,7 @@ std::string program(const Case &c) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Time lowered cleave ops\n");
   cleave_rt_options_t options;

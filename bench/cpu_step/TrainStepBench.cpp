@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Execution/Trainer.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Pipelines/Compile.h"
@@ -61,6 +62,7 @@ public:
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Time a compiled training step\n");
   cleave_rt_options_t options;

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Models/ModelZoo.h"
@@ -207,6 +208,7 @@ bool runDepth(const ::cleave::ModelConfig &base, int64_t layers) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,

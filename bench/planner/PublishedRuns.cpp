@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PublishedRuns.h"
+#include "cleave/Support/ClosedPipe.h"
 #include "cleave/Planner/Explain.h"
 
 #include <cmath>
@@ -85,6 +86,7 @@ std::optional<Row> runRow(const PublishedRun &run) {
 } // namespace
 
 int main(int argc, char **argv) {
+  cleave::exitQuietlyOnClosedStdoutPosix();
   std::string path = defaultPublishedRunsPath();
   long only = -1;
   for (int a = 1; a < argc; ++a) {

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Support/ClosedPipe.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Planner/AutoShard.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,6 +62,7 @@ planFull(const Problem &p) {
 } // namespace
 
 int main(int argc, char **argv) {
+  cleave::exitQuietlyOnClosedStdoutPosix();
   int repeat = 1;
   for (int a = 1; a + 1 < argc; ++a)
     if (std::string(argv[a]) == "--repeat")

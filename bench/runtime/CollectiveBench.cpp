@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Runtime/Runtime.h"
+#include "cleave/Support/ClosedPipe.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -268,6 +269,7 @@ void measureOverhead() {
 }
 
 int main(int argc, char **argv) {
+  cleave::exitQuietlyOnClosedStdoutPosix();
   if (std::getenv("CLEAVE_BENCH_RANK"))
     return runRank();
   std::vector<int> counts;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Transforms/CollectiveTrace.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -194,6 +195,7 @@ bool runPass(MLIRContext &context, const Case &c) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
   // No options of its own: --help lists none of the libraries' either.
   llvm::cl::OptionCategory category("cleave-bench-verify options");
   llvm::cl::HideUnrelatedOptions(category);

@@ -14,6 +14,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
@@ -114,15 +115,22 @@ static void addBufferization(OpPassManager &pm, Target target) {
 }
 
 /// Host code to the LLVM dialect with the bare-pointer convention. The CPU
-/// computes exp/tanh/erf with inline polynomials; CUDA host code also
-/// lowers kernel launches.
+/// computes exp/tanh/erf with inline polynomials and converts f32 to and
+/// from bf16 with integer arithmetic (round to nearest even): LLVM would
+/// otherwise call `__truncsfbf2`, which only libgcc 13+ and compiler-rt
+/// define, so bf16 programs failed to link on a stock Debian 12. CUDA host
+/// code also lowers kernel launches.
 static void addHostLowering(OpPassManager &pm, Target target) {
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  if (target == Target::CPU)
+  if (target == Target::CPU) {
     pm.addPass(createCleaveApproximateMathPass());
+    arith::ArithExpandOpsPassOptions expand;
+    expand.includeBf16 = true;
+    pm.addPass(arith::createArithExpandOpsPass(expand));
+  }
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/CostModel/Defaults.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/CostModel/Estimate.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -344,6 +345,7 @@ int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions({&modelCat, &clusterCat, &planCat, &outputCat});
   const char *overview =
       "cleave-estimate: estimates one training step: step time, tokens/s, "

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Models/ModelZoo.h"
-#include "cleave/Support/ClosedPipe.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"

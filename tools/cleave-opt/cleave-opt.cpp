@@ -13,7 +13,7 @@
 #include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Pipelines/Lowering.h"
 #include "cleave/Pipelines/Registration.h"
-#include "cleave/Support/ClosedPipe.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"

@@ -12,7 +12,7 @@
 #include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Planner/AutoShard.h"
-#include "cleave/Support/ClosedPipe.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

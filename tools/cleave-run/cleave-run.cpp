@@ -17,6 +17,7 @@
 
 #include "Corpus.h"
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Execution/Run.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Pipelines/Compile.h"
@@ -270,6 +271,7 @@ RunOptions runOptions() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cleave::exitQuietlyOnClosedStdout();
   // --help lists cleave-run's options, not every LLVM backend's.
   cl::HideUnrelatedOptions(
       {&modelCat, &trainCat, &ioCat, &deviceCat, &parallelCat});

@@ -1,38 +1,46 @@
 //===- ClosedPipe.h - A closed stdout ends a tool normally ------*- C++ -*-===//
 //
 // `cleave-models ... | head` must exit 0, as Unix tools do when their reader
-// goes away. LLVM's InitLLVM makes the first SIGPIPE exit with EX_IOERR (74),
-// which fails every pipeline under `set -o pipefail`. Header-only so that
-// every tool and bench can use it whatever libraries it links.
+// goes away: under `set -o pipefail` any other status fails the pipeline.
+// LLVM's InitLLVM makes the first SIGPIPE exit with EX_IOERR (74); a plain
+// C++ program is killed by the signal. Header-only, without LLVM, so that
+// every tool and bench can use it whatever it links.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_SUPPORT_CLOSEDPIPE_H
 #define CLEAVE_SUPPORT_CLOSEDPIPE_H
 
-#include "llvm/Support/Signals.h"
+#include <csignal>
 #include <poll.h>
 #include <unistd.h>
 
 namespace cleave {
 
-namespace detail {
-/// SIGPIPE handler body (async-signal-safe): if standard output is a pipe
-/// whose reader has gone, the output is simply not wanted any more: exit 0.
-/// Any other broken pipe (a socket to a peer rank) keeps LLVM's meaning, an
-/// I/O error.
-inline void onBrokenPipe() {
+/// True when standard output is a pipe whose reader has gone (async-signal
+/// safe). A broken pipe elsewhere (a socket to a peer rank) is not that.
+inline bool stdoutReaderGone() {
   struct pollfd out = {STDOUT_FILENO, POLLOUT, 0};
-  if (::poll(&out, 1, 0) == 1 && (out.revents & POLLERR))
+  return ::poll(&out, 1, 0) == 1 && (out.revents & POLLERR);
+}
+
+namespace detail {
+inline void onSigPipe(int) {
+  if (stdoutReaderGone())
     ::_exit(0);
-  llvm::sys::DefaultOneShotPipeSignalHandler();
+  // Any other broken pipe keeps its default meaning.
+  ::signal(SIGPIPE, SIG_DFL);
+  ::raise(SIGPIPE);
 }
 } // namespace detail
 
-/// Makes a write to a standard output whose reader has closed it end the
-/// process with status 0. Call after InitLLVM (which installs LLVM's handler).
-inline void exitQuietlyOnClosedStdout() {
-  llvm::sys::SetOneShotPipeSignalFunction(detail::onBrokenPipe);
+/// For programs without LLVM's signal handling: a write to a standard
+/// output whose reader has closed it ends the process with status 0.
+inline void exitQuietlyOnClosedStdoutPosix() {
+  struct sigaction action = {};
+  action.sa_handler = detail::onSigPipe;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGPIPE, &action, nullptr);
 }
 
 } // namespace cleave
