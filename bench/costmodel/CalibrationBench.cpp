@@ -17,8 +17,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "PublishedRuns.h"
-#include "cleave/Support/ClosedPipe.h"
 #include "cleave/CostModel/Estimate.h"
+#include "cleave/Support/ClosedPipe.h"
 
 #include <cmath>
 #include <cstdio>

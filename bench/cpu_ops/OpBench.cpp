@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Execution/Compiler.h"
-#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Runtime/Runtime.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
@@ -55,7 +55,8 @@ const Case cases[] = {
      "tensor<256xf32>, tensor<256xf32>) -> tensor<8x128x256xf32>",
      "tensor<8x128x256xf32>"},
     {"layer_norm_grad",
-     "%x: tensor<8x128x256xf32>, %g: tensor<256xf32>, %d: tensor<8x128x256xf32>",
+     "%x: tensor<8x128x256xf32>, %g: tensor<256xf32>, %d: "
+     "tensor<8x128x256xf32>",
      "%r:3 = cleave.layer_norm_grad %x, %g, %d : (tensor<8x128x256xf32>, "
      "tensor<256xf32>, tensor<8x128x256xf32>) -> (tensor<8x128x256xf32>, "
      "tensor<256xf32>, tensor<256xf32>)",
@@ -119,9 +120,8 @@ std::string program(const Case &c) {
   int n = 0;
   while (pos < args.size()) {
     size_t comma = args.find(", %", pos);
-    std::string arg = args.substr(pos, comma == std::string::npos
-                                           ? std::string::npos
-                                           : comma - pos);
+    std::string arg = args.substr(
+        pos, comma == std::string::npos ? std::string::npos : comma - pos);
     marked += (n ? ", " : "") + arg + " {cleave.input = \"a" +
               std::to_string(n) + "\"}";
     ++n;
@@ -131,8 +131,8 @@ std::string program(const Case &c) {
   }
   std::string body = c.body;
   std::string result = body.find("%r:") != std::string::npos ? "%r#0" : "%r";
-  return std::string("func.func @f(") + marked + ") -> " + c.result +
-         " {\n  " + body + "\n  return " + result + " : " + c.result + "\n}\n";
+  return std::string("func.func @f(") + marked + ") -> " + c.result + " {\n  " +
+         body + "\n  return " + result + " : " + c.result + "\n}\n";
 }
 } // namespace
 
@@ -168,8 +168,8 @@ int main(int argc, char **argv) {
     int64_t bytes = 0;
     for (const BufferSpec &b : spec->buffers) {
       storage.emplace_back(std::max<int64_t>(b.numBytes(), 8), 0);
-      for (size_t i = 0; b.dtype == CLEAVE_F32 && i + 4 <= storage.back().size();
-           i += 4) {
+      for (size_t i = 0;
+           b.dtype == CLEAVE_F32 && i + 4 <= storage.back().size(); i += 4) {
         float v = 0.01f * static_cast<float>(i % 97);
         std::memcpy(storage.back().data() + i, &v, 4);
       }

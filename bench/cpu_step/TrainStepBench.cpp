@@ -10,10 +10,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Execution/Compiler.h"
-#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Execution/Trainer.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Pipelines/Compile.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -51,7 +51,8 @@ cl::opt<int64_t> warmup("warmup", cl::init(3),
 class RandomTokens final : public BatchSource {
 public:
   llvm::Error fill(const BufferSpec &spec, int64_t step, void *data) override {
-    std::mt19937 rng(static_cast<uint32_t>(step * 2 + (spec.name == "targets")));
+    std::mt19937 rng(
+        static_cast<uint32_t>(step * 2 + (spec.name == "targets")));
     auto *ids = static_cast<int32_t *>(data);
     for (int64_t i = 0; i < spec.numElements(); ++i)
       ids[i] = static_cast<int32_t>(rng() % vocab);
@@ -71,8 +72,8 @@ int main(int argc, char **argv) {
     errs() << cleave_rt_error_message() << "\n";
     return 1;
   }
-  cleave::ModelConfig config = *cleave::lookupPreset(
-      arch == "llama" ? "tiny-llama" : "tiny-gpt");
+  cleave::ModelConfig config =
+      *cleave::lookupPreset(arch == "llama" ? "tiny-llama" : "tiny-gpt");
   config.layers = layers;
   config.hidden = hidden;
   config.heads = config.kvHeads = heads;
@@ -108,8 +109,9 @@ int main(int argc, char **argv) {
   }
   double compileSeconds = cleave_rt_now() - t0;
   const FunctionSpec *spec = (*program)->getManifest().lookup("train_step");
-  auto trainer = Trainer::create(*spec, cantFail((*program)->lookup("train_step")),
-                                 TrainerOptions{1e-4, 1});
+  auto trainer =
+      Trainer::create(*spec, cantFail((*program)->lookup("train_step")),
+                      TrainerOptions{1e-4, 1});
   if (!trainer || (*trainer)->initParameters()) {
     errs() << "cannot set up the trainer\n";
     return 1;

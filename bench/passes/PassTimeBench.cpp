@@ -19,10 +19,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Dialect/CleaveDialect.h"
-#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Models/ModelZoo.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -15,8 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "PublishedRuns.h"
-#include "cleave/Support/ClosedPipe.h"
 #include "cleave/Planner/Explain.h"
+#include "cleave/Support/ClosedPipe.h"
 
 #include <cmath>
 #include <cstdio>

@@ -12,9 +12,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Dialect/CleaveDialect.h"
-#include "cleave/Support/ClosedPipe.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Planner/AutoShard.h"
+#include "cleave/Support/ClosedPipe.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 

@@ -259,8 +259,7 @@ void measureOverhead() {
   const int calls = 1000000;
   double t0 = cleave_rt_now();
   for (int i = 0; i < calls; ++i)
-    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, &x, &y,
-                         1);
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, &x, &y, 1);
   double perCall = (cleave_rt_now() - t0) / calls;
   std::printf("runtime bookkeeping per call (world of 1, 1 element): %.0f ns"
               "\n",

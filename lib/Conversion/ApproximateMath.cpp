@@ -30,8 +30,8 @@ struct CleaveApproximateMathPass final
     MathPolynomialApproximationOptions options;
     options.enableAvx2 = false; // portable across hosts (AOT objects)
     populateMathPolynomialApproximationPatterns(patterns, options);
-    if (failed(applyPatternsAndFoldGreedily(getOperation(),
-                                            std::move(patterns))))
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

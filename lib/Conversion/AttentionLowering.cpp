@@ -34,7 +34,9 @@ AttnShape shapeOf(Value q, Value k, Value v) {
           vt.getDimSize(3)};
 }
 
-AffineExpr dim(MLIRContext *ctx, unsigned i) { return getAffineDimExpr(i, ctx); }
+AffineExpr dim(MLIRContext *ctx, unsigned i) {
+  return getAffineDimExpr(i, ctx);
+}
 
 /// [B, L, H, D] -> [B*Hq, L, D], repeating each head `groups` times.
 Value toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
@@ -43,16 +45,15 @@ Value toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
   auto t = tensorTypeOf(x);
   int64_t batch = t.getDimSize(0), len = t.getDimSize(1), d = t.getDimSize(3);
   int64_t heads = hq / groups;
-  auto outType = RankedTensorType::get({batch, heads, groups, len, d},
-                                       t.getElementType());
+  auto outType =
+      RankedTensorType::get({batch, heads, groups, len, d}, t.getElementType());
   // out[b, h, g, l, e] = x[b, l, h, e]: query head h * groups + g reads
   // key/value head h.
   AffineMap map = AffineMap::get(
       5, 0, {dim(ctx, 0), dim(ctx, 3), dim(ctx, 1), dim(ctx, 4)}, ctx);
-  Value out = buildGeneric(b, loc, outType, x, {map},
-                           [](OpBuilder &, Location, ValueRange a) {
-                             return a[0];
-                           });
+  Value out =
+      buildGeneric(b, loc, outType, x, {map},
+                   [](OpBuilder &, Location, ValueRange a) { return a[0]; });
   return reshapeTensor(b, loc, out, {batch * hq, len, d});
 }
 
@@ -77,10 +78,9 @@ Value sumGroups(OpBuilder &b, Location loc, Value x, const AttnShape &a,
   Value v = reshapeTensor(b, loc, x, {a.b, a.hkv, g, len, d});
   Value sum = buildReduction(b, loc, v, {2}, ReduceKind::Sum);
   auto type = RankedTensorType::get({a.b, a.hkv, len, d}, elem);
-  Value cast = buildElementwise(b, loc, type, sum,
-                                [](OpBuilder &, Location, ValueRange s) {
-                                  return s[0];
-                                });
+  Value cast = buildElementwise(
+      b, loc, type, sum,
+      [](OpBuilder &, Location, ValueRange s) { return s[0]; });
   return transposeTensor(b, loc, cast, {0, 2, 1, 3});
 }
 
@@ -90,7 +90,8 @@ Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
   MLIRContext *ctx = b.getContext();
   auto t = tensorTypeOf(scores);
   auto masked = [=](OpBuilder &nb, Location l, Value x) -> Value {
-    Value v = nb.create<arith::MulFOp>(l, x, floatConst(nb, l, x.getType(), scale));
+    Value v =
+        nb.create<arith::MulFOp>(l, x, floatConst(nb, l, x.getType(), scale));
     if (!causal)
       return v;
     Value i = nb.create<linalg::IndexOp>(l, 1);
@@ -98,7 +99,8 @@ Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
     Value future = nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::ugt, j, i);
     return nb.create<arith::SelectOp>(
         l, future,
-        floatConst(nb, l, x.getType(), -std::numeric_limits<double>::infinity()),
+        floatConst(nb, l, x.getType(),
+                   -std::numeric_limits<double>::infinity()),
         v);
   };
   Value max = buildReduction(b, loc, scores, {2}, ReduceKind::Max,
@@ -115,11 +117,11 @@ Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
                            return nb.create<math::ExpOp>(l, d).getResult();
                          });
   Value sum = buildReduction(b, loc, e, {2}, ReduceKind::Sum);
-  return buildGeneric(b, loc, t, {e, sum}, {full, row},
-                      [](OpBuilder &nb, Location l, ValueRange a) {
-                        return nb.create<arith::DivFOp>(l, a[0], a[1])
-                            .getResult();
-                      });
+  return buildGeneric(
+      b, loc, t, {e, sum}, {full, row},
+      [](OpBuilder &nb, Location l, ValueRange a) {
+        return nb.create<arith::DivFOp>(l, a[0], a[1]).getResult();
+      });
 }
 
 struct AttentionLowering : OpRewritePattern<AttentionOp> {
@@ -159,12 +161,11 @@ struct AttentionGradLowering : OpRewritePattern<AttentionGradOp> {
     Value dV = buildMatmul(rewriter, loc, p, dO, true, false, elem);
     Value dP = buildMatmul(rewriter, loc, dO, v, false, true, elem);
     auto pt = tensorTypeOf(p);
-    Value rowDot = buildReduction(rewriter, loc, {dP, p}, {}, pt.getShape(),
-                                  {2}, ReduceKind::Sum,
-                                  [](OpBuilder &b, Location l, ValueRange s) {
-                                    return b.create<arith::MulFOp>(l, s[0], s[1])
-                                        .getResult();
-                                  });
+    Value rowDot = buildReduction(
+        rewriter, loc, {dP, p}, {}, pt.getShape(), {2}, ReduceKind::Sum,
+        [](OpBuilder &b, Location l, ValueRange s) {
+          return b.create<arith::MulFOp>(l, s[0], s[1]).getResult();
+        });
     AffineMap full = AffineMap::getMultiDimIdentityMap(3, ctx);
     AffineMap row = dropDimsMap(ctx, 3, {2});
     Value dS = buildGeneric(
@@ -172,7 +173,8 @@ struct AttentionGradLowering : OpRewritePattern<AttentionGradOp> {
         [&](OpBuilder &b, Location l, ValueRange s) {
           Value diff = b.create<arith::SubFOp>(l, s[1], s[2]);
           Value r = b.create<arith::MulFOp>(l, s[0], diff);
-          return b.create<arith::MulFOp>(l, r, floatConst(b, l, r.getType(), scale))
+          return b
+              .create<arith::MulFOp>(l, r, floatConst(b, l, r.getType(), scale))
               .getResult();
         });
     Value dQ = buildMatmul(rewriter, loc, dS, k, false, false, elem);

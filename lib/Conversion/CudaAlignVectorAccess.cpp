@@ -25,8 +25,7 @@ namespace {
 /// The size in bytes of a vector of ints or floats, or 0.
 int64_t vectorBytes(Type type) {
   auto vector = dyn_cast<VectorType>(type);
-  if (!vector || vector.isScalable() ||
-      !vector.getElementType().isIntOrFloat())
+  if (!vector || vector.isScalable() || !vector.getElementType().isIntOrFloat())
     return 0;
   return vector.getNumElements() *
          vector.getElementType().getIntOrFloatBitWidth() / 8;

@@ -156,15 +156,14 @@ struct CleaveCudaCompilePtxPass final
         continue;
       }
       FailureOr<std::string> cubin =
-          runPtxas(binary, tool, object.getObject().getValue(), usage,
-                   seconds);
+          runPtxas(binary, tool, object.getObject().getValue(), usage, seconds);
       if (failed(cubin))
         return failure();
-      objects.push_back(gpu::ObjectAttr::get(
-          binary.getContext(), object.getTarget(),
-          gpu::CompilationTarget::Binary,
-          StringAttr::get(binary.getContext(), *cubin),
-          object.getProperties()));
+      objects.push_back(
+          gpu::ObjectAttr::get(binary.getContext(), object.getTarget(),
+                               gpu::CompilationTarget::Binary,
+                               StringAttr::get(binary.getContext(), *cubin),
+                               object.getProperties()));
     }
     binary.setObjectsAttr(ArrayAttr::get(binary.getContext(), objects));
     return success();
@@ -183,8 +182,8 @@ struct CleaveCudaCompilePtxPass final
       std::error_code ec;
       llvm::raw_fd_ostream os(in.path, ec);
       if (ec)
-        return binary.emitError() << "cannot write " << in.path << ": "
-                                  << ec.message();
+        return binary.emitError()
+               << "cannot write " << in.path << ": " << ec.message();
       os << ptx;
     }
     std::string opt = "-O" + std::to_string(optLevel);
@@ -198,9 +197,9 @@ struct CleaveCudaCompilePtxPass final
     auto start = std::chrono::steady_clock::now();
     int rc = llvm::sys::ExecuteAndWait(tool, args, std::nullopt, redirects, 0,
                                        0, &error);
-    seconds += std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - start)
-                   .count();
+    seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     auto logText = llvm::MemoryBuffer::getFile(log.path);
     StringRef logStr = logText ? (*logText)->getBuffer() : StringRef();
     if (rc != 0)
@@ -218,18 +217,15 @@ struct CleaveCudaCompilePtxPass final
   LogicalResult writeReport(ArrayRef<KernelUsage> usage, double seconds) {
     if (report == "-") {
       llvm::errs() << llvm::format("%-48s %5s %8s %8s %6s %6s\n",
-                                   (const char *)"kernel",
-                                   (const char *)"regs",
+                                   (const char *)"kernel", (const char *)"regs",
                                    (const char *)"spill-st",
                                    (const char *)"spill-ld",
-                                   (const char *)"stack",
-                                   (const char *)"smem");
+                                   (const char *)"stack", (const char *)"smem");
       for (const KernelUsage &k : usage)
-        llvm::errs() << llvm::format("%-48s %5lld %8lld %8lld %6lld %6lld\n",
-                                     k.name.c_str(), (long long)k.registers,
-                                     (long long)k.spillStores,
-                                     (long long)k.spillLoads,
-                                     (long long)k.stack, (long long)k.smem);
+        llvm::errs() << llvm::format(
+            "%-48s %5lld %8lld %8lld %6lld %6lld\n", k.name.c_str(),
+            (long long)k.registers, (long long)k.spillStores,
+            (long long)k.spillLoads, (long long)k.stack, (long long)k.smem);
       llvm::errs() << "ptxas: " << usage.size() << " kernels in "
                    << llvm::format("%.2f", seconds) << " s\n";
       return success();
@@ -248,9 +244,8 @@ struct CleaveCudaCompilePtxPass final
     std::error_code ec;
     llvm::raw_fd_ostream os(report, ec);
     if (ec)
-      return getOperation().emitError()
-             << "cannot write the ptxas report " << report << ": "
-             << ec.message();
+      return getOperation().emitError() << "cannot write the ptxas report "
+                                        << report << ": " << ec.message();
     os << root.dump(2) << "\n";
     return success();
   }

@@ -151,8 +151,7 @@ std::optional<Match> matchAddition(linalg::GenericOp add) {
     return std::nullopt;
   }
   if (!m.gemm || m.gemm.getDpsInitOperand(0)->get() != m.result.getResult() ||
-      m.gemm->getBlock() != add->getBlock() ||
-      !m.gemm->isBeforeInBlock(add))
+      m.gemm->getBlock() != add->getBlock() || !m.gemm->isBeforeInBlock(add))
     return std::nullopt;
   if (m.fill) {
     auto zero = m.fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
@@ -194,9 +193,9 @@ func::FuncOp declareEpilogue(ModuleOp module) {
   Type ptr = LLVM::LLVMPointerType::get(b.getContext());
   auto f = b.create<func::FuncOp>(
       module.getLoc(), kEpilogue,
-      b.getFunctionType(
-          {i32, i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64, i32, ptr},
-          {}));
+      b.getFunctionType({i32, i32, i32, i64, i64, i64, ptr, i64, ptr, i64, ptr,
+                         i64, i32, ptr},
+                        {}));
   f.setPrivate();
   return f;
 }
@@ -220,11 +219,10 @@ void rewrite(Match m, func::FuncOp callee) {
   int32_t dtype = *epilogueDTypeCode(cType.getElementType());
   b.create<func::CallOp>(
       loc, callee,
-      ValueRange{i32(dtype), i32(m.transA), i32(m.transB), i64(rows),
-                 i64(cols), i64(k), pointerTo(b, loc, a),
-                 i64(aType.getDimSize(1)), pointerTo(b, loc, w),
-                 i64(wType.getDimSize(1)), pointerTo(b, loc, m.out),
-                 i64(cols), i32(CLEAVE_EPILOGUE_BIAS),
+      ValueRange{i32(dtype), i32(m.transA), i32(m.transB), i64(rows), i64(cols),
+                 i64(k), pointerTo(b, loc, a), i64(aType.getDimSize(1)),
+                 pointerTo(b, loc, w), i64(wType.getDimSize(1)),
+                 pointerTo(b, loc, m.out), i64(cols), i32(CLEAVE_EPILOGUE_BIAS),
                  pointerTo(b, loc, m.bias)});
   m.add.erase();
   m.gemm.erase();
@@ -235,7 +233,8 @@ void rewrite(Match m, func::FuncOp callee) {
 /// Removes the GEMM output buffer once only its deallocation uses it.
 void eraseDeadBuffer(memref::AllocOp alloc) {
   SmallVector<Operation *> users(alloc->getUsers());
-  if (!llvm::all_of(users, [](Operation *u) { return isa<memref::DeallocOp>(u); }))
+  if (!llvm::all_of(users,
+                    [](Operation *u) { return isa<memref::DeallocOp>(u); }))
     return;
   for (Operation *user : users)
     user->erase();

@@ -60,33 +60,32 @@ private:
   }
 
   LLVM::GlobalOp bytesGlobal(StringRef name, StringRef bytes) {
-    auto type = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8),
-                                         bytes.size());
+    auto type =
+        LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), bytes.size());
     return top().create<LLVM::GlobalOp>(module.getLoc(), type,
-                                      /*isConstant=*/true,
-                                      LLVM::Linkage::Internal, name,
-                                      StringAttr::get(ctx, bytes),
-                                      /*alignment=*/64);
+                                        /*isConstant=*/true,
+                                        LLVM::Linkage::Internal, name,
+                                        StringAttr::get(ctx, bytes),
+                                        /*alignment=*/64);
   }
 
   /// A pointer-sized global initialized to null (a handle slot).
   LLVM::GlobalOp slotGlobal(StringRef name) {
-    auto slot = top().create<LLVM::GlobalOp>(module.getLoc(), ptr,
-                                           /*isConstant=*/false,
-                                           LLVM::Linkage::Internal, name,
-                                           Attribute());
+    auto slot = top().create<LLVM::GlobalOp>(
+        module.getLoc(), ptr,
+        /*isConstant=*/false, LLVM::Linkage::Internal, name, Attribute());
     OpBuilder b(ctx);
     Block *init = b.createBlock(&slot.getInitializerRegion());
     b.setInsertionPointToStart(init);
-    b.create<LLVM::ReturnOp>(module.getLoc(),
-                             b.create<LLVM::ZeroOp>(module.getLoc(), ptr)
-                                 .getResult());
+    b.create<LLVM::ReturnOp>(
+        module.getLoc(),
+        b.create<LLVM::ZeroOp>(module.getLoc(), ptr).getResult());
     return slot;
   }
 
   LogicalResult lowerBinaries() {
-    for (auto binary : llvm::make_early_inc_range(
-             module.getOps<gpu::BinaryOp>())) {
+    for (auto binary :
+         llvm::make_early_inc_range(module.getOps<gpu::BinaryOp>())) {
       if (binary.getObjects().size() != 1)
         return binary.emitError("expected exactly one object (one target)");
       auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
@@ -123,9 +122,9 @@ private:
     if (launches.empty())
       return success();
     Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
-    LLVM::LLVMFuncOp launchFn = declare(
-        kLaunch, LLVM::LLVMVoidType::get(ctx),
-        {ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, i32, ptr});
+    LLVM::LLVMFuncOp launchFn =
+        declare(kLaunch, LLVM::LLVMVoidType::get(ctx),
+                {ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, i32, ptr});
     for (gpu::LaunchFuncOp op : launches)
       if (failed(lowerLaunch(op, launchFn)))
         return failure();
@@ -164,8 +163,7 @@ private:
     OpBuilder b(op);
     for (auto [i, v] : llvm::enumerate(args)) {
       Value field = b.create<LLVM::GEPOp>(
-          loc, ptr, structType, storage,
-          ArrayRef<LLVM::GEPArg>{0, int32_t(i)});
+          loc, ptr, structType, storage, ArrayRef<LLVM::GEPArg>{0, int32_t(i)});
       b.create<LLVM::StoreOp>(loc, v, field);
       Value slot = b.create<LLVM::GEPOp>(loc, ptr, ptr, argv,
                                          ArrayRef<LLVM::GEPArg>{int32_t(i)});
@@ -189,8 +187,8 @@ private:
                    address(it->second.bytes), address(name),
                    toI64(op.getGridSizeX()), toI64(op.getGridSizeY()),
                    toI64(op.getGridSizeZ()), toI64(op.getBlockSizeX()),
-                   toI64(op.getBlockSizeY()), toI64(op.getBlockSizeZ()),
-                   shared, argv});
+                   toI64(op.getBlockSizeY()), toI64(op.getBlockSizeZ()), shared,
+                   argv});
     op.erase();
     return success();
   }

@@ -35,7 +35,6 @@ enum class Access {
   Gather,  ///< One scalar access per lane.
 };
 
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -115,8 +114,8 @@ private:
     if (a == Access::Vector) {
       auto type = VectorType::get({plan.vector},
                                   getElementTypeOrSelf(source->getType()));
-      Value v = b.create<vector::LoadOp>(loc, type, *source,
-                                         indices(operand, ivs));
+      Value v =
+          b.create<vector::LoadOp>(loc, type, *source, indices(operand, ivs));
       for (int64_t l = 0; l < plan.vector; ++l)
         lanes.push_back(b.create<vector::ExtractOp>(loc, v, l));
       return lanes;
@@ -220,12 +219,10 @@ private:
   /// the given loop indices.
   using StepFn = function_ref<FailureOr<SmallVector<Value>>(
       ArrayRef<Value> ivs, ArrayRef<Value> accs)>;
-  FailureOr<SmallVector<Value>> loopNest(ArrayRef<unsigned> dims,
-                                         ArrayRef<Value> lbs,
-                                         ArrayRef<Value> ubs,
-                                         ArrayRef<Value> steps,
-                                         SmallVector<Value> ivs,
-                                         ValueRange accs, StepFn step) {
+  FailureOr<SmallVector<Value>>
+  loopNest(ArrayRef<unsigned> dims, ArrayRef<Value> lbs, ArrayRef<Value> ubs,
+           ArrayRef<Value> steps, SmallVector<Value> ivs, ValueRange accs,
+           StepFn step) {
     bool failedStep = false;
     scf::LoopNest nest = scf::buildLoopNest(
         b, loc, lbs, ubs, steps, accs,
@@ -344,20 +341,20 @@ LogicalResult GenericEmitter::emitPerBlock() {
   unsigned numOutputs = op.getNumDpsInits();
   SmallVector<Value> accs;
   for (auto [k, combiner] : llvm::enumerate(plan.combiners)) {
-    Type type = op.getRegion().front().getArgument(op.getNumDpsInputs() + k)
-                    .getType();
+    Type type =
+        op.getRegion().front().getArgument(op.getNumDpsInputs() + k).getType();
     TypedAttr neutral = *arith::getNeutralElement(combiner);
-    accs.push_back(b.create<arith::ConstantOp>(
-        loc, type, cast<TypedAttr>(neutral)));
+    accs.push_back(
+        b.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(neutral)));
   }
   // Outer reduction dims sequentially; the fast dim split over the threads,
   // `vector` elements at a time.
   SmallVector<Value> lbs, ubs, steps;
   for (unsigned d : plan.inner) {
     bool fast = d == *plan.fast;
-    lbs.push_back(fast ? b.create<arith::MulIOp>(loc, tid, index(plan.vector))
-                             .getResult()
-                       : index(0));
+    lbs.push_back(
+        fast ? b.create<arith::MulIOp>(loc, tid, index(plan.vector)).getResult()
+             : index(0));
     ubs.push_back(index(plan.ranges[d]));
     steps.push_back(index(fast ? plan.blockSize * plan.vector : 1));
   }
@@ -385,8 +382,8 @@ LogicalResult GenericEmitter::emitPerBlock() {
         gpu::AllReduceOperationAttr::get(b.getContext(), plan.kinds[k]),
         /*uniform=*/true));
   // Thread 0 folds in the output's initial value and stores.
-  Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid,
-                                        index(0));
+  Value first =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, index(0));
   auto ifFirst = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
@@ -462,12 +459,11 @@ void replaceCopy(memref::CopyOp copy) {
   AffineMap id = b.getMultiDimIdentityMap(type.getRank());
   SmallVector<utils::IteratorType> iterators(type.getRank(),
                                              utils::IteratorType::parallel);
-  b.create<linalg::GenericOp>(
-      copy.getLoc(), copy.getSource(), copy.getTarget(),
-      ArrayRef<AffineMap>{id, id}, iterators,
-      [](OpBuilder &nb, Location loc, ValueRange args) {
-        nb.create<linalg::YieldOp>(loc, args[0]);
-      });
+  b.create<linalg::GenericOp>(copy.getLoc(), copy.getSource(), copy.getTarget(),
+                              ArrayRef<AffineMap>{id, id}, iterators,
+                              [](OpBuilder &nb, Location loc, ValueRange args) {
+                                nb.create<linalg::YieldOp>(loc, args[0]);
+                              });
   copy.erase();
 }
 
@@ -507,8 +503,8 @@ SmallVector<Value> foldInitFills(linalg::GenericOp op) {
     Value target = fill.getDpsInitOperand(0)->get();
     auto outputs = op.getDpsInitsMutable();
     auto it = llvm::find_if(outputs, [&](OpOperand &init) {
-      return init.get() == target && !inits[init.getOperandNumber() -
-                                            op.getNumDpsInputs()];
+      return init.get() == target &&
+             !inits[init.getOperandNumber() - op.getNumDpsInputs()];
     });
     if (it == outputs.end())
       break;
@@ -604,9 +600,8 @@ struct CleaveCudaMapToGpuPass final
     Plan plan = makePlan(op, blockSize, vectorBits);
     plan.inits.assign(inits.begin(), inits.end());
     auto func = op->getParentOfType<func::FuncOp>();
-    std::string name = (func.getName() + "_k" + Twine(counter++) + "_" +
-                        kindName(plan))
-                           .str();
+    std::string name =
+        (func.getName() + "_k" + Twine(counter++) + "_" + kindName(plan)).str();
     KernelBuilder kb(kernels, op, name, plan.blockSize);
     kb.setLoadFilter([&](memref::LoadOp load) {
       return readOnly.contains(rootOf(load.getMemRef()));

@@ -10,7 +10,6 @@ using namespace mlir::cleave;
 
 namespace {
 
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
@@ -113,8 +112,7 @@ std::optional<Folds> mlir::cleave::matchFolds(linalg::GenericOp op) {
     SmallVector<Operation *> combinerOps;
     if (!matchReduction(outs, k, combinerOps) || combinerOps.size() != 1)
       return std::nullopt;
-    std::optional<gpu::AllReduceOperation> kind =
-        allReduceKind(combinerOps[0]);
+    std::optional<gpu::AllReduceOperation> kind = allReduceKind(combinerOps[0]);
     if (!kind || !arith::getNeutralElement(combinerOps[0]))
       return std::nullopt;
     folds.combiners.push_back(combinerOps[0]);
@@ -131,8 +129,7 @@ bool planPerBlock(linalg::GenericOp op, Plan &plan, int64_t blockSize,
                   int64_t vectorBits) {
   SmallVector<unsigned> parallel, reduction;
   for (auto [d, type] : llvm::enumerate(op.getIteratorTypesArray()))
-    (type == utils::IteratorType::parallel ? parallel : reduction)
-        .push_back(d);
+    (type == utils::IteratorType::parallel ? parallel : reduction).push_back(d);
   OpOperand *largest = nullptr;
   int64_t largestSize = -1;
   for (OpOperand *operand : op.getDpsInputOperands())

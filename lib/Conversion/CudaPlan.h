@@ -40,8 +40,7 @@ struct Plan {
 };
 
 /// The loop dim that indexes the innermost dimension of `operand`, if any.
-std::optional<unsigned> contiguousDim(linalg::GenericOp op,
-                                      OpOperand &operand);
+std::optional<unsigned> contiguousDim(linalg::GenericOp op, OpOperand &operand);
 
 /// Whether `operand` can be accessed `v` lanes at a time along `fast`: its
 /// innermost dimension is indexed by `fast` alone, has stride 1, and every

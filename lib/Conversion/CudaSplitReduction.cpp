@@ -52,14 +52,14 @@ struct Partial {
 
 /// Inputs of the partial fold: those that read the split dim `d` are
 /// expanded views indexed by (s, rr); the others keep their map (shifted).
-FailureOr<Partial> partialInputs(OpBuilder &b, linalg::GenericOp op,
-                                 unsigned d, int64_t chunks) {
+FailureOr<Partial> partialInputs(OpBuilder &b, linalg::GenericOp op, unsigned d,
+                                 int64_t chunks) {
   unsigned n = op.getNumLoops();
   Partial partial;
   for (OpOperand *operand : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(operand).shiftDims(1);
-    std::optional<unsigned> pos = map.getResultPosition(
-        b.getAffineDimExpr(d + 1));
+    std::optional<unsigned> pos =
+        map.getResultPosition(b.getAffineDimExpr(d + 1));
     bool uses = map.isFunctionOfDim(d + 1);
     if (!uses) {
       partial.inputs.push_back(operand->get());
@@ -120,7 +120,8 @@ mlir::cleave::splitReduction(linalg::GenericOp op, int64_t minThreads) {
   FailureOr<Partial> partial = partialInputs(b, op, *d, chunks);
   if (failed(partial))
     return failure();
-  AffineMap partOut = outMap.shiftDims(1).insertResult(b.getAffineDimExpr(0), 0);
+  AffineMap partOut =
+      outMap.shiftDims(1).insertResult(b.getAffineDimExpr(0), 0);
   SmallVector<Value> parts;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     auto type = cast<MemRefType>(init.get().getType());
@@ -141,8 +142,8 @@ mlir::cleave::splitReduction(linalg::GenericOp op, int64_t minThreads) {
   // out[p] = fold_s part[s, p] with the same combiners.
   unsigned r = outMap.getNumResults();
   AffineMap all = b.getMultiDimIdentityMap(r + 1);
-  AffineMap outs = AffineMap::get(r + 1, 0, all.getResults().drop_front(),
-                                  b.getContext());
+  AffineMap outs =
+      AffineMap::get(r + 1, 0, all.getResults().drop_front(), b.getContext());
   SmallVector<AffineMap> maps(parts.size(), all);
   maps.append(parts.size(), outs);
   SmallVector<utils::IteratorType> total{utils::IteratorType::reduction};
@@ -156,8 +157,8 @@ mlir::cleave::splitReduction(linalg::GenericOp op, int64_t minThreads) {
           IRMapping m;
           Value outArg = body.getArgument(numInputs + k);
           for (Value operand : combiner->getOperands())
-            m.map(operand, operand == outArg ? args[parts.size() + k]
-                                             : args[k]);
+            m.map(operand,
+                  operand == outArg ? args[parts.size() + k] : args[k]);
           results.push_back(nb.clone(*combiner, m)->getResult(0));
         }
         nb.create<linalg::YieldOp>(l, results);

@@ -20,7 +20,9 @@ namespace {
 struct Scalar {
   OpBuilder &b;
   Location loc;
-  Value c(Value like, double v) { return floatConst(b, loc, like.getType(), v); }
+  Value c(Value like, double v) {
+    return floatConst(b, loc, like.getType(), v);
+  }
   Value add(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
   Value sub(Value x, Value y) { return b.create<arith::SubFOp>(loc, x, y); }
   Value mul(Value x, Value y) { return b.create<arith::MulFOp>(loc, x, y); }
@@ -32,8 +34,8 @@ struct Scalar {
   }
   /// select(x > 0, a, 0)
   Value positiveOr0(Value x, Value a) {
-    Value pos = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, x,
-                                        c(x, 0.0));
+    Value pos =
+        b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, x, c(x, 0.0));
     return b.create<arith::SelectOp>(loc, pos, a, c(a, 0.0));
   }
 };
@@ -86,7 +88,8 @@ Value gelu(Scalar &s, Value x, GeluApproximation approx) {
   Value half = s.c(x, 0.5), one = s.c(x, 1.0);
   if (approx == GeluApproximation::Tanh) {
     Value cube = s.mul(x, s.mul(x, x));
-    Value inner = s.mul(s.c(x, kSqrt2OverPi), s.add(x, s.mul(s.c(x, 0.044715), cube)));
+    Value inner =
+        s.mul(s.c(x, kSqrt2OverPi), s.add(x, s.mul(s.c(x, 0.044715), cube)));
     return s.mul(s.mul(half, x), s.add(one, s.tanh(inner)));
   }
   Value erf = s.b.create<math::ErfOp>(s.loc, s.mul(x, s.c(x, kInvSqrt2)));
@@ -97,19 +100,20 @@ Value geluGrad(Scalar &s, Value x, Value dy, GeluApproximation approx) {
   Value half = s.c(x, 0.5), one = s.c(x, 1.0);
   if (approx == GeluApproximation::Tanh) {
     Value x2 = s.mul(x, x);
-    Value inner =
-        s.mul(s.c(x, kSqrt2OverPi), s.add(x, s.mul(s.c(x, 0.044715), s.mul(x2, x))));
+    Value inner = s.mul(s.c(x, kSqrt2OverPi),
+                        s.add(x, s.mul(s.c(x, 0.044715), s.mul(x2, x))));
     Value t = s.tanh(inner);
-    Value dinner =
-        s.mul(s.c(x, kSqrt2OverPi), s.add(one, s.mul(s.c(x, 3 * 0.044715), x2)));
+    Value dinner = s.mul(s.c(x, kSqrt2OverPi),
+                         s.add(one, s.mul(s.c(x, 3 * 0.044715), x2)));
     Value sech2 = s.sub(one, s.mul(t, t));
-    Value d = s.add(s.mul(half, s.add(one, t)), s.mul(s.mul(half, x), s.mul(sech2, dinner)));
+    Value d = s.add(s.mul(half, s.add(one, t)),
+                    s.mul(s.mul(half, x), s.mul(sech2, dinner)));
     return s.mul(dy, d);
   }
   Value cdf = s.mul(half, s.add(one, s.b.create<math::ErfOp>(
                                          s.loc, s.mul(x, s.c(x, kInvSqrt2)))));
-  Value pdf = s.mul(s.c(x, kInvSqrt2Pi),
-                    s.exp(s.mul(s.c(x, -0.5), s.mul(x, x))));
+  Value pdf =
+      s.mul(s.c(x, kInvSqrt2Pi), s.exp(s.mul(s.c(x, -0.5), s.mul(x, x))));
   return s.mul(dy, s.add(cdf, s.mul(x, pdf)));
 }
 
@@ -129,12 +133,12 @@ struct ElementwiseLowering : OpRewritePattern<OpTy> {
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    Value result = buildElementwise(
-        rewriter, op.getLoc(), type, op->getOperands(),
-        [&](OpBuilder &b, Location loc, ValueRange args) {
-          Scalar s{b, loc};
-          return scalarOf<OpTy>(op, s, args);
-        });
+    Value result =
+        buildElementwise(rewriter, op.getLoc(), type, op->getOperands(),
+                         [&](OpBuilder &b, Location loc, ValueRange args) {
+                           Scalar s{b, loc};
+                           return scalarOf<OpTy>(op, s, args);
+                         });
     rewriter.replaceOp(op, result);
     return success();
   }

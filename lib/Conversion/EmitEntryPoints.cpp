@@ -77,8 +77,8 @@ struct CleaveEmitEntryPointsPass final
     for (auto [i, arg] : llvm::enumerate(type.getParams()))
       if (arg != ptr)
         return func.emitError()
-               << "cannot emit an entry point: argument #" << i << " is "
-               << arg << ", not a buffer pointer (lower with the bare-pointer "
+               << "cannot emit an entry point: argument #" << i << " is " << arg
+               << ", not a buffer pointer (lower with the bare-pointer "
                << "calling convention and static shapes)";
     if (!isa<LLVM::LLVMVoidType>(type.getReturnType()))
       return func.emitError() << "cannot emit an entry point: the function "

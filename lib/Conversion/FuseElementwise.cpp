@@ -39,8 +39,8 @@ struct CleaveFuseElementwisePass final
                           [](Value r) { return r.hasOneUse(); });
     };
     linalg::populateElementwiseOpsFusionPatterns(patterns, onlyGenerics);
-    if (failed(applyPatternsAndFoldGreedily(getOperation(),
-                                            std::move(patterns))))
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

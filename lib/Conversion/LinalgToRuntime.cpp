@@ -61,8 +61,7 @@ GemmOperand describe(OpBuilder &b, Location loc, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
   int64_t rank = type.getRank();
   auto md = b.create<memref::ExtractStridedMetadataOp>(loc, memref);
-  Value aligned =
-      b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, memref);
+  Value aligned = b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, memref);
   int64_t bytes = type.getElementTypeBitWidth() / 8;
   Value offsetBytes = b.create<arith::MulIOp>(
       loc, md.getOffset(), b.create<arith::ConstantIndexOp>(loc, bytes));
@@ -72,13 +71,12 @@ GemmOperand describe(OpBuilder &b, Location loc, Value memref) {
   op.ptr = b.create<LLVM::IntToPtrOp>(
       loc, LLVM::LLVMPointerType::get(b.getContext()), address);
   auto toI64 = [&](Value index) {
-    return b.create<arith::IndexCastOp>(loc, b.getI64Type(), index)
-        .getResult();
+    return b.create<arith::IndexCastOp>(loc, b.getI64Type(), index).getResult();
   };
   op.ld = toI64(md.getStrides()[rank - 2]);
-  op.batchStride = rank == 3 ? toI64(md.getStrides()[0])
-                             : b.create<arith::ConstantIntOp>(loc, 0, 64)
-                                   .getResult();
+  op.batchStride = rank == 3
+                       ? toI64(md.getStrides()[0])
+                       : b.create<arith::ConstantIntOp>(loc, 0, 64).getResult();
   return op;
 }
 
@@ -88,10 +86,9 @@ func::FuncOp declareGemm(ModuleOp module) {
   OpBuilder b(module.getBodyRegion());
   Type i32 = b.getI32Type(), i64 = b.getI64Type(), f64 = b.getF64Type();
   Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-  auto type = b.getFunctionType(
-      {i32, i32, i32, i64, i64, i64, i64, f64, ptr, i64, i64, ptr, i64, i64,
-       f64, ptr, i64, i64},
-      {});
+  auto type = b.getFunctionType({i32, i32, i32, i64, i64, i64, i64, f64, ptr,
+                                 i64, i64, ptr, i64, i64, f64, ptr, i64, i64},
+                                {});
   auto f = b.create<func::FuncOp>(module.getLoc(), kGemm, type);
   f.setPrivate();
   return f;
@@ -110,8 +107,7 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
   auto cType = cast<MemRefType>(c.getType());
   std::optional<int32_t> dtype = gemmDTypeCode(aType.getElementType());
   if (!dtype || aType.getElementType() != cType.getElementType() ||
-      cast<MemRefType>(bm.getType()).getElementType() !=
-          aType.getElementType())
+      cast<MemRefType>(bm.getType()).getElementType() != aType.getElementType())
     return op.emitError() << "no runtime GEMM for element types "
                           << aType.getElementType() << " x "
                           << cType.getElementType();
@@ -150,9 +146,8 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
   b.create<func::CallOp>(
       loc, gemm,
       ValueRange{i32(*dtype), i32(ta), i32(tb), i64(batch), i64(m), i64(n),
-                 i64(k), f64(1.0), da.ptr, da.ld, da.batchStride, db.ptr,
-                 db.ld, db.batchStride, f64(beta), dc.ptr, dc.ld,
-                 dc.batchStride});
+                 i64(k), f64(1.0), da.ptr, da.ld, da.batchStride, db.ptr, db.ld,
+                 db.batchStride, f64(beta), dc.ptr, dc.ld, dc.batchStride});
   if (cDense != c)
     b.create<memref::CopyOp>(loc, cDense, c);
   op->erase();
@@ -172,11 +167,11 @@ struct CleaveLinalgToRuntimePass final
         return;
       if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
         gemms.emplace_back(op, false, false);
-      else if (isa<linalg::MatmulTransposeAOp,
-                   linalg::BatchMatmulTransposeAOp>(op))
+      else if (isa<linalg::MatmulTransposeAOp, linalg::BatchMatmulTransposeAOp>(
+                   op))
         gemms.emplace_back(op, true, false);
-      else if (isa<linalg::MatmulTransposeBOp,
-                   linalg::BatchMatmulTransposeBOp>(op))
+      else if (isa<linalg::MatmulTransposeBOp, linalg::BatchMatmulTransposeBOp>(
+                   op))
         gemms.emplace_back(op, false, true);
     });
     if (gemms.empty())

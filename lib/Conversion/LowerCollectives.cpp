@@ -81,8 +81,8 @@ void moveToFront(OpT op, function_ref<Value(OpBuilder &, Value, Type)> make) {
   SmallVector<int64_t> outShape;
   for (int64_t p : perm)
     outShape.push_back(out.getDimSize(p));
-  Value result = make(b, moved,
-                      RankedTensorType::get(outShape, out.getElementType()));
+  Value result =
+      make(b, moved, RankedTensorType::get(outShape, out.getElementType()));
   op.replaceAllUsesWith(transpose(b, op.getLoc(), result, inverse));
   op.erase();
 }
@@ -98,14 +98,12 @@ void normalizeAllToAll(AllToAllOp op, int64_t groupSize) {
   OpBuilder b(op);
   auto [perm, inverse] = frontPerm(rank, split);
   Value moved = transpose(b, loc, op.getInput(), perm);
-  auto exchanged = b.create<AllToAllOp>(loc, moved.getType(), moved,
-                                        op.getMeshAttr(), op.getAxesAttr(),
-                                        b.getI64IntegerAttr(0),
-                                        b.getI64IntegerAttr(0));
+  auto exchanged = b.create<AllToAllOp>(
+      loc, moved.getType(), moved, op.getMeshAttr(), op.getAxesAttr(),
+      b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
   // [g, S_split / g, other dims in order] -> original order with the group
   // dimension right before `concat`.
-  SmallVector<int64_t> blocked = {groupSize,
-                                  in.getDimSize(split) / groupSize};
+  SmallVector<int64_t> blocked = {groupSize, in.getDimSize(split) / groupSize};
   SmallVector<int64_t> others; // original dims other than split
   for (int64_t d = 0; d < rank; ++d)
     if (d != split) {
@@ -146,10 +144,9 @@ LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
       if (isLeading(s.getInput().getType(), s.getDim()))
         continue;
       moveToFront(s, [&](OpBuilder &b, Value v, Type t) -> Value {
-        return b.create<ReduceScatterOp>(s.getLoc(), t, v, s.getMeshAttr(),
-                                         s.getAxesAttr(),
-                                         b.getI64IntegerAttr(0),
-                                         s.getReductionAttr());
+        return b.create<ReduceScatterOp>(
+            s.getLoc(), t, v, s.getMeshAttr(), s.getAxesAttr(),
+            b.getI64IntegerAttr(0), s.getReductionAttr());
       });
     } else if (auto a = dyn_cast<AllToAllOp>(op)) {
       if (a.getSplitDim() == 0 && a.getConcatDim() == 0)
@@ -293,8 +290,8 @@ LogicalResult CallBuilder::lowerShard(ShardOp op) {
                                             groupRank(b, loc, op.getAxes()));
   Value offset = b.create<arith::MulIOp>(
       loc, rank, b.create<arith::ConstantIndexOp>(loc, out.getDimSize(dim)));
-  SmallVector<OpFoldResult> offsets(in.getRank(), b.getIndexAttr(0)),
-      sizes, strides(in.getRank(), b.getIndexAttr(1));
+  SmallVector<OpFoldResult> offsets(in.getRank(), b.getIndexAttr(0)), sizes,
+      strides(in.getRank(), b.getIndexAttr(1));
   offsets[dim] = offset;
   for (int64_t s : out.getShape())
     sizes.push_back(b.getIndexAttr(s));
@@ -321,9 +318,9 @@ LogicalResult CallBuilder::lower(Operation *op) {
   }
   // Communication: element type, counts, group.
   Value data = op->getNumOperands() ? op->getOperand(0) : Value();
-  Type elemType = cast<RankedTensorType>(data ? data.getType()
-                                              : op->getResult(0).getType())
-                      .getElementType();
+  Type elemType =
+      cast<RankedTensorType>(data ? data.getType() : op->getResult(0).getType())
+          .getElementType();
   std::optional<int32_t> dtype = runtimeDTypeCode(elemType);
   if (!dtype)
     return op->emitError() << "element type " << elemType
@@ -353,8 +350,8 @@ LogicalResult CallBuilder::lower(Operation *op) {
   } else {
     Value inPtr = pointer(b, loc, input(b, loc, data));
     if (auto ar = dyn_cast<AllReduceOp>(op)) {
-      func::FuncOp fn = declare("cleave_rt_all_reduce",
-                                {i64T, i32T, i32T, ptr, ptr, i64T});
+      func::FuncOp fn =
+          declare("cleave_rt_all_reduce", {i64T, i32T, i32T, ptr, ptr, i64T});
       b.create<func::CallOp>(
           loc, fn,
           ValueRange{group, dt, i32(b, loc, reductionCode(ar.getReduction())),
@@ -382,20 +379,18 @@ LogicalResult CallBuilder::lower(Operation *op) {
           loc, fn, ValueRange{group, dt, inPtr, outPtr, i64(b, loc, block)});
     } else if (auto perm = dyn_cast<CollectivePermuteOp>(op)) {
       ArrayRef<int64_t> flat = perm.getPairs();
-      auto pairsType =
-          MemRefType::get({int64_t(flat.size())}, b.getI64Type());
+      auto pairsType = MemRefType::get({int64_t(flat.size())}, b.getI64Type());
       Value pairs = b.create<memref::AllocaOp>(loc, pairsType);
       for (auto [i, v] : llvm::enumerate(flat))
-        b.create<memref::StoreOp>(loc, i64(b, loc, v), pairs,
-                                  ValueRange{b.create<arith::ConstantIndexOp>(
-                                      loc, int64_t(i))});
+        b.create<memref::StoreOp>(
+            loc, i64(b, loc, v), pairs,
+            ValueRange{b.create<arith::ConstantIndexOp>(loc, int64_t(i))});
       func::FuncOp fn = declare("cleave_rt_collective_permute",
                                 {i64T, i32T, ptr, ptr, i64T, i64T, ptr});
-      b.create<func::CallOp>(
-          loc, fn,
-          ValueRange{group, dt, inPtr, outPtr, outCount,
-                     i64(b, loc, int64_t(flat.size() / 2)),
-                     pointer(b, loc, pairs)});
+      b.create<func::CallOp>(loc, fn,
+                             ValueRange{group, dt, inPtr, outPtr, outCount,
+                                        i64(b, loc, int64_t(flat.size() / 2)),
+                                        pointer(b, loc, pairs)});
     } else {
       return op->emitError() << "has no runtime lowering";
     }

@@ -31,8 +31,7 @@ Value mlir::cleave::floatConst(OpBuilder &b, Location loc, Type type,
 
 Value mlir::cleave::emptyTensor(OpBuilder &b, Location loc,
                                 RankedTensorType type) {
-  return b.create<tensor::EmptyOp>(loc, type.getShape(),
-                                   type.getElementType());
+  return b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
 }
 
 Value mlir::cleave::filledTensor(OpBuilder &b, Location loc,
@@ -52,8 +51,7 @@ RankedTensorType mlir::cleave::tensorTypeOf(Value v) {
 
 Value mlir::cleave::buildGeneric(OpBuilder &b, Location loc,
                                  RankedTensorType outType, ValueRange inputs,
-                                 ArrayRef<AffineMap> inputMaps,
-                                 ScalarFn body) {
+                                 ArrayRef<AffineMap> inputMaps, ScalarFn body) {
   MLIRContext *ctx = b.getContext();
   int64_t rank = outType.getRank();
   SmallVector<AffineMap> maps(inputMaps);
@@ -67,10 +65,10 @@ Value mlir::cleave::buildGeneric(OpBuilder &b, Location loc,
       [&](OpBuilder &nb, Location nl, ValueRange args) {
         SmallVector<Value> scalars;
         for (Value a : args.drop_back())
-          scalars.push_back(isa<FloatType>(a.getType())
-                                ? convertFloat(nb, nl, a,
-                                               computeTypeFor(a.getType()))
-                                : a);
+          scalars.push_back(
+              isa<FloatType>(a.getType())
+                  ? convertFloat(nb, nl, a, computeTypeFor(a.getType()))
+                  : a);
         Value r = body(nb, nl, scalars);
         nb.create<linalg::YieldOp>(nl, convertFloat(nb, nl, r, outElement));
       });
@@ -113,9 +111,8 @@ Value mlir::cleave::buildReduction(OpBuilder &b, Location loc,
     if (!llvm::is_contained(dims, d))
       shape.push_back(iterShape[d]);
   auto outType = RankedTensorType::get(shape, ct);
-  double initValue = kind == ReduceKind::Sum
-                         ? 0.0
-                         : -std::numeric_limits<double>::infinity();
+  double initValue =
+      kind == ReduceKind::Sum ? 0.0 : -std::numeric_limits<double>::infinity();
   Value init = filledTensor(b, loc, outType, initValue);
   SmallVector<AffineMap> maps(inputMaps);
   if (maps.empty())
@@ -133,17 +130,17 @@ Value mlir::cleave::buildReduction(OpBuilder &b, Location loc,
       [&](OpBuilder &nb, Location nl, ValueRange args) {
         SmallVector<Value> scalars;
         for (Value a : args.drop_back())
-          scalars.push_back(isa<FloatType>(a.getType())
-                                ? convertFloat(nb, nl, a,
-                                               computeTypeFor(a.getType()))
-                                : a);
+          scalars.push_back(
+              isa<FloatType>(a.getType())
+                  ? convertFloat(nb, nl, a, computeTypeFor(a.getType()))
+                  : a);
         Value x = map ? map(nb, nl, scalars) : scalars[0];
         x = convertFloat(nb, nl, x, ct);
         Value acc = args.back();
-        Value r = kind == ReduceKind::Sum
-                      ? nb.create<arith::AddFOp>(nl, acc, x, reassoc)
-                            .getResult()
-                      : nb.create<arith::MaximumFOp>(nl, acc, x).getResult();
+        Value r =
+            kind == ReduceKind::Sum
+                ? nb.create<arith::AddFOp>(nl, acc, x, reassoc).getResult()
+                : nb.create<arith::MaximumFOp>(nl, acc, x).getResult();
         nb.create<linalg::YieldOp>(nl, r);
       });
   return op.getResult(0);
@@ -196,8 +193,8 @@ Value mlir::cleave::transposeTensor(OpBuilder &b, Location loc, Value v,
   }
   if (identity)
     return v;
-  Value init = emptyTensor(
-      b, loc, RankedTensorType::get(shape, type.getElementType()));
+  Value init =
+      emptyTensor(b, loc, RankedTensorType::get(shape, type.getElementType()));
   return b.create<linalg::TransposeOp>(loc, v, init, perm)->getResult(0);
 }
 
@@ -208,8 +205,8 @@ Value mlir::cleave::buildMatmul(OpBuilder &b, Location loc, Value lhs,
   int64_t rank = lt.getRank();
   if (ta && tb) {
     // (A^T)(B^T): transpose A explicitly; no named op has both.
-    SmallVector<int64_t> perm = rank == 3 ? SmallVector<int64_t>{0, 2, 1}
-                                          : SmallVector<int64_t>{1, 0};
+    SmallVector<int64_t> perm =
+        rank == 3 ? SmallVector<int64_t>{0, 2, 1} : SmallVector<int64_t>{1, 0};
     lhs = transposeTensor(b, loc, lhs, perm);
     lt = tensorTypeOf(lhs);
     ta = false;
@@ -225,17 +222,16 @@ Value mlir::cleave::buildMatmul(OpBuilder &b, Location loc, Value lhs,
   SmallVector<Value> ins = {lhs, rhs};
   Operation *op;
   if (rank == 2)
-    op = ta   ? b.create<linalg::MatmulTransposeAOp>(loc, ins, init)
-                    .getOperation()
-         : tb ? b.create<linalg::MatmulTransposeBOp>(loc, ins, init)
-                    .getOperation()
-              : b.create<linalg::MatmulOp>(loc, ins, init).getOperation();
+    op =
+        ta ? b.create<linalg::MatmulTransposeAOp>(loc, ins, init).getOperation()
+        : tb ? b.create<linalg::MatmulTransposeBOp>(loc, ins, init)
+                   .getOperation()
+             : b.create<linalg::MatmulOp>(loc, ins, init).getOperation();
   else
-    op = ta   ? b.create<linalg::BatchMatmulTransposeAOp>(loc, ins, init)
-                    .getOperation()
+    op = ta ? b.create<linalg::BatchMatmulTransposeAOp>(loc, ins, init)
+                  .getOperation()
          : tb ? b.create<linalg::BatchMatmulTransposeBOp>(loc, ins, init)
                     .getOperation()
-              : b.create<linalg::BatchMatmulOp>(loc, ins, init)
-                    .getOperation();
+              : b.create<linalg::BatchMatmulOp>(loc, ins, init).getOperation();
   return op->getResult(0);
 }

@@ -19,8 +19,7 @@ namespace mlir::cleave {
 
 /// The body of an elementwise generic: scalars in compute precision in,
 /// the result in compute precision out.
-using ScalarFn =
-    llvm::function_ref<Value(OpBuilder &, Location, ValueRange)>;
+using ScalarFn = llvm::function_ref<Value(OpBuilder &, Location, ValueRange)>;
 
 /// f64 for f64, otherwise f32.
 FloatType computeTypeFor(Type elementType);

@@ -49,8 +49,8 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
       Value b = collapseLeading(rewriter, loc, rhs, rank - 2);
       result = buildMatmul(rewriter, loc, a, b, ta, tb, elem);
     }
-    rewriter.replaceOp(op, reshapeTensor(rewriter, loc, result,
-                                         type.getShape()));
+    rewriter.replaceOp(op,
+                       reshapeTensor(rewriter, loc, result, type.getShape()));
     return success();
   }
 };
@@ -99,7 +99,9 @@ struct RotaryLowering : OpRewritePattern<RotaryOp> {
           // inv_freq = 1 / theta^(2i / D), angle = s * inv_freq (in f32,
           // as the PyTorch references compute it).
           Value exponent = b.create<arith::DivFOp>(
-              l, b.create<arith::MulFOp>(l, toFloat(pair), floatConst(b, l, ct, 2.0)),
+              l,
+              b.create<arith::MulFOp>(l, toFloat(pair),
+                                      floatConst(b, l, ct, 2.0)),
               floatConst(b, l, ct, static_cast<double>(dimD)));
           Value invFreq = b.create<arith::DivFOp>(
               l, floatConst(b, l, ct, 1.0),
@@ -111,17 +113,18 @@ struct RotaryLowering : OpRewritePattern<RotaryOp> {
             sin = b.create<arith::NegFOp>(l, sin);
           Value bIdx = b.create<linalg::IndexOp>(l, 0);
           Value nIdx = b.create<linalg::IndexOp>(l, 2);
-          Value other = convertFloat(
-              b, l,
-              b.create<tensor::ExtractOp>(l, x,
-                                          ValueRange{bIdx, s, nIdx, partner}),
-              ct);
+          Value other =
+              convertFloat(b, l,
+                           b.create<tensor::ExtractOp>(
+                               l, x, ValueRange{bIdx, s, nIdx, partner}),
+                           ct);
           // out = x cos - partner sin (first of a pair), x cos + partner sin.
           Value term = b.create<arith::MulFOp>(l, other, sin);
           Value signed_ = b.create<arith::SelectOp>(
               l, first, b.create<arith::NegFOp>(l, term), term);
-          return b.create<arith::AddFOp>(
-                      l, b.create<arith::MulFOp>(l, a[0], cos), signed_)
+          return b
+              .create<arith::AddFOp>(l, b.create<arith::MulFOp>(l, a[0], cos),
+                                     signed_)
               .getResult();
         });
     rewriter.replaceOp(op, result);
@@ -165,10 +168,10 @@ struct DropoutLowering : OpRewritePattern<DropoutOp> {
     auto type = op.getType();
     double rate = op.getRate().convertToDouble();
     uint64_t stream = static_cast<uint64_t>(op.getStream());
-    Value seed = rewriter.create<tensor::ExtractOp>(loc, op.getSeed(),
-                                                    ValueRange{});
-    Value k0 = rewriter.create<arith::TruncIOp>(loc, rewriter.getI32Type(),
-                                                seed);
+    Value seed =
+        rewriter.create<tensor::ExtractOp>(loc, op.getSeed(), ValueRange{});
+    Value k0 =
+        rewriter.create<arith::TruncIOp>(loc, rewriter.getI32Type(), seed);
     Value k1 = rewriter.create<arith::TruncIOp>(
         loc, rewriter.getI32Type(),
         rewriter.create<arith::ShRUIOp>(
@@ -194,9 +197,9 @@ struct DropoutLowering : OpRewritePattern<DropoutOp> {
             if (!starts.empty())
               i = b.create<arith::AddIOp>(l, i, starts[d]);
             index = b.create<arith::AddIOp>(
-                l, b.create<arith::MulIOp>(
-                       l, index,
-                       b.create<arith::ConstantIntOp>(l, shape[d], 64)),
+                l,
+                b.create<arith::MulIOp>(
+                    l, index, b.create<arith::ConstantIntOp>(l, shape[d], 64)),
                 i);
           }
           Value lo = b.create<arith::TruncIOp>(l, b.getI32Type(), index);
@@ -213,15 +216,16 @@ struct DropoutLowering : OpRewritePattern<DropoutOp> {
           Value top = b.create<arith::ShRUIOp>(
               l, word, b.create<arith::ConstantIntOp>(l, 8, 32));
           Type ct = a[0].getType();
-          Value u = b.create<arith::MulFOp>(
-              l, b.create<arith::UIToFPOp>(l, ct, top),
-              floatConst(b, l, ct, 1.0 / 16777216.0));
+          Value u =
+              b.create<arith::MulFOp>(l, b.create<arith::UIToFPOp>(l, ct, top),
+                                      floatConst(b, l, ct, 1.0 / 16777216.0));
           Value keep = b.create<arith::CmpFOp>(l, arith::CmpFPredicate::OGE, u,
                                                floatConst(b, l, ct, rate));
           Value scaled = b.create<arith::MulFOp>(
               l, a[0], floatConst(b, l, ct, 1.0 / (1.0 - rate)));
-          return b.create<arith::SelectOp>(l, keep, scaled,
-                                           floatConst(b, l, ct, 0.0))
+          return b
+              .create<arith::SelectOp>(l, keep, scaled,
+                                       floatConst(b, l, ct, 0.0))
               .getResult();
         });
     rewriter.replaceOp(op, result);
@@ -243,20 +247,20 @@ struct SGDLowering : OpRewritePattern<SGDOp> {
     Value lr = scalarF64(rewriter, loc, op.getLr());
     double wd = op.getWeightDecay().convertToDouble();
     rewriter.replaceOp(
-        op, buildElementwise(
-                rewriter, loc, op.getType(), {op.getParam(), op.getGrad()},
-                [&](OpBuilder &b, Location l, ValueRange a) {
-                  Type ct = a[0].getType();
-                  Value g = convertFloat(b, l, a[1], ct);
-                  if (wd != 0.0)
-                    g = b.create<arith::AddFOp>(
-                        l, g,
-                        b.create<arith::MulFOp>(l, a[0],
-                                                floatConst(b, l, ct, wd)));
-                  Value step = b.create<arith::MulFOp>(
-                      l, convertFloat(b, l, lr, ct), g);
-                  return b.create<arith::SubFOp>(l, a[0], step).getResult();
-                }));
+        op,
+        buildElementwise(
+            rewriter, loc, op.getType(), {op.getParam(), op.getGrad()},
+            [&](OpBuilder &b, Location l, ValueRange a) {
+              Type ct = a[0].getType();
+              Value g = convertFloat(b, l, a[1], ct);
+              if (wd != 0.0)
+                g = b.create<arith::AddFOp>(
+                    l, g,
+                    b.create<arith::MulFOp>(l, a[0], floatConst(b, l, ct, wd)));
+              Value step =
+                  b.create<arith::MulFOp>(l, convertFloat(b, l, lr, ct), g);
+              return b.create<arith::SubFOp>(l, a[0], step).getResult();
+            }));
     return success();
   }
 };

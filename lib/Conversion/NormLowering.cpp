@@ -25,9 +25,7 @@ struct S {
   Value div(Value x, Value y) { return b.create<arith::DivFOp>(l, x, y); }
   Value exp(Value x) { return b.create<math::ExpOp>(l, x); }
   Value c(Value like, double v) { return floatConst(b, l, like.getType(), v); }
-  Value rsqrt(Value x) {
-    return div(c(x, 1.0), b.create<math::SqrtOp>(l, x));
-  }
+  Value rsqrt(Value x) { return div(c(x, 1.0), b.create<math::SqrtOp>(l, x)); }
 };
 
 /// Maps of a row-wise op over a rank-`rank` space normalized along `dim`.
@@ -79,13 +77,13 @@ struct SoftmaxGradLowering : OpRewritePattern<SoftmaxGradOp> {
                                [](OpBuilder &b, Location l, ValueRange a) {
                                  return S{b, l}.mul(a[0], a[1]);
                                });
-    rewriter.replaceOp(
-        op, buildGeneric(rewriter, loc, type, {y, dy, dot},
-                         {m.full, m.full, m.row},
-                         [](OpBuilder &b, Location l, ValueRange a) {
-                           S s{b, l};
-                           return s.mul(a[0], s.sub(a[1], a[2]));
-                         }));
+    rewriter.replaceOp(op,
+                       buildGeneric(rewriter, loc, type, {y, dy, dot},
+                                    {m.full, m.full, m.row},
+                                    [](OpBuilder &b, Location l, ValueRange a) {
+                                      S s{b, l};
+                                      return s.mul(a[0], s.sub(a[1], a[2]));
+                                    }));
     return success();
   }
 };
@@ -142,15 +140,15 @@ struct LayerNormLowering : OpRewritePattern<LayerNormOp> {
     NormStats st = normStats(rewriter, loc, op.getInput(),
                              op.getEpsilon().convertToDouble(), true);
     rewriter.replaceOp(
-        op, buildGeneric(rewriter, loc, type,
-                         {op.getInput(), st.mean, st.rstd, op.getGamma(),
-                          op.getBeta()},
-                         {m.full, m.row, m.row, m.vec, m.vec},
-                         [](OpBuilder &b, Location l, ValueRange a) {
-                           S s{b, l};
-                           Value xhat = s.mul(s.sub(a[0], a[1]), a[2]);
-                           return s.add(s.mul(xhat, a[3]), a[4]);
-                         }));
+        op, buildGeneric(
+                rewriter, loc, type,
+                {op.getInput(), st.mean, st.rstd, op.getGamma(), op.getBeta()},
+                {m.full, m.row, m.row, m.vec, m.vec},
+                [](OpBuilder &b, Location l, ValueRange a) {
+                  S s{b, l};
+                  Value xhat = s.mul(s.sub(a[0], a[1]), a[2]);
+                  return s.add(s.mul(xhat, a[3]), a[4]);
+                }));
     return success();
   }
 };
@@ -165,14 +163,14 @@ struct RMSNormLowering : OpRewritePattern<RMSNormOp> {
     RowMaps m(rewriter.getContext(), rank, rank - 1);
     NormStats st = normStats(rewriter, loc, op.getInput(),
                              op.getEpsilon().convertToDouble(), false);
-    rewriter.replaceOp(
-        op, buildGeneric(rewriter, loc, type,
-                         {op.getInput(), st.rstd, op.getGamma()},
-                         {m.full, m.row, m.vec},
-                         [](OpBuilder &b, Location l, ValueRange a) {
-                           S s{b, l};
-                           return s.mul(s.mul(a[0], a[1]), a[2]);
-                         }));
+    rewriter.replaceOp(op,
+                       buildGeneric(rewriter, loc, type,
+                                    {op.getInput(), st.rstd, op.getGamma()},
+                                    {m.full, m.row, m.vec},
+                                    [](OpBuilder &b, Location l, ValueRange a) {
+                                      S s{b, l};
+                                      return s.mul(s.mul(a[0], a[1]), a[2]);
+                                    }));
     return success();
   }
 };
@@ -193,13 +191,13 @@ void lowerNormGrad(PatternRewriter &rewriter, Operation *op, Value x,
   for (int64_t d = 0; d < rank - 1; ++d)
     rows.push_back(d);
   // dgamma = sum_rows(dy * xhat)
-  Value dgamma = buildReduction(
-      rewriter, loc, {dy, x, mean, st.rstd}, {m.full, m.full, m.row, m.row},
-      type.getShape(), rows, ReduceKind::Sum,
-      [&](OpBuilder &b, Location l, ValueRange a) {
-        S s{b, l};
-        return s.mul(a[0], xhat(s, a[1], a[2], a[3]));
-      });
+  Value dgamma = buildReduction(rewriter, loc, {dy, x, mean, st.rstd},
+                                {m.full, m.full, m.row, m.row}, type.getShape(),
+                                rows, ReduceKind::Sum,
+                                [&](OpBuilder &b, Location l, ValueRange a) {
+                                  S s{b, l};
+                                  return s.mul(a[0], xhat(s, a[1], a[2], a[3]));
+                                });
   // Row means of dxhat and dxhat * xhat, with dxhat = dy * gamma.
   Value sumD = buildReduction(rewriter, loc, {dy, gamma}, {m.full, m.vec},
                               type.getShape(), {rank - 1}, ReduceKind::Sum,
@@ -228,15 +226,14 @@ void lowerNormGrad(PatternRewriter &rewriter, Operation *op, Value x,
       });
   auto gammaType = tensorTypeOf(gamma);
   auto copyTo = [&](Value v) {
-    return buildElementwise(rewriter, loc, gammaType, v,
-                            [](OpBuilder &, Location, ValueRange a) {
-                              return a[0];
-                            });
+    return buildElementwise(
+        rewriter, loc, gammaType, v,
+        [](OpBuilder &, Location, ValueRange a) { return a[0]; });
   };
   SmallVector<Value> results = {dx, copyTo(dgamma)};
   if (centered)
-    results.push_back(copyTo(
-        buildReduction(rewriter, loc, dy, rows, ReduceKind::Sum)));
+    results.push_back(
+        copyTo(buildReduction(rewriter, loc, dy, rows, ReduceKind::Sum)));
   rewriter.replaceOp(op, results);
 }
 
@@ -283,7 +280,8 @@ FlatLogits flattenLogits(OpBuilder &b, Location loc, Value logits,
                                S s{nb, l};
                                return s.exp(s.sub(a[0], a[1]));
                              });
-  f.lse = buildElementwise(b, loc, tensorTypeOf(sum), {sum, max},
+  f.lse =
+      buildElementwise(b, loc, tensorTypeOf(sum), {sum, max},
                        [](OpBuilder &nb, Location l, ValueRange a) {
                          S s{nb, l};
                          return s.add(nb.create<math::LogOp>(l, a[0]), a[1]);
@@ -293,7 +291,8 @@ FlatLogits flattenLogits(OpBuilder &b, Location loc, Value logits,
 
 /// logits[n, clamp(label[n])] for every row.
 Value pickLabels(OpBuilder &b, Location loc, const FlatLogits &f) {
-  auto type = RankedTensorType::get({f.n}, computeTypeFor(elementTypeOf(f.logits)));
+  auto type =
+      RankedTensorType::get({f.n}, computeTypeFor(elementTypeOf(f.logits)));
   Value logits = f.logits;
   int64_t v = f.v;
   return buildGeneric(
@@ -417,18 +416,18 @@ struct CrossEntropyGradLowering : OpRewritePattern<CrossEntropyGradOp> {
           Value p = s.exp(s.sub(a[0], a[1]));
           Value col = b.create<linalg::IndexOp>(l, 1);
           Value label = b.create<arith::IndexCastOp>(l, b.getIndexType(), a[2]);
-          Value hit = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col,
-                                              label);
-          Value onehot = b.create<arith::SelectOp>(l, hit, s.c(p, 1.0),
-                                                   s.c(p, 0.0));
+          Value hit =
+              b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, col, label);
+          Value onehot =
+              b.create<arith::SelectOp>(l, hit, s.c(p, 1.0), s.c(p, 0.0));
           Value factor = convertFloat(b, l, a[3], p.getType());
           if (!ignore)
             return s.mul(s.sub(p, onehot), s.mul(factor, s.c(p, invN)));
           return unlessIgnored(b, l, a[2], *ignore,
                                s.mul(s.sub(p, onehot), factor));
         });
-    rewriter.replaceOp(op, reshapeTensor(rewriter, loc, grad,
-                                         op.getType().getShape()));
+    rewriter.replaceOp(
+        op, reshapeTensor(rewriter, loc, grad, op.getType().getShape()));
     return success();
   }
 };

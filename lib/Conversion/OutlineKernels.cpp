@@ -1,4 +1,5 @@
-//===- OutlineKernels.cpp - One function per loop nest ---------------------===//
+//===- OutlineKernels.cpp - One function per loop nest
+//---------------------===//
 //
 // Implements -cleave-outline-kernels. See Passes.td for the contract.
 //
@@ -82,10 +83,11 @@ struct CleaveOutlineKernelsPass final
           b.getFunctionType(ValueRange(*captured).getTypes(), {}));
       kernel.setPrivate();
       // LLVM would otherwise inline every single-call kernel back.
-      kernel->setAttr("passthrough", b.getArrayAttr(b.getStringAttr("noinline")));
-      kernel->setAttr("llvm.linkage", LLVM::LinkageAttr::get(
-                                          b.getContext(),
-                                          LLVM::Linkage::Internal));
+      kernel->setAttr("passthrough",
+                      b.getArrayAttr(b.getStringAttr("noinline")));
+      kernel->setAttr(
+          "llvm.linkage",
+          LLVM::LinkageAttr::get(b.getContext(), LLVM::Linkage::Internal));
       Block *body = kernel.addEntryBlock();
       IRMapping mapping;
       for (auto [value, arg] : llvm::zip(*captured, body->getArguments()))

@@ -34,8 +34,9 @@ struct CleavePrepareBufferizationPass final
       OpBuilder b(func.getContext());
       for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
         if (isa<TensorType>(func.getArgumentTypes()[i]))
-          func.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
-                          b.getBoolAttr(false));
+          func.setArgAttr(
+              i, bufferization::BufferizationDialect::kWritableAttrName,
+              b.getBoolAttr(false));
       func.walk([&](func::ReturnOp ret) { copyDuplicates(ret); });
       func.walk([&](linalg::FillOp fill) { unshareFill(fill); });
     }
@@ -73,8 +74,7 @@ struct CleavePrepareBufferizationPass final
         continue;
       Value init = b.create<tensor::EmptyOp>(ret.getLoc(), type.getShape(),
                                              type.getElementType());
-      operand.set(b.create<linalg::CopyOp>(ret.getLoc(), v, init)
-                      .getResult(0));
+      operand.set(b.create<linalg::CopyOp>(ret.getLoc(), v, init).getResult(0));
     }
   }
 };

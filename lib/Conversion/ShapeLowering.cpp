@@ -14,10 +14,9 @@ Value toElementType(OpBuilder &b, Location loc, Value v,
                     RankedTensorType type) {
   if (elementTypeOf(v) == type.getElementType())
     return v;
-  return buildElementwise(b, loc, type, v,
-                          [](OpBuilder &, Location, ValueRange a) {
-                            return a[0];
-                          });
+  return buildElementwise(
+      b, loc, type, v,
+      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
 }
 
 template <typename OpTy, ReduceKind kind, bool mean>
@@ -26,7 +25,8 @@ struct ReduceLowering : OpRewritePattern<OpTy> {
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Value sum = buildReduction(rewriter, loc, op.getInput(), op.getDims(), kind);
+    Value sum =
+        buildReduction(rewriter, loc, op.getInput(), op.getDims(), kind);
     double count = 1;
     for (int64_t d : op.getDims())
       count *= op.getInput().getType().getDimSize(d);
@@ -34,8 +34,8 @@ struct ReduceLowering : OpRewritePattern<OpTy> {
     Value result = buildElementwise(
         rewriter, loc, type, sum, [&](OpBuilder &b, Location l, ValueRange a) {
           return mean ? b.create<arith::MulFOp>(
-                             l, a[0], floatConst(b, l, a[0].getType(),
-                                                 1.0 / count))
+                             l, a[0],
+                             floatConst(b, l, a[0].getType(), 1.0 / count))
                             .getResult()
                       : a[0];
         });
@@ -75,10 +75,9 @@ struct BroadcastLowering : OpRewritePattern<BroadcastOp> {
       exprs.push_back(getAffineDimExpr(d, ctx));
     AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
     rewriter.replaceOp(
-        op, buildGeneric(rewriter, op.getLoc(), op.getType(), op.getInput(),
-                         {map}, [](OpBuilder &, Location, ValueRange a) {
-                           return a[0];
-                         }));
+        op,
+        buildGeneric(rewriter, op.getLoc(), op.getType(), op.getInput(), {map},
+                     [](OpBuilder &, Location, ValueRange a) { return a[0]; }));
     return success();
   }
 };
@@ -150,8 +149,8 @@ static Value blockStart(OpBuilder &b, Location loc, Value block, int64_t rows) {
   if (!block)
     return Value();
   Value index = b.create<tensor::ExtractOp>(loc, block, ValueRange{});
-  return b.create<arith::MulIOp>(
-      loc, index, b.create<arith::ConstantIntOp>(loc, rows, 64));
+  return b.create<arith::MulIOp>(loc, index,
+                                 b.create<arith::ConstantIntOp>(loc, rows, 64));
 }
 
 /// An id relative to the block starting at `start` (if any), and whether it
@@ -164,12 +163,12 @@ static std::pair<Value, Value> idInBlock(OpBuilder &b, Location loc, Value id,
                    ? id
                    : b.create<arith::ExtSIOp>(loc, b.getI64Type(), id);
   Value rel = b.create<arith::SubIOp>(loc, wide, start);
-  Value lo = b.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::sge, rel,
-      b.create<arith::ConstantIntOp>(loc, 0, 64));
-  Value hi = b.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::slt, rel,
-      b.create<arith::ConstantIntOp>(loc, rows, 64));
+  Value lo =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, rel,
+                              b.create<arith::ConstantIntOp>(loc, 0, 64));
+  Value hi =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, rel,
+                              b.create<arith::ConstantIntOp>(loc, rows, 64));
   return {rel, b.create<arith::AndIOp>(loc, lo, hi)};
 }
 
@@ -185,24 +184,22 @@ struct EmbeddingLowering : OpRewritePattern<EmbeddingOp> {
     AffineMap idsMap = dropDimsMap(ctx, rank, {rank - 1});
     Value start = blockStart(rewriter, op.getLoc(), op.getBlock(), vocab);
     rewriter.replaceOp(
-        op, buildGeneric(rewriter, op.getLoc(), type, op.getIds(), {idsMap},
-                         [&](OpBuilder &b, Location loc, ValueRange a) {
-                           auto [id, inside] =
-                               idInBlock(b, loc, a[0], start, vocab);
-                           Value row = idToIndex(b, loc, id, vocab);
-                           Value col = b.create<linalg::IndexOp>(loc, rank - 1);
-                           Value v = b.create<tensor::ExtractOp>(
-                               loc, table, ValueRange{row, col});
-                           v = convertFloat(b, loc, v,
-                                            computeTypeFor(v.getType()));
-                           if (!inside)
-                             return v;
-                           return b
-                               .create<arith::SelectOp>(
-                                   loc, inside, v,
-                                   floatConst(b, loc, v.getType(), 0.0))
-                               .getResult();
-                         }));
+        op, buildGeneric(
+                rewriter, op.getLoc(), type, op.getIds(), {idsMap},
+                [&](OpBuilder &b, Location loc, ValueRange a) {
+                  auto [id, inside] = idInBlock(b, loc, a[0], start, vocab);
+                  Value row = idToIndex(b, loc, id, vocab);
+                  Value col = b.create<linalg::IndexOp>(loc, rank - 1);
+                  Value v = b.create<tensor::ExtractOp>(loc, table,
+                                                        ValueRange{row, col});
+                  v = convertFloat(b, loc, v, computeTypeFor(v.getType()));
+                  if (!inside)
+                    return v;
+                  return b
+                      .create<arith::SelectOp>(
+                          loc, inside, v, floatConst(b, loc, v.getType(), 0.0))
+                      .getResult();
+                }));
     return success();
   }
 };
@@ -220,8 +217,8 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
     FloatType ct = computeTypeFor(resultType.getElementType());
     Value ids = reshapeTensor(rewriter, loc, op.getIds(), {n});
     Value grad = reshapeTensor(rewriter, loc, op.getGrad(), {n, h});
-    Value acc = filledTensor(rewriter, loc,
-                             RankedTensorType::get({vocab, h}, ct), 0.0);
+    Value acc =
+        filledTensor(rewriter, loc, RankedTensorType::get({vocab, h}, ct), 0.0);
     Value lb = rewriter.create<arith::ConstantIndexOp>(loc, 0);
     Value ub = rewriter.create<arith::ConstantIndexOp>(loc, n);
     Value one = rewriter.create<arith::ConstantIndexOp>(loc, 1);
@@ -287,8 +284,8 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
               });
           b.create<scf::YieldOp>(l, skip.getResult(0));
         });
-    rewriter.replaceOp(op, toElementType(rewriter, loc, loop.getResult(0),
-                                         resultType));
+    rewriter.replaceOp(
+        op, toElementType(rewriter, loc, loop.getResult(0), resultType));
     return success();
   }
 };
@@ -296,10 +293,11 @@ struct EmbeddingGradLowering : OpRewritePattern<EmbeddingGradOp> {
 } // namespace
 
 void mlir::cleave::populateShapeLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<ReduceLowering<ReduceSumOp, ReduceKind::Sum, false>,
-               ReduceLowering<ReduceMeanOp, ReduceKind::Sum, true>,
-               ReduceLowering<ReduceMaxOp, ReduceKind::Max, false>,
-               ReshapeLowering, TransposeLowering, BroadcastLowering,
-               SliceLowering, ConcatLowering, PadLowering, EmbeddingLowering,
-               EmbeddingGradLowering>(patterns.getContext());
+  patterns
+      .add<ReduceLowering<ReduceSumOp, ReduceKind::Sum, false>,
+           ReduceLowering<ReduceMeanOp, ReduceKind::Sum, true>,
+           ReduceLowering<ReduceMaxOp, ReduceKind::Max, false>, ReshapeLowering,
+           TransposeLowering, BroadcastLowering, SliceLowering, ConcatLowering,
+           PadLowering, EmbeddingLowering, EmbeddingGradLowering>(
+          patterns.getContext());
 }

@@ -13,8 +13,8 @@ Result<Estimate> estimate(const ModelConfig &model, const ClusterSpec &cl,
     return Result<Estimate>::failure(err);
   const CostConstants &c =
       options.constants ? *options.constants : defaultConstants();
-  return estimateWithWorkload(model, cl, plan, buildWorkload(model, cl, plan, c),
-                              options);
+  return estimateWithWorkload(model, cl, plan,
+                              buildWorkload(model, cl, plan, c), options);
 }
 
 Result<Estimate> estimateWithWorkload(const ModelConfig &model,

@@ -81,9 +81,7 @@ SmallVector<StringRef> ShardingAttr::getUsedAxes() const {
   return axes;
 }
 
-bool ShardingAttr::isFullyReplicated() const {
-  return getUsedAxes().empty();
-}
+bool ShardingAttr::isFullyReplicated() const { return getUsedAxes().empty(); }
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr mesh, ArrayAttr dims,
@@ -244,8 +242,8 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
     return {};
   if (parser.parseGreater())
     return {};
-  return getChecked([&] { return parser.emitError(loc); },
-                    parser.getContext(), *kind, llvm::APFloat(scale));
+  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                    *kind, llvm::APFloat(scale));
 }
 
 void InitAttr::print(AsmPrinter &printer) const {

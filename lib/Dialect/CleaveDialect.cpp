@@ -9,8 +9,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <limits>
 
@@ -20,7 +20,6 @@ using namespace mlir::cleave;
 #include "cleave/Dialect/CleaveDialect.cpp.inc"
 #include "cleave/Dialect/CleaveEnums.cpp.inc"
 #include "cleave/Dialect/CleaveInterfaces.cpp.inc"
-
 
 void CleaveDialect::initialize() {
   // Defined across the op-definition shards (see lib/Dialect/CMakeLists.txt).
@@ -67,8 +66,8 @@ static LogicalResult verifyResultShardings(Operation *op, Attribute value) {
   if (array.size() != op->getNumResults())
     return op->emitOpError()
            << "'" << CleaveDialect::kShardingsAttrName << "' has "
-           << array.size() << " entries but the op has "
-           << op->getNumResults() << " results";
+           << array.size() << " entries but the op has " << op->getNumResults()
+           << " results";
   for (auto [i, sharding] : llvm::enumerate(array))
     if (failed(verifyValueSharding(op, sharding, op->getResult(i).getType(),
                                    "result #" + std::to_string(i))))
@@ -80,8 +79,8 @@ static LogicalResult verifyResultShardings(Operation *op, Attribute value) {
 static LogicalResult verifyPlanEntry(Operation *op, NamedAttribute entry) {
   StringRef key = entry.getName().getValue();
   auto fail = [&](const Twine &what) {
-    return op->emitOpError() << "'" << CleaveDialect::kPlanAttrName << "' entry '"
-                             << key << "' " << what;
+    return op->emitOpError() << "'" << CleaveDialect::kPlanAttrName
+                             << "' entry '" << key << "' " << what;
   };
   auto integer = [&](int64_t lo, int64_t hi) -> LogicalResult {
     auto value = dyn_cast<IntegerAttr>(entry.getValue());
@@ -149,8 +148,7 @@ LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
   auto moduleOnly = [&]() -> LogicalResult {
     if (isModule)
       return success();
-    return op->emitOpError() << "'" << name
-                             << "' belongs on a builtin.module";
+    return op->emitOpError() << "'" << name << "' belongs on a builtin.module";
   };
   if (name == kModelAttrName) {
     if (!isModule || !isa<StringAttr>(value))
@@ -163,9 +161,9 @@ LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
   if (name == kStageAttrName) {
     auto stage = dyn_cast<IntegerAttr>(value);
     if (!stage || stage.getInt() < 0)
-      return op->emitOpError() << "'" << kStageAttrName
-                               << "' must be a non-negative integer, got "
-                               << value;
+      return op->emitOpError()
+             << "'" << kStageAttrName
+             << "' must be a non-negative integer, got " << value;
     return success();
   }
   if (name == kPlanAttrName) {
@@ -173,8 +171,8 @@ LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
       return failure();
     auto dict = dyn_cast<DictionaryAttr>(value);
     if (!dict)
-      return op->emitOpError() << "'" << kPlanAttrName
-                               << "' must be a dictionary, got " << value;
+      return op->emitOpError()
+             << "'" << kPlanAttrName << "' must be a dictionary, got " << value;
     for (NamedAttribute entry : dict)
       if (failed(verifyPlanEntry(op, entry)))
         return failure();
@@ -184,14 +182,15 @@ LogicalResult CleaveDialect::verifyOperationAttribute(Operation *op,
     return failure(failed(moduleOnly()) || failed(verifyPipeline(op, value)));
   if (name == kGroupsAttrName)
     return failure(failed(moduleOnly()) || failed(verifyGroups(op, value)));
-  return op->emitOpError()
-         << "has unknown cleave attribute '" << name << "' (ops may carry '"
-         << kShardingsAttrName << "' and '" << kStageAttrName
-         << "', modules '" << kModelAttrName << "', '" << kPlanAttrName
-         << "', '" << kPipelineAttrName << "' and '" << kGroupsAttrName
-         << "'; arguments carry '" << kParamAttrName << "', '"
-         << kInputAttrName << "', '" << kInitAttrName << "', '"
-         << kShardingAttrName << "')";
+  return op->emitOpError() << "has unknown cleave attribute '" << name
+                           << "' (ops may carry '" << kShardingsAttrName
+                           << "' and '" << kStageAttrName << "', modules '"
+                           << kModelAttrName << "', '" << kPlanAttrName
+                           << "', '" << kPipelineAttrName << "' and '"
+                           << kGroupsAttrName << "'; arguments carry '"
+                           << kParamAttrName << "', '" << kInputAttrName
+                           << "', '" << kInitAttrName << "', '"
+                           << kShardingAttrName << "')";
 }
 
 /// Verifies `cleave.layout`: a sharding of the same rank as the tensor it
@@ -200,16 +199,15 @@ static LogicalResult verifyLayout(Operation *op, Attribute attr, Type type,
                                   StringRef what) {
   auto sharding = dyn_cast<ShardingAttr>(attr);
   if (!sharding)
-    return op->emitOpError() << "'" << CleaveDialect::kLayoutAttrName
-                             << "' on " << what
-                             << " must be a #cleave.sharding, got " << attr;
+    return op->emitOpError()
+           << "'" << CleaveDialect::kLayoutAttrName << "' on " << what
+           << " must be a #cleave.sharding, got " << attr;
   auto shaped = dyn_cast<ShapedType>(type);
   if (shaped && shaped.hasRank() && shaped.getRank() != sharding.getRank())
-    return op->emitOpError() << "'" << CleaveDialect::kLayoutAttrName
-                             << "' on " << what << " has "
-                             << sharding.getRank()
-                             << " dimensions but the value has rank "
-                             << shaped.getRank();
+    return op->emitOpError()
+           << "'" << CleaveDialect::kLayoutAttrName << "' on " << what
+           << " has " << sharding.getRank()
+           << " dimensions but the value has rank " << shaped.getRank();
   return success();
 }
 
@@ -232,8 +230,8 @@ LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
       name == kStateAttrName || name == kOutputAttrName) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || str.getValue().empty())
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a non-empty string";
+      return op->emitOpError()
+             << "'" << name << "' on " << what << " must be a non-empty string";
     // Tensors before bufferization, memrefs after, pointers once lowered
     // to LLVM; a builtin scalar is a mistake.
     auto shaped = dyn_cast<ShapedType>(type);
@@ -245,14 +243,13 @@ LogicalResult CleaveDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kInitAttrName) {
     if (!isa<InitAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a #cleave.init";
+      return op->emitOpError()
+             << "'" << name << "' on " << what << " must be a #cleave.init";
     if (!func.getArgAttr(argIndex, kParamAttrName) &&
         !func.getArgAttr(argIndex, kStateAttrName))
-      return op->emitOpError() << what << " has '" << name
-                               << "' but is not a parameter (no '"
-                               << kParamAttrName << "' or '" << kStateAttrName
-                               << "')";
+      return op->emitOpError()
+             << what << " has '" << name << "' but is not a parameter (no '"
+             << kParamAttrName << "' or '" << kStateAttrName << "')";
     return success();
   }
   return op->emitOpError() << what << " has unknown cleave attribute '" << name
@@ -272,10 +269,9 @@ LogicalResult CleaveDialect::verifyRegionResultAttribute(Operation *op,
     return success();
   }
   if (attr.getName() == kLayoutAttrName)
-    return verifyLayout(op, attr.getValue(),
-                        cast<FunctionOpInterface>(op)
-                            .getResultTypes()[resultIndex],
-                        what);
+    return verifyLayout(
+        op, attr.getValue(),
+        cast<FunctionOpInterface>(op).getResultTypes()[resultIndex], what);
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << what << " has unknown cleave attribute '"
                              << attr.getName().getValue() << "'";

@@ -26,8 +26,8 @@ static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr meshRef,
   for (Attribute attr : axes) {
     StringRef axis = cast<StringAttr>(attr).getValue();
     if (!mesh.getAxisIndex(axis))
-      return op->emitOpError() << "uses unknown axis '" << axis
-                               << "' of mesh " << meshRef;
+      return op->emitOpError()
+             << "uses unknown axis '" << axis << "' of mesh " << meshRef;
     if (!seen.insert(axis).second)
       return op->emitOpError() << "names axis '" << axis << "' twice";
   }
@@ -40,22 +40,22 @@ static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr meshRef,
 static LogicalResult verifyDim(Operation *op, StringRef what, int64_t dim,
                                int64_t rank) {
   if (dim < 0 || dim >= rank)
-    return op->emitOpError() << what << " " << dim
-                             << " is out of range for an operand of rank "
-                             << rank;
+    return op->emitOpError()
+           << what << " " << dim << " is out of range for an operand of rank "
+           << rank;
   return success();
 }
 
 /// Checks that `result` is `input` with dimension d scaled by mul[d]/div[d].
-static LogicalResult verifyScaledShape(Operation *op, RankedTensorType input,
-                                       RankedTensorType result,
-                                       ArrayRef<std::pair<int64_t, int64_t>>
-                                           scale /*(dim, factor>0 mul, <0 div)*/) {
+static LogicalResult
+verifyScaledShape(Operation *op, RankedTensorType input,
+                  RankedTensorType result,
+                  ArrayRef<std::pair<int64_t, int64_t>>
+                      scale /*(dim, factor>0 mul, <0 div)*/) {
   if (input.getElementType() != result.getElementType())
-    return op->emitOpError() << "result element type "
-                             << result.getElementType()
-                             << " differs from operand element type "
-                             << input.getElementType();
+    return op->emitOpError()
+           << "result element type " << result.getElementType()
+           << " differs from operand element type " << input.getElementType();
   SmallVector<int64_t> expected(input.getShape());
   for (auto [dim, factor] : scale) {
     if (factor < 0) {
@@ -69,9 +69,9 @@ static LogicalResult verifyScaledShape(Operation *op, RankedTensorType input,
     }
   }
   if (result.getShape() != ArrayRef<int64_t>(expected))
-    return op->emitOpError() << "result shape should be "
-                             << formatShape(expected) << " but is "
-                             << formatShape(result.getShape());
+    return op->emitOpError()
+           << "result shape should be " << formatShape(expected) << " but is "
+           << formatShape(result.getShape());
   return success();
 }
 
@@ -106,12 +106,11 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto input = cast<RankedTensorType>(getInput().getType());
   if (failed(n) || failed(verifyDim(*this, "dim", getDim(), input.getRank())))
     return failure();
-  return verifyScaledShape(*this, input,
-                           cast<RankedTensorType>(getType()), {{getDim(), *n}});
+  return verifyScaledShape(*this, input, cast<RankedTensorType>(getType()),
+                           {{getDim(), *n}});
 }
 
-LogicalResult
-ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
   auto input = cast<RankedTensorType>(getInput().getType());
   if (failed(n) || failed(verifyDim(*this, "dim", getDim(), input.getRank())))
@@ -152,8 +151,7 @@ CollectivePermuteOp::verifySymbolUses(SymbolTableCollection &tables) {
     for (int64_t index : {src, dst})
       if (index < 0 || index >= *n)
         return emitOpError() << "pair " << src << " -> " << dst
-                             << " is outside the group of " << *n
-                             << " devices";
+                             << " is outside the group of " << *n << " devices";
     if (!sources.insert(src).second)
       return emitOpError() << "device " << src << " is a source twice";
     if (!targets.insert(dst).second)
@@ -164,8 +162,8 @@ CollectivePermuteOp::verifySymbolUses(SymbolTableCollection &tables) {
 
 static LogicalResult verifyPeer(Operation *op, int64_t peer, int64_t n) {
   if (peer < 0 || peer >= n)
-    return op->emitOpError() << "peer " << peer << " is outside the group of "
-                             << n << " devices";
+    return op->emitOpError()
+           << "peer " << peer << " is outside the group of " << n << " devices";
   return success();
 }
 

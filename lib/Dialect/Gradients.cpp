@@ -104,8 +104,7 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange dys,
                               SmallVectorImpl<Value> &dxs) {
   Grad g = grad(b, *this);
   Value a = getLhs(), e = getRhs(), dy = dys[0];
-  Value powMinusOne =
-      b.create<PowOp>(getLoc(), a, g.sub(e, g.splat(e, 1.0)));
+  Value powMinusOne = b.create<PowOp>(getLoc(), a, g.sub(e, g.splat(e, 1.0)));
   Value da = g.mul(dy, g.mul(e, powMinusOne));
   Value de = g.mul(dy, g.mul(getResult(), b.create<LogOp>(getLoc(), a)));
   dxs.append({da, de});
@@ -235,8 +234,8 @@ LogicalResult BroadcastOp::buildVJP(OpBuilder &b, ValueRange dys,
     dxs.push_back(dys[0]);
     return success();
   }
-  dxs.push_back(b.create<ReduceSumOp>(getLoc(), dys[0],
-                                      b.getDenseI64ArrayAttr(added)));
+  dxs.push_back(
+      b.create<ReduceSumOp>(getLoc(), dys[0], b.getDenseI64ArrayAttr(added)));
   return success();
 }
 
@@ -252,8 +251,8 @@ LogicalResult TransposeOp::buildVJP(OpBuilder &b, ValueRange dys,
   SmallVector<int64_t> inverse(perm.size());
   for (auto [i, p] : llvm::enumerate(perm))
     inverse[p] = i;
-  dxs.push_back(b.create<TransposeOp>(getLoc(), dys[0],
-                                      b.getDenseI64ArrayAttr(inverse)));
+  dxs.push_back(
+      b.create<TransposeOp>(getLoc(), dys[0], b.getDenseI64ArrayAttr(inverse)));
   return success();
 }
 
@@ -263,8 +262,8 @@ LogicalResult SliceOp::buildVJP(OpBuilder &b, ValueRange dys,
   SmallVector<int64_t> low, high, interior;
   for (int64_t d = 0, e = in.getRank(); d < e; ++d) {
     int64_t size = getSizes()[d], stride = getStrides()[d];
-    int64_t end = size > 0 ? getOffsets()[d] + (size - 1) * stride + 1
-                           : getOffsets()[d];
+    int64_t end =
+        size > 0 ? getOffsets()[d] + (size - 1) * stride + 1 : getOffsets()[d];
     low.push_back(size > 0 ? getOffsets()[d] : 0);
     high.push_back(in.getDimSize(d) - (size > 0 ? end : 0));
     interior.push_back(stride - 1);
@@ -282,8 +281,8 @@ LogicalResult PadOp::buildVJP(OpBuilder &b, ValueRange dys,
   SmallVector<int64_t> strides;
   for (int64_t i : getInterior())
     strides.push_back(i + 1);
-  dxs.push_back(b.create<SliceOp>(getLoc(), dys[0], getLow(), in.getShape(),
-                                  strides));
+  dxs.push_back(
+      b.create<SliceOp>(getLoc(), dys[0], getLow(), in.getShape(), strides));
   return success();
 }
 
@@ -295,8 +294,8 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ValueRange dys,
     auto type = cast<RankedTensorType>(input.getType());
     SmallVector<int64_t> offsets(type.getRank(), 0), strides(type.getRank(), 1);
     offsets[dim] = offset;
-    dxs.push_back(b.create<SliceOp>(getLoc(), dys[0], offsets,
-                                    type.getShape(), strides));
+    dxs.push_back(
+        b.create<SliceOp>(getLoc(), dys[0], offsets, type.getShape(), strides));
     offset += type.getDimSize(dim);
   }
   (void)outType;
@@ -348,15 +347,15 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange dys,
 
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange dys,
                                   SmallVectorImpl<Value> &dxs) {
-  dxs.push_back(b.create<SoftmaxGradOp>(getLoc(), getResult(), dys[0],
-                                        getDimAttr()));
+  dxs.push_back(
+      b.create<SoftmaxGradOp>(getLoc(), getResult(), dys[0], getDimAttr()));
   return success();
 }
 
 LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange dys,
                                     SmallVectorImpl<Value> &dxs) {
-  auto op = b.create<LayerNormGradOp>(getLoc(), getInput(), getGamma(),
-                                      dys[0], getEpsilonAttr());
+  auto op = b.create<LayerNormGradOp>(getLoc(), getInput(), getGamma(), dys[0],
+                                      getEpsilonAttr());
   dxs.append(op->result_begin(), op->result_end());
   return success();
 }
@@ -390,9 +389,9 @@ LogicalResult RotaryOp::buildVJP(OpBuilder &b, ValueRange dys,
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange dys,
                                     SmallVectorImpl<Value> &dxs) {
-  auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(),
-                                      getValue(), dys[0], getCausal(),
-                                      getScaleAttr());
+  auto op =
+      b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
+                                dys[0], getCausal(), getScaleAttr());
   dxs.append(op->result_begin(), op->result_end());
   return success();
 }

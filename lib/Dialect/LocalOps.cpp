@@ -31,8 +31,8 @@ int64_t LocalOpContext::getNumBlocks(ArrayRef<int64_t> factors) const {
   return n;
 }
 
-SmallVector<StringRef>
-LocalOpContext::getDimAxes(const TensorFactors &tensor, unsigned dim) const {
+SmallVector<StringRef> LocalOpContext::getDimAxes(const TensorFactors &tensor,
+                                                  unsigned dim) const {
   SmallVector<StringRef> axes;
   for (int64_t f : tensor[dim])
     llvm::append_range(axes, factorAxes[f]);
@@ -42,9 +42,8 @@ LocalOpContext::getDimAxes(const TensorFactors &tensor, unsigned dim) const {
 /// An i64 scalar constant.
 static Value i64Scalar(OpBuilder &b, Location loc, int64_t value) {
   auto type = RankedTensorType::get({}, b.getI64Type());
-  return b.create<ConstantOp>(loc,
-                              DenseElementsAttr::get(type, b.getI64IntegerAttr(
-                                                               value)));
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(type, b.getI64IntegerAttr(value)));
 }
 
 static ArrayAttr axesAttr(OpBuilder &b, ArrayRef<StringRef> axes) {
@@ -103,8 +102,8 @@ static LogicalResult buildLocalMean(Operation *op, OpBuilder &b,
     return failure();
   int64_t blocks = context.getNumBlocks(factors);
   results.push_back(blocks == 1 ? clone[0]
-                                : context.buildScaled(b, op->getLoc(),
-                                                      clone[0], 1.0 / blocks));
+                                : context.buildScaled(b, op->getLoc(), clone[0],
+                                                      1.0 / blocks));
   return success();
 }
 
@@ -238,10 +237,10 @@ LogicalResult DropoutOp::buildLocalOp(OpBuilder &b,
   for (unsigned d = 0, e = global.getRank(); d < e; ++d)
     blocks.push_back(context.buildBlockIndex(b, getLoc(), result, d));
   ValueRange operands = context.getOperands();
-  auto local = b.create<DropoutOp>(
-      getLoc(), context.getResultTypes()[0], operands[0], operands[1], blocks,
-      getRateAttr(), getStreamAttr(),
-      b.getDenseI64ArrayAttr(global.getShape()));
+  auto local =
+      b.create<DropoutOp>(getLoc(), context.getResultTypes()[0], operands[0],
+                          operands[1], blocks, getRateAttr(), getStreamAttr(),
+                          b.getDenseI64ArrayAttr(global.getShape()));
   results.push_back(local);
   return success();
 }
@@ -272,8 +271,8 @@ LogicalResult ConstantOp::buildLocalOp(OpBuilder &b,
     return buildLocalClone(*this, b, context, results);
   if (auto splat = dyn_cast<SplatElementsAttr>(value)) {
     results.push_back(b.create<ConstantOp>(
-        getLoc(), SplatElementsAttr::get(local,
-                                         splat.getSplatValue<Attribute>())));
+        getLoc(),
+        SplatElementsAttr::get(local, splat.getSplatValue<Attribute>())));
     return success();
   }
   // A dense table: every device holds it whole and keeps its block.

@@ -184,8 +184,8 @@ LogicalResult MeshOp::verify() {
     if (!seen.insert(name).second)
       return emitOpError() << "axis '" << name << "' is declared twice";
     if (getShape()[i] < 1)
-      return emitOpError() << "axis '" << name << "' has size "
-                           << getShape()[i] << "; sizes must be >= 1";
+      return emitOpError() << "axis '" << name << "' has size " << getShape()[i]
+                           << "; sizes must be >= 1";
   }
   return success();
 }
@@ -252,14 +252,14 @@ mlir::cleave::verifySharding(ShardingAttr sharding, Type type, MeshOp mesh,
   for (StringRef axis : sharding.getUsedAxes())
     if (!mesh.getAxisIndex(axis))
       return emitError() << what << " is sharded over unknown axis '" << axis
-                         << "' of mesh @" << mesh.getSymName() << " (axes: "
-                         << listAxes(mesh) << ")";
+                         << "' of mesh @" << mesh.getSymName()
+                         << " (axes: " << listAxes(mesh) << ")";
   for (unsigned d = 0, e = tensor.getRank(); d < e; ++d) {
     SmallVector<StringRef> axes = sharding.getDimAxes(d);
     int64_t parts = mesh.getGroupSize(axes);
     if (tensor.getDimSize(d) % parts != 0)
-      return emitError() << "dimension " << d << " of " << what
-                         << " has size " << tensor.getDimSize(d)
+      return emitError() << "dimension " << d << " of " << what << " has size "
+                         << tensor.getDimSize(d)
                          << ", which is not divisible by " << parts
                          << " (the number of devices on axes "
                          << llvm::join(axes, ", ") << ")";

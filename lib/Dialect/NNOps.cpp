@@ -46,7 +46,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return inferError(loc, "'cleave.matmul' op operands need rank >= 2, got "
-                           "lhs rank " + Twine(lhs.getRank()) + " and rhs rank " +
+                           "lhs rank " +
+                               Twine(lhs.getRank()) + " and rhs rank " +
                                Twine(rhs.getRank()));
   if (lhs.getElementType() != rhs.getElementType())
     return inferError(loc, "'cleave.matmul' op lhs and rhs element types "
@@ -54,10 +55,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   int64_t r = lhs.getRank(), rr = rhs.getRank();
   if (rr != 2 && rr != r)
     return inferError(loc, "'cleave.matmul' op rhs must be a matrix or have "
-                           "the lhs rank " + Twine(r) + ", got rank " +
-                               Twine(rr));
-  if (rr == r && lhs.getShape().take_front(r - 2) !=
-                     rhs.getShape().take_front(r - 2))
+                           "the lhs rank " +
+                               Twine(r) + ", got rank " + Twine(rr));
+  if (rr == r &&
+      lhs.getShape().take_front(r - 2) != rhs.getShape().take_front(r - 2))
     return inferError(loc, "'cleave.matmul' op batch dimensions differ: lhs " +
                                formatShape(lhs.getShape().take_front(r - 2)) +
                                " vs rhs " +
@@ -66,8 +67,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   int64_t rhsK = rhs.getDimSize(tr ? rr - 1 : rr - 2);
   if (d.k != rhsK)
     return inferError(loc, "'cleave.matmul' op contracting dimension "
-                           "mismatch: lhs dim " + Twine(tl ? r - 2 : r - 1) +
-                               " has size " + Twine(d.k) + " but rhs dim " +
+                           "mismatch: lhs dim " +
+                               Twine(tl ? r - 2 : r - 1) + " has size " +
+                               Twine(d.k) + " but rhs dim " +
                                Twine(tr ? rr - 1 : rr - 2) + " has size " +
                                Twine(rhsK));
   SmallVector<int64_t> shape(lhs.getShape().take_front(r - 2));
@@ -131,11 +133,12 @@ static void addRowwiseFactors(ShardingRule &rule, ArrayRef<int64_t> shape,
   }
 }
 
-static LogicalResult verifySoftmaxDim(Operation *op, int64_t dim, int64_t rank) {
+static LogicalResult verifySoftmaxDim(Operation *op, int64_t dim,
+                                      int64_t rank) {
   if (dim < 0 || dim >= rank)
-    return op->emitOpError() << "dim " << dim
-                             << " is out of range for an operand of rank "
-                             << rank;
+    return op->emitOpError()
+           << "dim " << dim << " is out of range for an operand of rank "
+           << rank;
   return success();
 }
 
@@ -167,12 +170,13 @@ ShardingRule SoftmaxGradOp::getShardingRule() {
 double SoftmaxGradOp::getFlops() { return 4.0 * countResultElements(*this); }
 
 /// Checks `x` of rank >= 1 and the `[H]` weight vectors of a norm.
-static LogicalResult verifyNormOperands(std::optional<Location> loc,
-                                        StringRef name, RankedTensorType x,
-                                        ArrayRef<std::pair<StringRef, Value>>
-                                            vectors) {
+static LogicalResult
+verifyNormOperands(std::optional<Location> loc, StringRef name,
+                   RankedTensorType x,
+                   ArrayRef<std::pair<StringRef, Value>> vectors) {
   if (x.getRank() < 1)
-    return inferError(loc, "'cleave." + name + "' op input must have rank >= 1");
+    return inferError(loc,
+                      "'cleave." + name + "' op input must have rank >= 1");
   int64_t h = x.getDimSize(x.getRank() - 1);
   for (auto [what, value] : vectors) {
     auto type = tensorType(value);
@@ -193,9 +197,9 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
   auto x = tensorType(adaptor.getInput());
-  if (failed(verifyNormOperands(loc, "layer_norm", x,
-                                {{"gamma", adaptor.getGamma()},
-                                 {"beta", adaptor.getBeta()}})))
+  if (failed(verifyNormOperands(
+          loc, "layer_norm", x,
+          {{"gamma", adaptor.getGamma()}, {"beta", adaptor.getBeta()}})))
     return failure();
   inferred.push_back(x);
   return success();
@@ -304,7 +308,8 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   auto ids = tensorType(adaptor.getIds());
   if (table.getRank() != 2)
     return inferError(loc, "'cleave.embedding' op table must be [V, H], got "
-                           "shape " + formatShape(table.getShape()));
+                           "shape " +
+                               formatShape(table.getShape()));
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
   inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
@@ -415,8 +420,7 @@ double RotaryOp::getFlops() { return 3.0 * countResultElements(*this); }
 //===----------------------------------------------------------------------===//
 
 static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
-                                             StringRef name,
-                                             RankedTensorType q,
+                                             StringRef name, RankedTensorType q,
                                              RankedTensorType k,
                                              RankedTensorType v, bool causal) {
   auto fail = [&](const Twine &msg) {
@@ -453,9 +457,9 @@ static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
 
 static RankedTensorType attentionResultType(RankedTensorType q,
                                             RankedTensorType v) {
-  return RankedTensorType::get({q.getDimSize(0), q.getDimSize(1),
-                                q.getDimSize(2), v.getDimSize(3)},
-                               q.getElementType());
+  return RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+      q.getElementType());
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
@@ -519,7 +523,7 @@ static void addAttentionFactors(ShardingRule &rule, RankedTensorType q,
       rd.push_back(dimOf(s, f));
       inAllResults &= rd.back() != kNoDim;
     }
-    FactorKind kind = !splittable     ? FactorKind::NeedReplication
+    FactorKind kind = !splittable    ? FactorKind::NeedReplication
                       : inAllResults ? FactorKind::PassThrough
                                      : FactorKind::Reduction;
     rule.addFactor(od, rd, size, kind);
@@ -558,7 +562,8 @@ double AttentionOp::getFlops() {
 double AttentionOp::getScaleOrDefault() {
   if (auto scale = getScale())
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+  return 1.0 /
+         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
 }
 
 LogicalResult
@@ -572,11 +577,11 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
     return failure();
   RankedTensorType out = attentionResultType(q, v);
   if (adaptor.getGrad().getType() != out)
-    return inferError(loc, "'cleave.attention_grad' op grad must have the "
-                           "forward result type " +
-                               formatShape(out.getShape()) + ", got " +
-                               formatShape(tensorType(adaptor.getGrad())
-                                               .getShape()));
+    return inferError(
+        loc, "'cleave.attention_grad' op grad must have the "
+             "forward result type " +
+                 formatShape(out.getShape()) + ", got " +
+                 formatShape(tensorType(adaptor.getGrad()).getShape()));
   inferred.append({q, k, v});
   return success();
 }
@@ -598,7 +603,8 @@ double AttentionGradOp::getFlops() {
 double AttentionGradOp::getScaleOrDefault() {
   if (auto scale = getScale())
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
+  return 1.0 /
+         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(3)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -613,7 +619,8 @@ static LogicalResult verifyLogitsLabels(std::optional<Location> loc,
     return inferError(loc, "'cleave." + name + "' op labels must have shape " +
                                formatShape(logits.getShape().drop_back()) +
                                " (logits shape without the class dimension), "
-                               "got " + formatShape(labels.getShape()));
+                               "got " +
+                               formatShape(labels.getShape()));
   return success();
 }
 
@@ -676,9 +683,10 @@ double CrossEntropyOp::getFlops() {
   return 4.0 * getLogits().getType().getNumElements();
 }
 
-LogicalResult CrossEntropyGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                     Adaptor adaptor,
+                                     SmallVectorImpl<Type> &inferred) {
   auto logits = tensorType(adaptor.getLogits());
   if (failed(verifyLogitsLabels(loc, "cross_entropy_grad", logits,
                                 tensorType(adaptor.getLabels()))))

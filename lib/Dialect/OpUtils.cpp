@@ -26,8 +26,8 @@ LogicalResult mlir::cleave::verifyDimList(std::optional<Location> loc,
                                           int64_t rank) {
   for (auto [i, d] : llvm::enumerate(dims)) {
     if (d < 0 || d >= rank)
-      return inferError(loc, "'cleave." + op + "' op " + attr + "[" +
-                                 Twine(i) + "] = " + Twine(d) +
+      return inferError(loc, "'cleave." + op + "' op " + attr + "[" + Twine(i) +
+                                 "] = " + Twine(d) +
                                  " is out of range for an operand of rank " +
                                  Twine(rank));
     if (i > 0 && dims[i - 1] >= d)
@@ -41,8 +41,7 @@ LogicalResult mlir::cleave::verifyDimList(std::optional<Location> loc,
 void mlir::cleave::addAlignedFactors(ShardingRule &rule,
                                      ArrayRef<int64_t> operandStart,
                                      ArrayRef<int64_t> resultStart,
-                                     ArrayRef<int64_t> sizes,
-                                     FactorKind kind) {
+                                     ArrayRef<int64_t> sizes, FactorKind kind) {
   auto shift = [](ArrayRef<int64_t> start, int64_t by) {
     SmallVector<int64_t> dims;
     for (int64_t s : start)

@@ -19,7 +19,8 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
 /// Emits `message` at `loc` (if any) and returns failure: the error path of
 /// inferReturnTypes, which has no op to attach to.
-LogicalResult inferError(std::optional<Location> loc, const llvm::Twine &message);
+LogicalResult inferError(std::optional<Location> loc,
+                         const llvm::Twine &message);
 
 /// Checks that `dims` is strictly increasing and inside [0, rank).
 LogicalResult verifyDimList(std::optional<Location> loc, llvm::StringRef op,

@@ -11,9 +11,9 @@ static LogicalResult verifySameShape(Operation *op, Value param, Value other,
   auto p = cast<RankedTensorType>(param.getType());
   auto o = cast<RankedTensorType>(other.getType());
   if (p.getShape() != o.getShape())
-    return op->emitOpError() << what << " shape " << formatShape(o.getShape())
-                             << " differs from the parameter shape "
-                             << formatShape(p.getShape());
+    return op->emitOpError()
+           << what << " shape " << formatShape(o.getShape())
+           << " differs from the parameter shape " << formatShape(p.getShape());
   return success();
 }
 
@@ -38,8 +38,8 @@ LogicalResult AdamWOp::verify() {
       return emitOpError() << "optimizer moments must be f32 or f64, got "
                            << elem;
   }
-  for (auto [name, value] : {std::pair{"beta1", getBeta1()},
-                             std::pair{"beta2", getBeta2()}}) {
+  for (auto [name, value] :
+       {std::pair{"beta1", getBeta1()}, std::pair{"beta2", getBeta2()}}) {
     double beta = value.convertToDouble();
     if (!(beta >= 0.0 && beta < 1.0))
       return emitOpError() << name << " must be in [0, 1), got " << beta;

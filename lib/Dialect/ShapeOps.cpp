@@ -129,18 +129,16 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   auto in = cast<RankedTensorType>(adaptor.getInput().getType());
   ArrayRef<int64_t> perm = adaptor.getPermutation();
   if (static_cast<int64_t>(perm.size()) != in.getRank())
-    return inferError(loc, "'cleave.transpose' op permutation has " +
-                               Twine(perm.size()) +
-                               " entries but the operand has rank " +
-                               Twine(in.getRank()));
+    return inferError(
+        loc, "'cleave.transpose' op permutation has " + Twine(perm.size()) +
+                 " entries but the operand has rank " + Twine(in.getRank()));
   SmallVector<bool> used(in.getRank(), false);
   SmallVector<int64_t> shape;
   for (int64_t p : perm) {
     if (p < 0 || p >= in.getRank() || used[p])
-      return inferError(loc, "'cleave.transpose' op permutation " +
-                                 formatShape(perm) +
-                                 " is not a permutation of [0, " +
-                                 Twine(in.getRank()) + ")");
+      return inferError(
+          loc, "'cleave.transpose' op permutation " + formatShape(perm) +
+                   " is not a permutation of [0, " + Twine(in.getRank()) + ")");
     used[p] = true;
     shape.push_back(in.getDimSize(p));
   }
@@ -158,8 +156,7 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 ShardingRule TransposeOp::getShardingRule() {
   ShardingRule rule(*this);
   for (auto [r, p] : llvm::enumerate(getPermutation()))
-    rule.addFactor({p}, {static_cast<int64_t>(r)},
-                   getType().getDimSize(r));
+    rule.addFactor({p}, {static_cast<int64_t>(r)}, getType().getDimSize(r));
   return rule;
 }
 
@@ -181,8 +178,7 @@ LogicalResult BroadcastOp::verify() {
     return emitOpError() << "dims has " << dims.size()
                          << " entries but the operand has rank "
                          << in.getRank();
-  if (failed(verifyDimList(getLoc(), "broadcast", "dims", dims,
-                           out.getRank())))
+  if (failed(verifyDimList(getLoc(), "broadcast", "dims", dims, out.getRank())))
     return failure();
   for (auto [i, d] : llvm::enumerate(dims))
     if (in.getDimSize(i) != out.getDimSize(d))
@@ -220,19 +216,18 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   if (static_cast<int64_t>(offsets.size()) != rank ||
       static_cast<int64_t>(sizes.size()) != rank ||
       static_cast<int64_t>(strides.size()) != rank)
-    return inferError(loc, "'cleave.slice' op offsets, sizes and strides need " +
-                               Twine(rank) + " entries each (the operand " +
-                               "rank), got " + Twine(offsets.size()) + ", " +
-                               Twine(sizes.size()) + " and " +
-                               Twine(strides.size()));
+    return inferError(
+        loc, "'cleave.slice' op offsets, sizes and strides need " +
+                 Twine(rank) + " entries each (the operand " + "rank), got " +
+                 Twine(offsets.size()) + ", " + Twine(sizes.size()) + " and " +
+                 Twine(strides.size()));
   for (int64_t d = 0; d < rank; ++d) {
     if (strides[d] < 1 || sizes[d] < 0 || offsets[d] < 0)
-      return inferError(loc, "'cleave.slice' op dimension " + Twine(d) +
-                                 " has offset " + Twine(offsets[d]) +
-                                 ", size " + Twine(sizes[d]) + ", stride " +
-                                 Twine(strides[d]) +
-                                 "; offsets and sizes must be >= 0 and " +
-                                 "strides >= 1");
+      return inferError(
+          loc, "'cleave.slice' op dimension " + Twine(d) + " has offset " +
+                   Twine(offsets[d]) + ", size " + Twine(sizes[d]) +
+                   ", stride " + Twine(strides[d]) +
+                   "; offsets and sizes must be >= 0 and " + "strides >= 1");
     int64_t last = offsets[d] + (sizes[d] - 1) * strides[d];
     if (sizes[d] > 0 && last >= in.getDimSize(d))
       return inferError(loc, "'cleave.slice' op dimension " + Twine(d) +
@@ -292,11 +287,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       if (d == dim)
         continue;
       if (type.getDimSize(d) != first.getDimSize(d))
-        return inferError(loc, "'cleave.concat' op operand #" + Twine(i + 1) +
-                                   " has size " + Twine(type.getDimSize(d)) +
-                                   " in dimension " + Twine(d) +
-                                   " but operand #0 has " +
-                                   Twine(first.getDimSize(d)));
+        return inferError(
+            loc, "'cleave.concat' op operand #" + Twine(i + 1) + " has size " +
+                     Twine(type.getDimSize(d)) + " in dimension " + Twine(d) +
+                     " but operand #0 has " + Twine(first.getDimSize(d)));
     }
     shape[dim] += type.getDimSize(dim);
   }
@@ -315,10 +309,10 @@ ShardingRule ConcatOp::getShardingRule() {
   for (int64_t i = 0; i < n; ++i) {
     SmallVector<int64_t> operandDims(n, kNoDim);
     operandDims[i] = dim;
-    rule.addFactor(operandDims, {kNoDim},
-                   cast<RankedTensorType>(getInputs()[i].getType())
-                       .getDimSize(dim),
-                   FactorKind::NeedReplication);
+    rule.addFactor(
+        operandDims, {kNoDim},
+        cast<RankedTensorType>(getInputs()[i].getType()).getDimSize(dim),
+        FactorKind::NeedReplication);
   }
   rule.addFactor(SmallVector<int64_t>(n, kNoDim), {dim},
                  getType().getDimSize(dim), FactorKind::NeedReplication);
@@ -351,9 +345,9 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
   for (int64_t d = 0; d < rank; ++d) {
     if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
       return inferError(loc, "'cleave.pad' op dimension " + Twine(d) +
-                                 " has negative padding (low " +
-                                 Twine(low[d]) + ", high " + Twine(high[d]) +
-                                 ", interior " + Twine(interior[d]) + ")");
+                                 " has negative padding (low " + Twine(low[d]) +
+                                 ", high " + Twine(high[d]) + ", interior " +
+                                 Twine(interior[d]) + ")");
     int64_t size = in.getDimSize(d);
     shape.push_back(low[d] + high[d] + size +
                     (size > 0 ? (size - 1) * interior[d] : 0));

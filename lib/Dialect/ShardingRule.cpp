@@ -75,9 +75,9 @@ ShardingRule ShardingRule::getElementwise(Operation *op) {
 LogicalResult ShardingRule::verify(Operation *op) const {
   if (operands.size() != op->getNumOperands() ||
       results.size() != op->getNumResults())
-    return op->emitOpError() << "sharding rule describes " << operands.size()
-                             << " operands and " << results.size()
-                             << " results";
+    return op->emitOpError()
+           << "sharding rule describes " << operands.size() << " operands and "
+           << results.size() << " results";
   auto checkTensor = [&](const TensorFactors &factors, Type type,
                          StringRef what, unsigned index) -> LogicalResult {
     if (static_cast<int64_t>(factors.size()) != rankOf(type))

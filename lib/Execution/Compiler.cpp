@@ -68,8 +68,8 @@ static void embedManifest(ModuleOp module, StringRef json) {
   Location loc = module.getLoc();
   MLIRContext *ctx = module.getContext();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
-  auto func = b.create<LLVM::LLVMFuncOp>(
-      loc, "cleave_manifest_json", LLVM::LLVMFunctionType::get(ptr, {}));
+  auto func = b.create<LLVM::LLVMFuncOp>(loc, "cleave_manifest_json",
+                                         LLVM::LLVMFunctionType::get(ptr, {}));
   Block *body = func.addEntryBlock(b);
   b.setInsertionPointToStart(body);
   std::string text = json.str();
@@ -80,8 +80,8 @@ static void embedManifest(ModuleOp module, StringRef json) {
 }
 
 /// Extracts the manifest, lowers, and embeds the manifest.
-static llvm::Expected<ProgramManifest>
-prepare(ModuleOp module, const CompileOptions &options) {
+static llvm::Expected<ProgramManifest> prepare(ModuleOp module,
+                                               const CompileOptions &options) {
   DiagnosticCollector diags(module.getContext());
   FailureOr<ProgramManifest> manifest = extractManifest(module);
   if (failed(manifest))
@@ -133,8 +133,10 @@ JitProgram::compile(ModuleOp module, const CompileOptions &options) {
   if (!engine)
     return engine.takeError();
   auto t2 = std::chrono::steady_clock::now();
-  program->stats.loweringSeconds = std::chrono::duration<double>(t1 - t0).count();
-  program->stats.codegenSeconds = std::chrono::duration<double>(t2 - t1).count();
+  program->stats.loweringSeconds =
+      std::chrono::duration<double>(t1 - t0).count();
+  program->stats.codegenSeconds =
+      std::chrono::duration<double>(t2 - t1).count();
   program->engine = std::move(*engine);
   program->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap map;
@@ -189,13 +191,14 @@ llvm::Error mlir::cleave::compileToObject(ModuleOp module, StringRef path,
     return makeError("translation to LLVM IR failed");
   std::string triple = llvm::sys::getProcessTriple();
   std::string error;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return makeError("no LLVM target for " + triple + ": " + error);
   llvm::TargetOptions targetOptions;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), "", targetOptions,
-      llvm::Reloc::PIC_));
+  std::unique_ptr<llvm::TargetMachine> machine(
+      target->createTargetMachine(triple, llvm::sys::getHostCPUName(), "",
+                                  targetOptions, llvm::Reloc::PIC_));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
   limitFullUnrolling();

@@ -130,8 +130,7 @@ static LogicalResult describeType(Operation *where, Type type,
 
 /// Fills `spec.layout` from a `cleave.layout` attribute (if any).
 static LogicalResult describeLayout(func::FuncOp func, ShardingAttr layout,
-                                    const std::string &what,
-                                    BufferSpec &spec) {
+                                    const std::string &what, BufferSpec &spec) {
   if (!layout)
     return success();
   if (!layout.getPartialAxes().empty())
@@ -139,8 +138,8 @@ static LogicalResult describeLayout(func::FuncOp func, ShardingAttr layout,
                             << "); hosts read whole or split values only";
   MeshOp mesh = lookupMesh(func, layout.getMesh());
   if (!mesh)
-    return func.emitError() << what << " refers to unknown mesh "
-                            << layout.getMesh();
+    return func.emitError()
+           << what << " refers to unknown mesh " << layout.getMesh();
   for (unsigned d = 0, e = layout.getRank(); d < e; ++d) {
     std::vector<int64_t> axes;
     for (StringRef axis : layout.getDimAxes(d))
@@ -226,8 +225,9 @@ static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
              << "or cleave.input";
     }
     if (failed(describeType(func, func.getArgumentTypes()[i], what, spec)) ||
-        failed(describeLayout(func, func.getArgAttrOfType<ShardingAttr>(
-                                        i, CleaveDialect::kLayoutAttrName),
+        failed(describeLayout(func,
+                              func.getArgAttrOfType<ShardingAttr>(
+                                  i, CleaveDialect::kLayoutAttrName),
                               what, spec)))
       return failure();
     fs.buffers.push_back(std::move(spec));
@@ -240,8 +240,9 @@ static FailureOr<FunctionSpec> describeFunction(func::FuncOp func) {
     spec.name = name ? name.str() : "result" + std::to_string(i);
     std::string what = "result #" + std::to_string(i) + " of @" + fs.name;
     if (failed(describeType(func, func.getResultTypes()[i], what, spec)) ||
-        failed(describeLayout(func, func.getResultAttrOfType<ShardingAttr>(
-                                        i, CleaveDialect::kLayoutAttrName),
+        failed(describeLayout(func,
+                              func.getResultAttrOfType<ShardingAttr>(
+                                  i, CleaveDialect::kLayoutAttrName),
                               what, spec)))
       return failure();
     fs.buffers.push_back(std::move(spec));
@@ -282,7 +283,7 @@ FailureOr<ProgramManifest> mlir::cleave::extractManifest(ModuleOp module) {
 }
 
 LogicalResult mlir::cleave::extractPipeline(ModuleOp module,
-                                           ProgramManifest &manifest) {
+                                            ProgramManifest &manifest) {
   auto dict =
       module->getAttrOfType<DictionaryAttr>(CleaveDialect::kPipelineAttrName);
   if (!dict)
@@ -313,8 +314,9 @@ LogicalResult mlir::cleave::extractPipeline(ModuleOp module,
 }
 
 LogicalResult mlir::cleave::extractGroups(ModuleOp module,
-                                         ProgramManifest &manifest) {
-  auto groups = module->getAttrOfType<ArrayAttr>(CleaveDialect::kGroupsAttrName);
+                                          ProgramManifest &manifest) {
+  auto groups =
+      module->getAttrOfType<ArrayAttr>(CleaveDialect::kGroupsAttrName);
   if (!groups)
     return success();
   if (!manifest.mesh)
@@ -326,8 +328,8 @@ LogicalResult mlir::cleave::extractGroups(ModuleOp module,
       StringRef name = cast<StringAttr>(axis).getValue();
       auto it = llvm::find(manifest.mesh->axes, name);
       if (it == manifest.mesh->axes.end())
-        return module.emitError() << "group axis '" << name
-                                  << "' is not an axis of the mesh";
+        return module.emitError()
+               << "group axis '" << name << "' is not an axis of the mesh";
       axes.push_back(it - manifest.mesh->axes.begin());
     }
     manifest.groups.push_back(std::move(axes));

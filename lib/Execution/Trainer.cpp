@@ -16,10 +16,10 @@ static llvm::Error makeError(const llvm::Twine &message) {
 }
 
 static std::string shapeString(llvm::ArrayRef<int64_t> shape) {
-  return "[" + llvm::join(llvm::map_range(shape, [](int64_t d) {
-                            return std::to_string(d);
-                          }),
-                          ", ") +
+  return "[" +
+         llvm::join(llvm::map_range(
+                        shape, [](int64_t d) { return std::to_string(d); }),
+                    ", ") +
          "]";
 }
 
@@ -44,8 +44,10 @@ public:
                        "'targets'; the program also needs '" +
                        spec.name + "'");
     if (spec.shape.size() != 2 || spec.dtype != CLEAVE_I32)
-      return makeError("input '" + spec.name + "' must be [batch, seq] i32, "
-                       "got " + shapeString(spec.shape));
+      return makeError("input '" + spec.name +
+                       "' must be [batch, seq] i32, "
+                       "got " +
+                       shapeString(spec.shape));
     int64_t rows = spec.shape[0], seq = spec.shape[1];
     if (step != cachedStep) {
       inputs.resize(rows * seq);
@@ -160,8 +162,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<BatchSource> mlir::cleave::makeTokenSource(
-    cleave_token_file *file, uint64_t seed, int64_t vocab, int64_t firstRow) {
+std::unique_ptr<BatchSource>
+mlir::cleave::makeTokenSource(cleave_token_file *file, uint64_t seed,
+                              int64_t vocab, int64_t firstRow) {
   return std::make_unique<TokenSource>(file, seed, vocab, firstRow);
 }
 
@@ -221,11 +224,10 @@ llvm::Error mlir::cleave::defineCommunicators(const ProgramManifest &manifest) {
   const MeshSpec &mesh = *manifest.mesh;
   int64_t world = cleave_rt_world_size();
   if (mesh.numDevices() != world)
-    return makeError("rank " + std::to_string(cleave_rt_rank()) +
-                     ": the program's mesh (" + mesh.toString() + ") has " +
-                     std::to_string(mesh.numDevices()) +
-                     " devices but the job has " + std::to_string(world) +
-                     " ranks");
+    return makeError(
+        "rank " + std::to_string(cleave_rt_rank()) + ": the program's mesh (" +
+        mesh.toString() + ") has " + std::to_string(mesh.numDevices()) +
+        " devices but the job has " + std::to_string(world) + " ranks");
   std::vector<const char *> names;
   for (const std::string &axis : mesh.axes)
     names.push_back(axis.c_str());
@@ -238,9 +240,8 @@ llvm::Error mlir::cleave::defineCommunicators(const ProgramManifest &manifest) {
   return llvm::Error::success();
 }
 
-llvm::Error
-Trainer::fromGlobal(int64_t index,
-                    llvm::function_ref<llvm::Error(void *)> fill) {
+llvm::Error Trainer::fromGlobal(int64_t index,
+                                llvm::function_ref<llvm::Error(void *)> fill) {
   const BufferSpec &b = spec.buffers[index];
   if (!options.mesh || !b.isSplit())
     return fill(buffer(index));
@@ -286,8 +287,8 @@ Trainer::gatherFromStage(const BufferSpec &b, int64_t stage) const {
   const MeshSpec &mesh = *options.mesh;
   int64_t devices = mesh.numDevices();
   int64_t mine = spec.find(b.role, b.name);
-  bool here =
-      mesh.coordinates(options.rank)[options.pipelineAxis] == stage && mine >= 0;
+  bool here = mesh.coordinates(options.rank)[options.pipelineAxis] == stage &&
+              mine >= 0;
   std::vector<char> zeros(here ? 0 : b.numBytes());
   const void *local = here ? buffer(mine) : zeros.data();
   std::vector<char> blocks(b.numBytes() * devices);
@@ -353,7 +354,8 @@ llvm::Error Trainer::initParameters() {
       for (int64_t d : globalShape(b, *options.mesh))
         n *= d;
       return n;
-    }() : b.numElements();
+    }()
+                                 : b.numElements();
     llvm::Error err = fromGlobal(i, [&](void *data) -> llvm::Error {
       if (cleave_rt_fill(b.dtype, data, count, b.init, b.initScale,
                          options.seed, cleave_rt_hash_name(b.name.c_str()),

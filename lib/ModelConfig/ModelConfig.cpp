@@ -69,23 +69,23 @@ int64_t ModelConfig::numParameters() const {
     return n + f * v + v;
   }
   case Architecture::GPT: {
-    int64_t perLayer = 2 * h                 // ln_1
-                       + 3 * h * h + 3 * h   // qkv
-                       + h * h + h           // attention projection
-                       + 2 * h               // ln_2
-                       + h * f + f           // fc
-                       + f * h + h;          // fc projection
+    int64_t perLayer = 2 * h               // ln_1
+                       + 3 * h * h + 3 * h // qkv
+                       + h * h + h         // attention projection
+                       + 2 * h             // ln_2
+                       + h * f + f         // fc
+                       + f * h + h;        // fc projection
     int64_t n = v * h + seqLen * h + layers * perLayer + 2 * h;
     return tiedEmbeddings ? n : n + v * h;
   }
   case Architecture::Llama: {
     int64_t d = headDim();
-    int64_t perLayer = h                          // attention norm
-                       + h * heads * d            // q
-                       + 2 * h * kvHeads * d      // k, v
-                       + heads * d * h            // o
-                       + h                        // mlp norm
-                       + 3 * h * f;               // gate, up, down
+    int64_t perLayer = h                     // attention norm
+                       + h * heads * d       // q
+                       + 2 * h * kvHeads * d // k, v
+                       + heads * d * h       // o
+                       + h                   // mlp norm
+                       + 3 * h * f;          // gate, up, down
     int64_t n = v * h + layers * perLayer + h;
     return tiedEmbeddings ? n : n + v * h;
   }
@@ -118,8 +118,7 @@ std::string ModelConfig::validate() const {
            ") must be divisible by heads (" + std::to_string(heads) + ")";
   if (heads % kvHeads != 0)
     return "heads (" + std::to_string(heads) +
-           ") must be a multiple of kv_heads (" + std::to_string(kvHeads) +
-           ")";
+           ") must be a multiple of kv_heads (" + std::to_string(kvHeads) + ")";
   if (arch == Architecture::Llama && headDim() % 2 != 0)
     return "head dimension hidden/heads = " + std::to_string(headDim()) +
            " must be even for rotary embeddings";
@@ -146,8 +145,8 @@ int64_t ModelConfig::ffnForWidth(int64_t width) const {
 
 namespace {
 
-ModelConfig gpt(const char *name, int64_t layers, int64_t hidden,
-                int64_t heads, int64_t vocab, int64_t seqLen) {
+ModelConfig gpt(const char *name, int64_t layers, int64_t hidden, int64_t heads,
+                int64_t vocab, int64_t seqLen) {
   ModelConfig c;
   c.name = name;
   c.arch = Architecture::GPT;
@@ -208,8 +207,7 @@ std::map<std::string, ModelConfig> buildPresets() {
   // Llama 3 (Dubey et al. 2024, Table 3).
   add(llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 500000.0));
   add(llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 500000.0));
-  add(llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192,
-            500000.0));
+  add(llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 500000.0));
   // Small models for tests and the demo.
   ModelConfig mlp;
   mlp.name = "tiny-mlp";

@@ -15,8 +15,8 @@ GraphBuilder::GraphBuilder(ModuleOp module, StringRef name, StringRef model)
   if (!model.empty())
     loc = NameLoc::get(builder.getStringAttr(model));
   builder.setInsertionPointToEnd(module.getBody());
-  func = builder.create<func::FuncOp>(loc, name,
-                                      builder.getFunctionType({}, {}));
+  func =
+      builder.create<func::FuncOp>(loc, name, builder.getFunctionType({}, {}));
   body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
 }
@@ -30,8 +30,7 @@ Location GraphBuilder::named(StringRef name) {
 void GraphBuilder::setScope(StringRef name) { loc = named(name); }
 
 Value GraphBuilder::arg(StringRef attrName, StringRef name,
-                        RankedTensorType type,
-                        ArrayRef<NamedAttribute> extra) {
+                        RankedTensorType type, ArrayRef<NamedAttribute> extra) {
   BlockArgument value = body->addArgument(type, named(name));
   SmallVector<NamedAttribute> attrs = {
       builder.getNamedAttr(attrName, builder.getStringAttr(name))};
@@ -59,9 +58,9 @@ Value GraphBuilder::input(StringRef name, ArrayRef<int64_t> shape,
 
 func::FuncOp GraphBuilder::finish(ValueRange results) {
   builder.create<func::ReturnOp>(loc, results);
-  func.setFunctionType(builder.getFunctionType(
-      SmallVector<Type>(body->getArgumentTypes()),
-      SmallVector<Type>(results.getTypes())));
+  func.setFunctionType(
+      builder.getFunctionType(SmallVector<Type>(body->getArgumentTypes()),
+                              SmallVector<Type>(results.getTypes())));
   func.setAllArgAttrs(argAttrs);
   return func;
 }
@@ -126,8 +125,8 @@ Value GraphBuilder::linear(Value x, Value w, Value b) {
     layer.consume_back(".weight");
     loc = named(layer);
   }
-  Value y = builder.create<MatmulOp>(loc, x, w, UnitAttr(),
-                                     builder.getUnitAttr());
+  Value y =
+      builder.create<MatmulOp>(loc, x, w, UnitAttr(), builder.getUnitAttr());
   if (b)
     y = add(y, broadcastLast(b, y));
   loc = scope;

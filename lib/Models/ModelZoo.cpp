@@ -48,9 +48,7 @@ struct ZooBuilder {
   Value ones(const std::string &name, ArrayRef<int64_t> shape) {
     return g.cast(g.param(name, shape, InitKind::Ones), ct);
   }
-  Value dropout(Value x) {
-    return seed ? g.dropout(x, seed, c.dropout) : x;
-  }
+  Value dropout(Value x) { return seed ? g.dropout(x, seed, c.dropout) : x; }
   /// Declares the token inputs and the dropout seed.
   void tokenInputs() {
     Type i32 = IntegerType::get(g.getContext(), 32);
@@ -117,7 +115,8 @@ Value buildGPT(ZooBuilder &z) {
   Value lnfw = z.ones("ln_f.weight", {h});
   Value lnfb = z.zeros("ln_f.bias", {h});
   x = g.layerNorm(x, lnfw, lnfb, c.normEpsilon);
-  Value head = c.tiedEmbeddings ? wte : z.weight("lm_head.weight", {c.vocab, h});
+  Value head =
+      c.tiedEmbeddings ? wte : z.weight("lm_head.weight", {c.vocab, h});
   return g.crossEntropy(g.linear(x, head), z.targets);
 }
 
@@ -132,12 +131,12 @@ Value buildLlama(ZooBuilder &z) {
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     g.setScope(p + "attention");
-    Value a = g.rmsNorm(x, z.ones(p + "attention_norm.weight", {h}),
-                        c.normEpsilon);
+    Value a =
+        g.rmsNorm(x, z.ones(p + "attention_norm.weight", {h}), c.normEpsilon);
     auto proj = [&](const char *name, int64_t n) {
-      return z.heads(
-          g.linear(a, z.weight(p + "attention." + name + ".weight", {n * d, h})),
-          n);
+      return z.heads(g.linear(a, z.weight(p + "attention." + name + ".weight",
+                                          {n * d, h})),
+                     n);
     };
     Value q = g.rotary(proj("wq", c.heads), c.ropeTheta);
     Value k = g.rotary(proj("wk", c.kvHeads), c.ropeTheta);
@@ -157,8 +156,7 @@ Value buildLlama(ZooBuilder &z) {
   }
   g.setScope("head");
   x = g.rmsNorm(x, z.ones("norm.weight", {h}), c.normEpsilon);
-  Value head =
-      c.tiedEmbeddings ? emb : z.weight("output.weight", {c.vocab, h});
+  Value head = c.tiedEmbeddings ? emb : z.weight("output.weight", {c.vocab, h});
   return g.crossEntropy(g.linear(x, head), z.targets);
 }
 

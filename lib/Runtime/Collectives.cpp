@@ -235,7 +235,8 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   } catch (const CommError &e) {
     state->recorder.finish(slot, false);
     group->active = false;
-    failCommunication(*state, *group, where(), p2p ? group->seq.load() : seq, e);
+    failCommunication(*state, *group, where(), p2p ? group->seq.load() : seq,
+                      e);
   } catch (const std::exception &e) {
     state->recorder.finish(slot, false);
     group->active = false;

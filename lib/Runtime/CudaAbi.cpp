@@ -73,8 +73,8 @@ void *pluginSymbol(const char *name) {
     throw RuntimeError("no CUDA device: " + p.error);
   void *symbol = dlsym(p.handle, name);
   if (!symbol)
-    throw RuntimeError(concat("no CUDA device: ", kPluginName, " has no ",
-                              name, " (a mismatched build?)"));
+    throw RuntimeError(concat("no CUDA device: ", kPluginName, " has no ", name,
+                              " (a mismatched build?)"));
   return symbol;
 }
 
@@ -96,8 +96,8 @@ CudaBackend &requireCuda() {
 } // namespace
 
 std::unique_ptr<Backend> loadCudaBackend(const CudaBackendOptions &options) {
-  auto create =
-      reinterpret_cast<CreateCudaBackendFn>(pluginSymbol(kCreateCudaBackendSymbol));
+  auto create = reinterpret_cast<CreateCudaBackendFn>(
+      pluginSymbol(kCreateCudaBackendSymbol));
   return std::unique_ptr<Backend>(create(&options));
 }
 
@@ -123,9 +123,8 @@ void cleave_rt_cuda_launch(void **function, void **module, const void *image,
   guard("cuda_launch", 0, [&] {
     int64_t grid[3] = {grid_x, grid_y, grid_z};
     int64_t block[3] = {block_x, block_y, block_z};
-    requireCuda()
-        .launch(function, module, image, name, grid, block, shared_bytes,
-                args);
+    requireCuda().launch(function, module, image, name, grid, block,
+                         shared_bytes, args);
     return 0;
   });
 }
@@ -192,9 +191,24 @@ void cleave_rt_cuda_gemm_epilogue(int32_t dtype, int32_t trans_a,
             concat("unknown epilogue ", epilogue));
     require(epilogue == CLEAVE_EPILOGUE_NONE || bias,
             "the bias pointer is NULL");
-    GemmArgs args{dtype, trans_a != 0, trans_b != 0, 1, m, n, k, 1.0,
-                  a,     lda,          0,            b, ldb, 0, 0.0, c,
-                  ldc,   0};
+    GemmArgs args{dtype,
+                  trans_a != 0,
+                  trans_b != 0,
+                  1,
+                  m,
+                  n,
+                  k,
+                  1.0,
+                  a,
+                  lda,
+                  0,
+                  b,
+                  ldb,
+                  0,
+                  0.0,
+                  c,
+                  ldc,
+                  0};
     checkGemm(args);
     requireCuda().gemmEpilogue(args, epilogue, bias);
     return 0;

@@ -11,9 +11,9 @@
 
 #include "CudaBackend.h"
 #include "CudaGemm.h"
-#include "NcclCommunicator.h"
 #include "Env.h"
 #include "Error.h"
+#include "NcclCommunicator.h"
 #include "State.h"
 
 #include "cleave/Runtime/CudaRuntime.h"
@@ -38,9 +38,9 @@ public:
               "getting the device's memory pool");
     // Keep freed memory in the pool: steps allocate the same sizes again.
     uint64_t never = std::numeric_limits<uint64_t>::max();
-    cudaCheck(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                                    &never),
-              "configuring the memory pool");
+    cudaCheck(
+        cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &never),
+        "configuring the memory pool");
     if (getEnv("NCCL_DEBUG"))
       std::cerr << "cleave: rank " << options.rank << ": cuda backend on "
                 << device_.describe() << "\n";
@@ -127,21 +127,19 @@ public:
     auto known = functions_.find(function);
     if (known == functions_.end() || known->second != *function)
       lookUp(function, module, image, name);
-    cudaCheck(cuLaunchKernel(static_cast<CUfunction>(*function),
-                             unsigned(grid[0]), unsigned(grid[1]),
-                             unsigned(grid[2]), unsigned(block[0]),
-                             unsigned(block[1]), unsigned(block[2]),
-                             unsigned(sharedBytes), device_.compute(), args,
-                             nullptr),
-              concat("launching kernel ", name, " (", grid[0], " blocks of ",
-                     block[0], " threads)"));
+    cudaCheck(
+        cuLaunchKernel(static_cast<CUfunction>(*function), unsigned(grid[0]),
+                       unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
+                       unsigned(block[1]), unsigned(block[2]),
+                       unsigned(sharedBytes), device_.compute(), args, nullptr),
+        concat("launching kernel ", name, " (", grid[0], " blocks of ",
+               block[0], " threads)"));
     afterCall();
   }
 
   void *deviceAlloc(int64_t bytes) override {
     CUdeviceptr ptr;
-    cudaCheck(cuMemAllocFromPoolAsync(&ptr,
-                                      size_t(std::max<int64_t>(bytes, 1)),
+    cudaCheck(cuMemAllocFromPoolAsync(&ptr, size_t(std::max<int64_t>(bytes, 1)),
                                       pool_, device_.compute()),
               concat("allocating ", bytes, " bytes on ", device_.describe()));
     return reinterpret_cast<void *>(ptr);
@@ -150,9 +148,9 @@ public:
   void deviceFree(void *ptr) override {
     if (hasFailed())
       return;
-    cudaCheck(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(ptr),
-                             device_.compute()),
-              "freeing device memory");
+    cudaCheck(
+        cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(ptr), device_.compute()),
+        "freeing device memory");
   }
 
   void stepBegin() override {
@@ -185,9 +183,9 @@ private:
       modules_[module] = handle;
     }
     CUfunction handle;
-    cudaCheck(cuModuleGetFunction(&handle, static_cast<CUmodule>(*module),
-                                  name),
-              concat("looking up kernel ", name));
+    cudaCheck(
+        cuModuleGetFunction(&handle, static_cast<CUmodule>(*module), name),
+        concat("looking up kernel ", name));
     *function = handle;
     functions_[function] = handle;
   }

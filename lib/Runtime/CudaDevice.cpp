@@ -12,8 +12,8 @@ std::string cudaErrorText(CUresult result) {
   const char *name = nullptr, *text = nullptr;
   cuGetErrorName(result, &name);
   cuGetErrorString(result, &text);
-  return concat(name ? name : "CUDA error", " (", text ? text : "no description",
-                ")");
+  return concat(name ? name : "CUDA error", " (",
+                text ? text : "no description", ")");
 }
 
 void cudaCheck(CUresult result, const std::string &what) {
@@ -56,7 +56,8 @@ CudaDevice::CudaDevice(int localRank) {
                        device_);
   cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                        device_);
-  description_ = concat("GPU ", ordinal_, " (", name, ", sm_", major, minor, ")");
+  description_ =
+      concat("GPU ", ordinal_, " (", name, ", sm_", major, minor, ")");
   cudaCheck(cuDevicePrimaryCtxRetain(&context_, device_),
             "retaining the primary context of " + description_);
   makeCurrent();

@@ -12,8 +12,8 @@ namespace {
 
 void checkLt(cublasStatus_t status, const std::string &what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw RuntimeError(concat("cuBLASLt ", what, " failed: ",
-                              cublasLtGetStatusName(status), " (",
+    throw RuntimeError(concat("cuBLASLt ", what,
+                              " failed: ", cublasLtGetStatusName(status), " (",
                               cublasLtGetStatusString(status), ")"));
 }
 
@@ -51,9 +51,9 @@ Types typesFor(int32_t dtype, bool tf32) {
 cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols,
                               int64_t ld, int64_t batch, int64_t stride) {
   cublasLtMatrixLayout_t l;
-  checkLt(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols),
-                                     ld),
-          "layout");
+  checkLt(
+      cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld),
+      "layout");
   if (batch > 1) {
     int32_t count = int32_t(batch);
     checkLt(cublasLtMatrixLayoutSetAttribute(
@@ -122,9 +122,9 @@ CudaGemm::Plan &CudaGemm::plan(const GemmArgs &g, int32_t epilogue,
     checkLt(cublasLtMatmulDescSetAttribute(
                 p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)),
             "epilogue attribute");
-    checkLt(cublasLtMatmulDescSetAttribute(
-                p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t.data,
-                sizeof(t.data)),
+    checkLt(cublasLtMatmulDescSetAttribute(p.desc,
+                                           CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                           &t.data, sizeof(t.data)),
             "bias type attribute");
   }
   p.first = g.transB ? layout(t.data, g.k, g.n, g.ldb, g.batch, g.strideB)
@@ -136,11 +136,11 @@ CudaGemm::Plan &CudaGemm::plan(const GemmArgs &g, int32_t epilogue,
   cublasLtMatmulPreference_t pref;
   checkLt(cublasLtMatmulPreferenceCreate(&pref), "preference creation");
   uint64_t workspace = workspaceBytes_;
-  cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-      sizeof(workspace));
-  uint32_t align[4] = {uint32_t(key[16]), uint32_t(key[17]),
-                       uint32_t(key[18]), uint32_t(key[18])};
+  cublasLtMatmulPreferenceSetAttribute(pref,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace, sizeof(workspace));
+  uint32_t align[4] = {uint32_t(key[16]), uint32_t(key[17]), uint32_t(key[18]),
+                       uint32_t(key[18])};
   const cublasLtMatmulPreferenceAttributes_t alignAttrs[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -151,9 +151,9 @@ CudaGemm::Plan &CudaGemm::plan(const GemmArgs &g, int32_t epilogue,
                                          sizeof(uint32_t));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle_, p.desc, p.first, p.second, p.out, p.out, pref, 1, &result,
-      &found);
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.first, p.second, p.out,
+                                     p.out, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
     destroy(p);
@@ -170,26 +170,39 @@ void CudaGemm::run(const GemmArgs &g, int32_t epilogue, const void *bias,
                    CUstream stream) {
   if (g.batch == 0 || g.m == 0 || g.n == 0)
     return;
-  Key key = {g.dtype,   g.transA,  g.transB,          g.batch,
-             g.m,       g.n,       g.k,               g.lda,
-             g.ldb,     g.ldc,     g.strideA,         g.strideB,
-             g.strideC, epilogue,  tf32_,             0,
-             alignmentOf(g.b),     alignmentOf(g.a),  alignmentOf(g.c),
+  Key key = {g.dtype,
+             g.transA,
+             g.transB,
+             g.batch,
+             g.m,
+             g.n,
+             g.k,
+             g.lda,
+             g.ldb,
+             g.ldc,
+             g.strideA,
+             g.strideB,
+             g.strideC,
+             epilogue,
+             tf32_,
+             0,
+             alignmentOf(g.b),
+             alignmentOf(g.a),
+             alignmentOf(g.c),
              0};
   Plan &p = plan(g, epilogue, key);
   if (epilogue != CLEAVE_EPILOGUE_NONE)
-    checkLt(cublasLtMatmulDescSetAttribute(p.desc,
-                                           CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                           &bias, sizeof(bias)),
+    checkLt(cublasLtMatmulDescSetAttribute(
+                p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
             "bias pointer attribute");
   double alphaD = g.alpha, betaD = g.beta;
   float alphaF = float(g.alpha), betaF = float(g.beta);
   bool f64 = g.dtype == CLEAVE_F64;
   checkLt(cublasLtMatmul(handle_, p.desc, f64 ? (void *)&alphaD : &alphaF, g.b,
-                         p.first, g.a, p.second,
-                         f64 ? (void *)&betaD : &betaF, g.c, p.out, g.c, p.out,
-                         &p.algo, reinterpret_cast<void *>(workspace_),
-                         workspaceBytes_, stream),
+                         p.first, g.a, p.second, f64 ? (void *)&betaD : &betaF,
+                         g.c, p.out, g.c, p.out, &p.algo,
+                         reinterpret_cast<void *>(workspace_), workspaceBytes_,
+                         stream),
           concat("matmul (", dtypeName(g.dtype), ", m ", g.m, ", n ", g.n,
                  ", k ", g.k, ", batch ", g.batch, ")"));
 }

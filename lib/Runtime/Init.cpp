@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <csignal>
-#include <malloc.h>
 #include "CudaBackend.h"
 #include "State.h"
+#include <csignal>
+#include <malloc.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -130,7 +130,7 @@ void connectWorld(RuntimeState &state) {
 /// write fails with EPIPE and the collective reports which peer died. Only
 /// the default disposition is replaced: a host's own handler is kept.
 void ignoreBrokenPipes() {
-  struct sigaction current {};
+  struct sigaction current{};
   if (sigaction(SIGPIPE, nullptr, &current) == 0 &&
       current.sa_handler == SIG_DFL)
     ::signal(SIGPIPE, SIG_IGN);
@@ -160,8 +160,8 @@ void initialize(const cleave_rt_options_t *opts) {
   require(capacity > 0, "CLEAVE_FLIGHT_RECORDER_SIZE must be positive");
   state->recorder.reset(size_t(capacity));
   state->keyPrefix = keyPrefixFor(initCount++);
-  shareCpuCores(int(envInt("LOCAL_WORLD_SIZE",
-                           envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1))));
+  shareCpuCores(
+      int(envInt("LOCAL_WORLD_SIZE", envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1))));
   if (o.worldSize > 1)
     connectWorld(*state);
   else

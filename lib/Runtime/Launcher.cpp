@@ -156,8 +156,8 @@ void prepareChild(int out, int err, pid_t parent) {
 
 /// A forked rank: this process's code with the rank's environment.
 [[noreturn]] void runBody(int (*body)(void *), void *arg,
-                          const std::vector<std::string> &env, int out,
-                          int err, pid_t parent) {
+                          const std::vector<std::string> &env, int out, int err,
+                          pid_t parent) {
   prepareChild(out, err, parent);
   for (const std::string &entry : env) {
     size_t eq = entry.find('=');
@@ -388,8 +388,7 @@ int cleave_launch(const cleave_launch_options_t *opts) {
     cleave_launch_options_t o = *opts;
     if (o.timeout_ms <= 0)
       o.timeout_ms = envInt("CLEAVE_TIMEOUT_MS", 300000) + 10000;
-    struct sigaction action {
-    }, oldInt{}, oldTerm{};
+    struct sigaction action{}, oldInt{}, oldTerm{};
     action.sa_handler = onSignal;
     sigemptyset(&action.sa_mask);
     interrupted = 0;

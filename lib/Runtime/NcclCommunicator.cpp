@@ -179,10 +179,10 @@ void NcclWatchdog::poll() {
 void NcclWatchdog::fail(const Pending &p, const std::string &why) {
   if (fired_.exchange(true))
     return;
-  std::string message =
-      recordError(concat(p.op, " on ", p.comm->info().describe(), ", call #",
-                         p.tag, ", ", why, "; every NCCL communicator of this "
-                                           "rank was aborted"));
+  std::string message = recordError(concat(
+      p.op, " on ", p.comm->info().describe(), ", call #", p.tag, ", ", why,
+      "; every NCCL communicator of this "
+      "rank was aborted"));
   std::cerr << "cleave: " << message << std::endl;
   std::set<NcclCommunicator *> comms;
   {
@@ -270,8 +270,8 @@ NcclCommunicator::connectWorld(NcclHost &host, NcclWatchdog &watchdog,
     throw ncclError(r, "ncclCommInitRankConfig", c->comm_);
   if (getEnv("NCCL_DEBUG"))
     std::cerr << "cleave: rank " << info.members[info.groupRank]
-              << ": NCCL world communicator of " << info.size()
-              << " ranks on " << host.device().describe() << "\n";
+              << ": NCCL world communicator of " << info.size() << " ranks on "
+              << host.device().describe() << "\n";
   return c;
 }
 
@@ -353,17 +353,15 @@ void NcclCommunicator::allReduce(const void *in, void *out, size_t count,
                                  int32_t dtype, int32_t op, uint32_t tag) {
   ncclDataType_t type = ncclType(dtype);
   ncclRedOp_t red = ncclOp(op);
-  run("all_reduce", tag, [&] {
-    return ncclAllReduce(in, out, count, type, red, comm_, stream_);
-  });
+  run("all_reduce", tag,
+      [&] { return ncclAllReduce(in, out, count, type, red, comm_, stream_); });
 }
 
 void NcclCommunicator::allGather(const void *in, void *out, size_t count,
                                  int32_t dtype, uint32_t tag) {
   ncclDataType_t type = ncclType(dtype);
-  run("all_gather", tag, [&] {
-    return ncclAllGather(in, out, count, type, comm_, stream_);
-  });
+  run("all_gather", tag,
+      [&] { return ncclAllGather(in, out, count, type, comm_, stream_); });
 }
 
 void NcclCommunicator::reduceScatter(const void *in, void *out, size_t count,
@@ -414,8 +412,7 @@ void NcclCommunicator::sendRecv(const std::vector<Transfer> &sends,
 }
 
 void NcclCommunicator::hostCall(
-    const char *op, const void *in, size_t inBytes, void *out,
-    size_t outBytes,
+    const char *op, const void *in, size_t inBytes, void *out, size_t outBytes,
     const std::function<ncclResult_t(void *, void *)> &call) {
   CudaDevice &device = host_.device();
   DeviceScratch send(inBytes), recv(outBytes);

@@ -87,8 +87,8 @@ public:
                KvStore &store, const std::string &prefix);
   /// Splits `parent` (every member of the parent calls this) into the
   /// group `info` (ncclCommSplit, color = its first member).
-  static std::unique_ptr<NcclCommunicator>
-  split(NcclCommunicator &parent, const GroupInfo &info);
+  static std::unique_ptr<NcclCommunicator> split(NcclCommunicator &parent,
+                                                 const GroupInfo &info);
   ~NcclCommunicator() override;
 
   void allReduce(const void *in, void *out, size_t count, int32_t dtype,
@@ -121,7 +121,8 @@ private:
   ncclResult_t settle(ncclResult_t result, const char *what);
   /// Runs `enqueue` (NCCL calls on `stream`) ordered after the compute
   /// stream, and makes the compute stream wait for it.
-  template <typename Fn> void run(const char *op, uint32_t tag, Fn &&enqueue);
+  template <typename Fn>
+  void run(const char *op, uint32_t tag, Fn &&enqueue);
   /// Copies host bytes through device scratch and waits.
   void hostCall(const char *op, const void *in, size_t inBytes, void *out,
                 size_t outBytes,

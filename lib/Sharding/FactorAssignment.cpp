@@ -111,10 +111,9 @@ static void keepBlockLayouts(const ShardingRule &rule, MeshOp mesh,
               assigned[f].clear();
               changed = true;
             }
-            complete &= assigned[f].empty()
-                            ? rule.getFactorSize(f) == 1
-                            : mesh.getGroupSize(assigned[f]) ==
-                                  rule.getFactorSize(f);
+            complete &= assigned[f].empty() ? rule.getFactorSize(f) == 1
+                                            : mesh.getGroupSize(assigned[f]) ==
+                                                  rule.getFactorSize(f);
           }
         }
     };
@@ -169,19 +168,15 @@ FactorAxes mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
       // reduction factor may still need the finer split propagation chose.
       FactorKind kind = rule.getFactorKind(f);
       bool partitioning = policy == ReductionPolicy::MatchResultPartials;
-      bool mayRefine = partitioning ? kind == FactorKind::Reduction &&
-                                          matchesResultPartials(rule, f, p.axes,
-                                                                known)
-                                    : tensor.isUser;
-      bool refines = compatible && mayRefine &&
-                     p.axes.size() > assigned[f].size() &&
-                     llvm::none_of(ArrayRef(p.axes).drop_front(
-                                       assigned[f].size()),
-                                   [&](StringRef a) {
-                                     return axisFactor.count(a) != 0;
-                                   });
-      if (refines &&
-          rule.getFactorSize(f) % mesh.getGroupSize(p.axes) == 0) {
+      bool mayRefine = partitioning
+                           ? kind == FactorKind::Reduction &&
+                                 matchesResultPartials(rule, f, p.axes, known)
+                           : tensor.isUser;
+      bool refines =
+          compatible && mayRefine && p.axes.size() > assigned[f].size() &&
+          llvm::none_of(ArrayRef(p.axes).drop_front(assigned[f].size()),
+                        [&](StringRef a) { return axisFactor.count(a) != 0; });
+      if (refines && rule.getFactorSize(f) % mesh.getGroupSize(p.axes) == 0) {
         assigned[f] = p.axes;
         owner[f] = int(k);
         for (StringRef axis : p.axes)
@@ -255,8 +250,7 @@ ShardingAttr mlir::cleave::shardingFromFactors(MeshOp mesh,
   for (Attribute name : mesh.getAxisNames())
     if (llvm::is_contained(partial, cast<StringAttr>(name).getValue()))
       ordered.push_back(cast<StringAttr>(name).getValue());
-  return ShardingAttr::get(mesh.getContext(), mesh.getSymName(), dims,
-                           ordered);
+  return ShardingAttr::get(mesh.getContext(), mesh.getSymName(), dims, ordered);
 }
 
 RankedTensorType mlir::cleave::getLocalType(RankedTensorType global,
@@ -272,8 +266,8 @@ ShardingAttr mlir::cleave::withoutPartial(ShardingAttr sharding) {
   SmallVector<SmallVector<StringRef>> dims;
   for (unsigned d = 0, e = sharding.getRank(); d < e; ++d)
     dims.push_back(sharding.getDimAxes(d));
-  return ShardingAttr::get(sharding.getContext(),
-                           sharding.getMesh().getValue(), dims);
+  return ShardingAttr::get(sharding.getContext(), sharding.getMesh().getValue(),
+                           dims);
 }
 
 FailureOr<MeshOp> mlir::cleave::getModuleMesh(Operation *op) {

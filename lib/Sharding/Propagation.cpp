@@ -104,8 +104,8 @@ void Propagator::seed() {
                                        op->getLoc()};
       return;
     }
-    if (auto recorded = op->getAttrOfType<ArrayAttr>(
-            CleaveDialect::kShardingsAttrName))
+    if (auto recorded =
+            op->getAttrOfType<ArrayAttr>(CleaveDialect::kShardingsAttrName))
       for (auto [result, s] : llvm::zip(op->getResults(), recorded))
         known[result] = {cast<ShardingAttr>(s), true, op->getLoc()};
   });
@@ -122,21 +122,21 @@ LogicalResult Propagator::visit(ShardingRuleOpInterface op, bool &changed) {
     const Known &pinned = known[constraint.getResult()];
     offers.push_back({pinned.sharding, true, 0, true, pinned.annotatedAt});
   } else
-  for (bool user : {true, false})
-    for (bool isResult : {false, true}) {
-      ValueRange values = isResult ? ValueRange(op->getResults())
-                                   : ValueRange(op->getOperands());
-      for (auto [i, v] : llvm::enumerate(values)) {
-        auto it = known.find(v);
-        if (it != known.end() && it->second.isUser == user)
-          offers.push_back({it->second.sharding, isResult, unsigned(i), user,
-                            it->second.annotatedAt});
+    for (bool user : {true, false})
+      for (bool isResult : {false, true}) {
+        ValueRange values = isResult ? ValueRange(op->getResults())
+                                     : ValueRange(op->getOperands());
+        for (auto [i, v] : llvm::enumerate(values)) {
+          auto it = known.find(v);
+          if (it != known.end() && it->second.isUser == user)
+            offers.push_back({it->second.sharding, isResult, unsigned(i), user,
+                              it->second.annotatedAt});
+        }
       }
-    }
   // Disagreeing user annotations are reported once per op.
-  FactorAxes assigned = assignFactors(op, rule, mesh, offers,
-                                      ReductionPolicy::Free,
-                                      /*warn=*/warned.insert(op).second);
+  FactorAxes assigned =
+      assignFactors(op, rule, mesh, offers, ReductionPolicy::Free,
+                    /*warn=*/warned.insert(op).second);
   FactorAxes *axes = &assigned;
   auto offer = [&](Value v, ShardingAttr s) {
     if (known.count(v) || s.isFullyReplicated())

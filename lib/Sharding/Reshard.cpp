@@ -40,9 +40,8 @@ struct Layout {
     return n;
   }
   bool uses(StringRef axis) const {
-    return llvm::any_of(dims, [&](const Axes &a) {
-      return llvm::is_contained(a, axis);
-    });
+    return llvm::any_of(
+        dims, [&](const Axes &a) { return llvm::is_contained(a, axis); });
   }
 };
 } // namespace
@@ -124,10 +123,7 @@ static bool planMove(Layout &cur, ShardingAttr to,
           target[into.size()] != axis)
         continue;
       int64_t n = cur.mesh.getAxisSize(axis);
-      if ((cur.global.getDimSize(j) /
-           cur.mesh.getGroupSize(into)) %
-              n !=
-          0)
+      if ((cur.global.getDimSize(j) / cur.mesh.getGroupSize(into)) % n != 0)
         continue;
       steps.push_back({ReshardStep::Kind::AllToAll,
                        {axis},
@@ -153,8 +149,7 @@ static bool planSlices(Layout &cur, ShardingAttr to,
     if (!isPrefix(have, target))
       continue;
     Axes add;
-    for (size_t k = have.size(); k < target.size() && !cur.uses(target[k]);
-         ++k)
+    for (size_t k = have.size(); k < target.size() && !cur.uses(target[k]); ++k)
       add.push_back(target[k]);
     if (add.empty())
       continue;
@@ -228,8 +223,8 @@ mlir::cleave::planReshard(RankedTensorType global, ShardingAttr from,
 }
 
 /// The local type of `global` under per-dimension `dims`.
-static RankedTensorType localType(RankedTensorType global,
-                                  ArrayRef<Axes> dims, MeshOp mesh) {
+static RankedTensorType localType(RankedTensorType global, ArrayRef<Axes> dims,
+                                  MeshOp mesh) {
   SmallVector<int64_t> shape(global.getShape());
   for (auto [d, axes] : llvm::enumerate(dims))
     shape[d] /= mesh.getGroupSize(axes);
@@ -251,9 +246,9 @@ Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
       continue;
     case ReshardStep::Kind::ReduceScatter:
       llvm::append_range(dims[step.dim], step.axes);
-      local = b.create<ReduceScatterOp>(
-          loc, localType(global, dims, mesh), local, meshName, axes,
-          step.dim, ReductionKind::Sum);
+      local = b.create<ReduceScatterOp>(loc, localType(global, dims, mesh),
+                                        local, meshName, axes, step.dim,
+                                        ReductionKind::Sum);
       continue;
     case ReshardStep::Kind::Shard:
       llvm::append_range(dims[step.dim], step.axes);

@@ -129,8 +129,7 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
 /// The parameter behind an operand: a block argument, possibly cast.
 BlockArgument parameterOf(func::FuncOp f, Value v) {
   while (Operation *def = v.getDefiningOp()) {
-    if (def->getNumOperands() != 1 ||
-        !def->hasTrait<OpTrait::Elementwise>())
+    if (def->getNumOperands() != 1 || !def->hasTrait<OpTrait::Elementwise>())
       return {};
     v = def->getOperand(0);
   }
@@ -305,8 +304,8 @@ LogicalResult PlanWriter::shardOptimizer(func::FuncOp f) {
   for (BlockArgument arg : f.getArguments())
     if (auto name = f.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), CleaveDialect::kParamAttrName))
-      params[name.getValue()] = {
-          arg, dimsOf(withoutPartial((*shardings)[arg]))};
+      params[name.getValue()] = {arg,
+                                 dimsOf(withoutPartial((*shardings)[arg]))};
   for (BlockArgument arg : f.getArguments()) {
     auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                CleaveDialect::kStateAttrName);
@@ -317,9 +316,9 @@ LogicalResult PlanWriter::shardOptimizer(func::FuncOp f) {
     auto it = params.find(owner);
     if (it == params.end())
       continue;
-    setArgSharding(f, arg.getArgNumber(),
-                   withDp(it->second.second,
-                          cast<RankedTensorType>(arg.getType())));
+    setArgSharding(
+        f, arg.getArgNumber(),
+        withDp(it->second.second, cast<RankedTensorType>(arg.getType())));
   }
   for (auto &[name, entry] : params) {
     auto [arg, dims] = entry;
@@ -362,8 +361,7 @@ LogicalResult PlanWriter::validate() {
   if (zero > 0 && dp == 1)
     return module.emitError() << "cleave-apply-plan: ZeRO shards over the "
                                  "data-parallel axis; it needs dp > 1";
-  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},
-                          schedule))
+  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"}, schedule))
     return module.emitError()
            << "cleave-apply-plan: unknown schedule '" << schedule
            << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
@@ -399,8 +397,8 @@ void PlanWriter::createMesh() {
 void PlanWriter::writePlanAttribute() {
   Builder b(module.getContext());
   NamedAttrList entries;
-  if (auto old = module->getAttrOfType<DictionaryAttr>(
-          CleaveDialect::kPlanAttrName))
+  if (auto old =
+          module->getAttrOfType<DictionaryAttr>(CleaveDialect::kPlanAttrName))
     entries.append(old.getValue());
   entries.set("zero", b.getI64IntegerAttr(zero));
   if (microBatched()) {
@@ -414,8 +412,8 @@ void PlanWriter::writePlanAttribute() {
         if (type && type.getRank() > 0 &&
             f.getArgAttr(arg.getArgNumber(), CleaveDialect::kInputAttrName) &&
             !entries.get("micro_batch"))
-          entries.set("micro_batch", b.getI64IntegerAttr(
-                                         type.getDimSize(0) / (dp * micro)));
+          entries.set("micro_batch",
+                      b.getI64IntegerAttr(type.getDimSize(0) / (dp * micro)));
       }
   }
   module->setAttr(CleaveDialect::kPlanAttrName,

@@ -64,9 +64,9 @@ private:
 /// The `cleave.stage` of the op defining `v`, if any.
 std::optional<int64_t> stageOf(Value v) {
   Operation *def = v.getDefiningOp();
-  auto stage = def ? def->getAttrOfType<IntegerAttr>(
-                         CleaveDialect::kStageAttrName)
-                   : IntegerAttr();
+  auto stage =
+      def ? def->getAttrOfType<IntegerAttr>(CleaveDialect::kStageAttrName)
+          : IntegerAttr();
   if (!stage)
     return std::nullopt;
   return stage.getInt();
@@ -74,15 +74,14 @@ std::optional<int64_t> stageOf(Value v) {
 
 void setStage(Operation *op, std::optional<int64_t> stage) {
   if (stage)
-    op->setAttr(CleaveDialect::kStageAttrName,
-                IntegerAttr::get(IntegerType::get(op->getContext(), 64),
-                                 *stage));
+    op->setAttr(
+        CleaveDialect::kStageAttrName,
+        IntegerAttr::get(IntegerType::get(op->getContext(), 64), *stage));
 }
 
 } // namespace
 
-void Differentiator::tagSince(Operation *marker,
-                              std::optional<int64_t> stage) {
+void Differentiator::tagSince(Operation *marker, std::optional<int64_t> stage) {
   if (!stage)
     return;
   Block *block = builder.getInsertionBlock();
@@ -124,9 +123,9 @@ LogicalResult Differentiator::run(Block &body, Value loss,
   auto lossType = cast<RankedTensorType>(loss.getType());
   auto seed = builder.create<ConstantOp>(
       loss.getLoc(),
-      DenseElementsAttr::get(lossType, builder.getFloatAttr(
-                                           lossType.getElementType(), 1.0)
-                                           .getValue()));
+      DenseElementsAttr::get(
+          lossType,
+          builder.getFloatAttr(lossType.getElementType(), 1.0).getValue()));
   setStage(seed, stageOf(loss));
   grads[loss] = seed;
 
@@ -214,15 +213,15 @@ void CleaveAutodiffPass::update(
     SmallVectorImpl<std::pair<std::string, Value>> &outputs) {
   Location loc = p.value.getLoc();
   auto type = p.value.getType();
-  double decay =
-      noDecayVectors && cast<RankedTensorType>(type).getRank() < 2
-          ? 0.0
-          : weightDecay.getValue();
+  double decay = noDecayVectors && cast<RankedTensorType>(type).getRank() < 2
+                     ? 0.0
+                     : weightDecay.getValue();
   if (optimizer == "none") {
-    Value g = p.grad ? p.grad
-                     : b.create<ConstantOp>(
-                            loc, cast<ElementsAttr>(b.getZeroAttr(type)))
-                           .getResult();
+    Value g =
+        p.grad
+            ? p.grad
+            : b.create<ConstantOp>(loc, cast<ElementsAttr>(b.getZeroAttr(type)))
+                  .getResult();
     outputs.emplace_back("grad:" + p.name, g);
     return;
   }
@@ -237,10 +236,9 @@ void CleaveAutodiffPass::update(
   SmallVector<Value> next = {p.value, p.expAvg, p.expAvgSq};
   if (p.grad) {
     auto op = b.create<AdamWOp>(
-        loc, TypeRange{type, type, type}, p.value, p.grad, p.expAvg,
-        p.expAvgSq, lr, step, b.getF64FloatAttr(beta1),
-        b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
-        b.getF64FloatAttr(decay));
+        loc, TypeRange{type, type, type}, p.value, p.grad, p.expAvg, p.expAvgSq,
+        lr, step, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+        b.getF64FloatAttr(epsilon), b.getF64FloatAttr(decay));
     next.assign(op->result_begin(), op->result_end());
   }
   outputs.emplace_back(p.name, next[0]);
@@ -273,8 +271,7 @@ void CleaveAutodiffPass::runOnOperation() {
     return signalPassFailure();
   }
   if (module.lookupSymbol(output)) {
-    module.emitError() << "cleave-autodiff: the module already has @"
-                       << output;
+    module.emitError() << "cleave-autodiff: the module already has @" << output;
     return signalPassFailure();
   }
 
@@ -323,8 +320,8 @@ void CleaveAutodiffPass::runOnOperation() {
     // The update runs on the stage of the parameter's first use.
     std::optional<int64_t> home;
     for (Operation *user : p.value.getUsers())
-      if (auto stage = user->getAttrOfType<IntegerAttr>(
-              CleaveDialect::kStageAttrName))
+      if (auto stage =
+              user->getAttrOfType<IntegerAttr>(CleaveDialect::kStageAttrName))
         home = std::min(home.value_or(stage.getInt()), stage.getInt());
     Operation *ret = body.getTerminator();
     Operation *marker = ret->getPrevNode();
@@ -352,7 +349,7 @@ void CleaveAutodiffPass::runOnOperation() {
   step.setAllArgAttrs(argAttrs);
   SmallVector<Attribute> resultAttrs;
   for (auto &[name, value] : outputs)
-    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        CleaveDialect::kOutputAttrName, b.getStringAttr(name))));
+    resultAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(CleaveDialect::kOutputAttrName, b.getStringAttr(name))));
   step.setAllResultAttrs(resultAttrs);
 }

@@ -61,12 +61,11 @@ FailureOr<Value> Partitioner::reshardLocal(Local local, ShardingAttr target,
   std::string why;
   auto steps = planReshard(local.global, local.sharding, target, mesh, why);
   if (failed(steps))
-    return at->emitError() << "cannot reshard a value from "
-                           << local.sharding << " to " << target << ": "
-                           << why;
+    return at->emitError() << "cannot reshard a value from " << local.sharding
+                           << " to " << target << ": " << why;
   OpBuilder b(at);
-  return emitReshard(b, at->getLoc(), local.value, local.global,
-                     local.sharding, *steps, mesh);
+  return emitReshard(b, at->getLoc(), local.value, local.global, local.sharding,
+                     *steps, mesh);
 }
 
 FailureOr<Value> Partitioner::reshard(Value global, ShardingAttr target,
@@ -201,10 +200,9 @@ LogicalResult Partitioner::run() {
              << arg.getType()
              << ", but partitioning handles ranked tensors only";
     if (!sharding)
-      return func.emitError()
-             << "argument #" << arg.getArgNumber() << " has no '"
-             << CleaveDialect::kShardingAttrName
-             << "' (run cleave-propagate-sharding first)";
+      return func.emitError() << "argument #" << arg.getArgNumber()
+                              << " has no '" << CleaveDialect::kShardingAttrName
+                              << "' (run cleave-propagate-sharding first)";
     arg.setType(getLocalType(global, sharding, mesh));
     locals[arg] = {arg, sharding, global};
     NamedAttrList attrs(argAttrs[arg.getArgNumber()]);
@@ -235,8 +233,7 @@ LogicalResult Partitioner::run() {
       op->erase();
     }
   func.setFunctionType(FunctionType::get(
-      func.getContext(), argTypes,
-      body.getTerminator()->getOperandTypes()));
+      func.getContext(), argTypes, body.getTerminator()->getOperandTypes()));
   return success();
 }
 
@@ -249,7 +246,8 @@ struct CleavePartitionPass final
     FailureOr<MeshOp> mesh = getModuleMesh(module);
     if (failed(mesh))
       return signalPassFailure();
-    for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+    for (auto func :
+         llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
       if (!func.getBody().hasOneBlock()) {

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/CostModel/Defaults.h"
-#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/CostModel/Estimate.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"

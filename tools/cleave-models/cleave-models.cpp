@@ -27,8 +27,8 @@ cl::opt<std::string> model("model", cl::desc("Preset to start from"),
                            cl::init("tiny-gpt"), cl::cat(category));
 cl::opt<std::string> arch("arch", cl::desc("Override: mlp, gpt or llama"),
                           cl::cat(category));
-cl::opt<int64_t> layers("layers", cl::desc("Override: layers"),
-                        cl::init(-1), cl::cat(category));
+cl::opt<int64_t> layers("layers", cl::desc("Override: layers"), cl::init(-1),
+                        cl::cat(category));
 cl::opt<int64_t> hidden("hidden", cl::desc("Override: hidden size"),
                         cl::init(-1), cl::cat(category));
 cl::opt<int64_t> heads("heads", cl::desc("Override: attention heads"),
@@ -40,7 +40,7 @@ cl::opt<int64_t> ffn("ffn", cl::desc("Override: feed-forward size"),
 cl::opt<int64_t> vocab("vocab", cl::desc("Override: vocabulary / classes"),
                        cl::init(-1), cl::cat(category));
 cl::opt<int64_t> seqLen("seq", cl::desc("Override: sequence length"),
-                     cl::init(-1), cl::cat(category));
+                        cl::init(-1), cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per step"), cl::init(-1),
                        cl::cat(category));
 cl::opt<std::string> dtype("dtype", cl::desc("Compute type: f32, bf16, f16"),
@@ -68,8 +68,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "Cleave model zoo\n");
 
   if (list) {
-    outs() << "preset           arch    layers  hidden  heads    kv      ffn    "
-              "vocab    seq   parameters\n";
+    outs()
+        << "preset           arch    layers  hidden  heads    kv      ffn    "
+           "vocab    seq   parameters\n";
     for (const std::string &name : cleave::presetNames()) {
       cleave::ModelConfig c = *cleave::lookupPreset(name);
       outs() << format("%-16s %-6s %7lld %7lld %6lld %5lld %8lld %8lld %6lld "
@@ -93,8 +94,9 @@ int main(int argc, char **argv) {
     config->arch = *a;
   }
   for (auto [opt, field] :
-       {std::pair{&layers, &config->layers}, std::pair{&hidden, &config->hidden},
-        std::pair{&heads, &config->heads}, std::pair{&kvHeads, &config->kvHeads},
+       {std::pair{&layers, &config->layers},
+        std::pair{&hidden, &config->hidden}, std::pair{&heads, &config->heads},
+        std::pair{&kvHeads, &config->kvHeads},
         std::pair{&ffn, &config->ffnHidden}, std::pair{&vocab, &config->vocab},
         std::pair{&seqLen, &config->seqLen}, std::pair{&batch, &config->batch}})
     if (*opt != -1)

@@ -17,10 +17,10 @@
 
 #include "Corpus.h"
 #include "cleave/Execution/Compiler.h"
-#include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Execution/Run.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Pipelines/Compile.h"
+#include "cleave/Support/ClosedPipeLLVM.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

@@ -191,8 +191,8 @@ TEST(EstimateTest, EstimateWithWorkloadEqualsEstimate) {
   p.virtualStages = 2;
   p.zeroStage = 1;
   Result<Estimate> a = estimate(m, c, p);
-  Result<Estimate> b = estimateWithWorkload(
-      m, c, p, buildWorkload(m, c, p, defaultConstants()));
+  Result<Estimate> b =
+      estimateWithWorkload(m, c, p, buildWorkload(m, c, p, defaultConstants()));
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->stepTime, b->stepTime);
   EXPECT_EQ(a->peakMemory().total(), b->peakMemory().total());
@@ -227,9 +227,9 @@ TEST(EstimateTest, RecomputePerStage) {
   EXPECT_EQ(sel.peakMemory().total(), sel8.peakMemory().total());
 
   Estimate none = run({}, R::None), full = run({}, R::Full);
-  Estimate mixed = run({R::Full, R::Full, R::Full, R::Full, R::None, R::None,
-                        R::None, R::None},
-                       R::None);
+  Estimate mixed = run(
+      {R::Full, R::Full, R::Full, R::Full, R::None, R::None, R::None, R::None},
+      R::None);
   EXPECT_EQ(mixed.memoryPerStage[0].activations,
             full.memoryPerStage[0].activations);
   EXPECT_EQ(mixed.memoryPerStage[7].activations,

@@ -126,17 +126,18 @@ int checkGemm(const GemmCase &g) {
   int64_t br = g.tb ? g.n : g.k, bc = g.tb ? g.k : g.n;
   int64_t strideA = ar * ac, strideB = g.sharedB ? 0 : br * bc,
           strideC = g.m * g.n;
-  int64_t aCount = g.batch * strideA, bCount = g.sharedB ? br * bc : g.batch * strideB,
+  int64_t aCount = g.batch * strideA,
+          bCount = g.sharedB ? br * bc : g.batch * strideB,
           cCount = g.batch * strideC;
   std::vector<char> a(aCount * size), b(bCount * size), c(cCount * size);
   fillRandom(g.dtype, a.data(), aCount, 1);
   fillRandom(g.dtype, b.data(), bCount, 2);
-  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, a.data(),
-                 ac, strideA, b.data(), bc, strideB, 0.0, c.data(), g.n,
-                 strideC);
+  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, a.data(), ac,
+                 strideA, b.data(), bc, strideB, 0.0, c.data(), g.n, strideC);
   RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
 
-  void *da = cleave_rt_alloc(aCount * size), *db = cleave_rt_alloc(bCount * size),
+  void *da = cleave_rt_alloc(aCount * size),
+       *db = cleave_rt_alloc(bCount * size),
        *dc = cleave_rt_alloc(cCount * size);
   std::memcpy(da, a.data(), a.size());
   std::memcpy(db, b.data(), b.size());
@@ -148,8 +149,7 @@ int checkGemm(const GemmCase &g) {
     double want = element(g.dtype, c.data(), i), got = element(g.dtype, dc, i);
     RT_CHECK(std::fabs(want - got) <= g.tolerance * (1 + std::fabs(want)),
              "dtype %d ta %d tb %d batch %lld: C[%lld] = %g, CPU %g", g.dtype,
-             int(g.ta), int(g.tb), (long long)g.batch, (long long)i, got,
-             want);
+             int(g.ta), int(g.tb), (long long)g.batch, (long long)i, got, want);
   }
   cleave_rt_free(da);
   cleave_rt_free(db);

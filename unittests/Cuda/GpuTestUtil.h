@@ -27,7 +27,7 @@ const GpuInfo &gpus();
 /// Skips the test unless `n` CUDA devices are present.
 #define REQUIRE_GPUS(n)                                                        \
   do {                                                                         \
-    const ::cleave::test::GpuInfo &info_ = ::cleave::test::gpus();            \
+    const ::cleave::test::GpuInfo &info_ = ::cleave::test::gpus();             \
     if (info_.count < (n))                                                     \
       GTEST_SKIP() << "needs " << (n) << " CUDA device(s); "                   \
                    << (info_.count < 0                                         \

@@ -1,10 +1,10 @@
 //===- ShardingRuleTest.cpp - Every op's sharding rule against its shapes -===//
 
 #include "cleave/Dialect/CleaveOps.h"
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/StringSet.h"
 #include <gtest/gtest.h>
@@ -69,11 +69,11 @@ TEST_F(ShardingRuleTest, EveryOpInTheRoundTripTestHasAConsistentRule) {
 /// Model ops (global semantics) all carry a rule; only the mesh declaration
 /// and the per-device communication ops do not.
 TEST_F(ShardingRuleTest, EveryModelOpImplementsTheInterface) {
-  llvm::StringSet<> perDevice = {"cleave.mesh",       "cleave.all_reduce",
-                                 "cleave.all_gather", "cleave.reduce_scatter",
-                                 "cleave.all_to_all", "cleave.collective_permute",
-                                 "cleave.send",       "cleave.recv",
-                                 "cleave.axis_index", "cleave.shard"};
+  llvm::StringSet<> perDevice = {
+      "cleave.mesh",           "cleave.all_reduce", "cleave.all_gather",
+      "cleave.reduce_scatter", "cleave.all_to_all", "cleave.collective_permute",
+      "cleave.send",           "cleave.recv",       "cleave.axis_index",
+      "cleave.shard"};
   for (RegisteredOperationName name : context.getRegisteredOperations()) {
     if (name.getDialectNamespace() != "cleave")
       continue;
@@ -194,15 +194,15 @@ TEST_F(ShardingRuleTest, VerifyRejectsInconsistentRules) {
 TEST(ShardingAttrTest, AccessorsAndReplication) {
   MLIRContext context;
   context.loadDialect<CleaveDialect>();
-  auto sharding = ShardingAttr::get(&context, "world", {{"dp"}, {}, {"tp", "sp"}},
-                                    {"pp"});
+  auto sharding =
+      ShardingAttr::get(&context, "world", {{"dp"}, {}, {"tp", "sp"}}, {"pp"});
   EXPECT_EQ(sharding.getRank(), 3u);
   EXPECT_EQ(sharding.getDimAxes(2), (SmallVector<StringRef>{"tp", "sp"}));
   EXPECT_EQ(sharding.getUsedAxes(),
             (SmallVector<StringRef>{"dp", "tp", "sp", "pp"}));
   EXPECT_FALSE(sharding.isFullyReplicated());
-  EXPECT_TRUE(ShardingAttr::getReplicated(&context, "world", 2)
-                  .isFullyReplicated());
+  EXPECT_TRUE(
+      ShardingAttr::getReplicated(&context, "world", 2).isFullyReplicated());
   std::string printed;
   llvm::raw_string_ostream os(printed);
   os << Attribute(sharding);

@@ -40,7 +40,8 @@ protected:
   /// Integer inputs get `ints` (cycled); parameters are drawn from `range`.
   void check(const std::string &ir, Range range = {},
              std::vector<int64_t> ints = {0, 1, 2}) {
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(ir, context.get());
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(ir, context.get());
     ASSERT_TRUE(module) << ir;
     // The training step as the driver builds it, returning the gradients;
     // @forward stays for the finite differences.
@@ -114,8 +115,7 @@ protected:
   /// A forward program: `args` declares parameters and inputs, `body`
   /// computes %y of `type`; the loss is sum(%y * %w).
   static std::string program(const std::string &args, const std::string &body,
-                             const std::string &type,
-                             const std::string &dims) {
+                             const std::string &type, const std::string &dims) {
     return "func.func @forward(" + args + ", %w: " + type +
            " {cleave.param = \"w\"}) -> tensor<f64> {\n" + body +
            "\n  %yw = cleave.mul %y, %w : " + type +
@@ -151,17 +151,18 @@ UNARY(GeluTanh, "gelu", -2, 2)
 #undef UNARY
 
 TEST_F(GradientTest, GeluErf) {
-  check(program(kX,
-                "  %y = cleave.gelu %x {approximate = #cleave.gelu_approx<none>}"
-                " : tensor<3x4xf64>",
-                kT, kD));
+  check(
+      program(kX,
+              "  %y = cleave.gelu %x {approximate = #cleave.gelu_approx<none>}"
+              " : tensor<3x4xf64>",
+              kT, kD));
 }
 
 #define BINARY(Name, op, lo, hi)                                               \
   TEST_F(GradientTest, Name) {                                                 \
-    check(program(kXY, "  %y = cleave." op " %x, %z : tensor<3x4xf64>", kT,   \
-                  kD),                                                         \
-          {lo, hi});                                                           \
+    check(                                                                     \
+        program(kXY, "  %y = cleave." op " %x, %z : tensor<3x4xf64>", kT, kD), \
+        {lo, hi});                                                             \
   }
 BINARY(Add, "add", -1, 1)
 BINARY(Sub, "sub", -1, 1)
@@ -188,18 +189,19 @@ TEST_F(GradientTest, Reductions) {
 }
 
 TEST_F(GradientTest, DataMovement) {
-  check(program(kX,
-                "  %t = cleave.transpose %x permutation = [1, 0] : "
-                "tensor<3x4xf64> -> tensor<4x3xf64>\n"
-                "  %r = cleave.reshape %t : tensor<4x3xf64> to tensor<2x6xf64>\n"
-                "  %s = cleave.slice %r offsets = [0, 1] sizes = [2, 3] "
-                "strides = [1, 2] : tensor<2x6xf64> -> tensor<2x3xf64>\n"
-                "  %c = cleave.concat %s, %r dim = 1 : (tensor<2x3xf64>, "
-                "tensor<2x6xf64>) -> tensor<2x9xf64>\n"
-                "  %p = cleave.pad %c low = [1, 0] high = [0, 1] interior = "
-                "[1, 0] : tensor<2x9xf64> -> tensor<4x10xf64>\n"
-                "  %y = cleave.exp %p : tensor<4x10xf64>",
-                "tensor<4x10xf64>", kD));
+  check(
+      program(kX,
+              "  %t = cleave.transpose %x permutation = [1, 0] : "
+              "tensor<3x4xf64> -> tensor<4x3xf64>\n"
+              "  %r = cleave.reshape %t : tensor<4x3xf64> to tensor<2x6xf64>\n"
+              "  %s = cleave.slice %r offsets = [0, 1] sizes = [2, 3] "
+              "strides = [1, 2] : tensor<2x6xf64> -> tensor<2x3xf64>\n"
+              "  %c = cleave.concat %s, %r dim = 1 : (tensor<2x3xf64>, "
+              "tensor<2x6xf64>) -> tensor<2x9xf64>\n"
+              "  %p = cleave.pad %c low = [1, 0] high = [0, 1] interior = "
+              "[1, 0] : tensor<2x9xf64> -> tensor<4x10xf64>\n"
+              "  %y = cleave.exp %p : tensor<4x10xf64>",
+              "tensor<4x10xf64>", kD));
 }
 
 TEST_F(GradientTest, MatmulVariants) {

@@ -57,7 +57,8 @@ TEST(ManifestTest, UnsupportedElementTypeNamesTheKnownOnes) {
   MLIRContext context;
   context.loadDialect<CleaveDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      "func.func @f(%a: tensor<2xi8> {cleave.input = \"a\"}) { return }", &context);
+      "func.func @f(%a: tensor<2xi8> {cleave.input = \"a\"}) { return }",
+      &context);
   ASSERT_TRUE(module);
   std::string message;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {

@@ -1,9 +1,9 @@
 //===- PartitionOpsTest.cpp - Every op, partitioned, run on ranks ---------===//
 //
-// For every model op, under many shardings of its operands on dp=2 x tp=2 and dp=2 x tp=4 meshes,
-// the partitioned program (propagation, the op's per-device form, the
-// resharding collectives, their lowering and the runtime) run on forked
-// ranks must compute what the unpartitioned program computes on one: the
+// For every model op, under many shardings of its operands on dp=2 x tp=2 and
+// dp=2 x tp=4 meshes, the partitioned program (propagation, the op's per-device
+// form, the resharding collectives, their lowering and the runtime) run on
+// forked ranks must compute what the unpartitioned program computes on one: the
 // sharding rule and buildLocalOp of each op are checked by execution, not by
 // reading IR. Results are requested replicated, so every rank holds the
 // whole value.
@@ -42,20 +42,28 @@ struct Sample {
 };
 
 const std::vector<Sample> kSamples = {
-    {"matmul_rhs_t", {"tensor<4x8x8xf32>", "tensor<12x8xf32>"}, {0, 0},
+    {"matmul_rhs_t",
+     {"tensor<4x8x8xf32>", "tensor<12x8xf32>"},
+     {0, 0},
      "%r = cleave.matmul %a0, %a1 {transpose_rhs} : (tensor<4x8x8xf32>, "
      "tensor<12x8xf32>) -> tensor<4x8x12xf32>\n return %r : "
      "tensor<4x8x12xf32>",
      {"tensor<4x8x12xf32>"}},
-    {"matmul_lhs_t", {"tensor<4x8x4xf32>", "tensor<4x8x8xf32>"}, {0, 0},
+    {"matmul_lhs_t",
+     {"tensor<4x8x4xf32>", "tensor<4x8x8xf32>"},
+     {0, 0},
      "%r = cleave.matmul %a0, %a1 {transpose_lhs} : (tensor<4x8x4xf32>, "
      "tensor<4x8x8xf32>) -> tensor<4x4x8xf32>\n return %r : tensor<4x4x8xf32>",
      {"tensor<4x4x8xf32>"}},
-    {"add_gelu", {"tensor<4x8xf32>", "tensor<4x8xf32>"}, {0, 0},
+    {"add_gelu",
+     {"tensor<4x8xf32>", "tensor<4x8xf32>"},
+     {0, 0},
      "%t = cleave.add %a0, %a1 : tensor<4x8xf32>\n %r = cleave.gelu %t : "
      "tensor<4x8xf32>\n return %r : tensor<4x8xf32>",
      {"tensor<4x8xf32>"}},
-    {"softmax", {"tensor<4x4x8xf32>", "tensor<4x4x8xf32>"}, {0, 0},
+    {"softmax",
+     {"tensor<4x4x8xf32>", "tensor<4x4x8xf32>"},
+     {0, 0},
      "%s = cleave.softmax %a0 dim = 2 : tensor<4x4x8xf32>\n %g = "
      "cleave.softmax_grad %s, %a1 dim = 2 : tensor<4x4x8xf32>\n return %s, "
      "%g : tensor<4x4x8xf32>, tensor<4x4x8xf32>",
@@ -72,7 +80,8 @@ const std::vector<Sample> kSamples = {
      "tensor<4x8x8xf32>, tensor<8xf32>, tensor<8xf32>",
      {"tensor<4x8x8xf32>", "tensor<4x8x8xf32>", "tensor<8xf32>",
       "tensor<8xf32>"}},
-    {"rms_norm", {"tensor<4x8x8xf32>", "tensor<8xf32>", "tensor<4x8x8xf32>"},
+    {"rms_norm",
+     {"tensor<4x8x8xf32>", "tensor<8xf32>", "tensor<4x8x8xf32>"},
      {0, 0, 0},
      "%y = cleave.rms_norm %a0, %a1 : (tensor<4x8x8xf32>, tensor<8xf32>) -> "
      "tensor<4x8x8xf32>\n %g:2 = cleave.rms_norm_grad %a0, %a1, %a2 : "
@@ -80,7 +89,8 @@ const std::vector<Sample> kSamples = {
      "(tensor<4x8x8xf32>, tensor<8xf32>)\n return %y, %g#0, %g#1 : "
      "tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<8xf32>",
      {"tensor<4x8x8xf32>", "tensor<4x8x8xf32>", "tensor<8xf32>"}},
-    {"embedding", {"tensor<16x8xf32>", "tensor<4x8xi32>", "tensor<4x8x8xf32>"},
+    {"embedding",
+     {"tensor<16x8xf32>", "tensor<4x8xi32>", "tensor<4x8x8xf32>"},
      {0, 16, 0},
      "%e = cleave.embedding %a0, %a1 : (tensor<16x8xf32>, tensor<4x8xi32>) -> "
      "tensor<4x8x8xf32>\n %g = cleave.embedding_grad %a1, %a2 : "
@@ -102,20 +112,26 @@ const std::vector<Sample> kSamples = {
      "tensor<2x8x2x8xf32>",
      {"tensor<2x8x4x8xf32>", "tensor<2x8x4x8xf32>", "tensor<2x8x2x8xf32>",
       "tensor<2x8x2x8xf32>"}},
-    {"cross_entropy", {"tensor<4x8x16xf32>", "tensor<4x8xi32>"}, {0, 16},
+    {"cross_entropy",
+     {"tensor<4x8x16xf32>", "tensor<4x8xi32>"},
+     {0, 16},
      "%l = cleave.cross_entropy %a0, %a1 : (tensor<4x8x16xf32>, "
      "tensor<4x8xi32>) -> tensor<f32>\n %g = cleave.cross_entropy_grad %a0, "
      "%a1, %l : (tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<f32>) -> "
      "tensor<4x8x16xf32>\n return %l, %g : tensor<f32>, tensor<4x8x16xf32>",
      {"tensor<f32>", "tensor<4x8x16xf32>"}},
-    {"reductions", {"tensor<4x8x8xf32>"}, {0},
+    {"reductions",
+     {"tensor<4x8x8xf32>"},
+     {0},
      "%s = cleave.reduce_sum %a0 dims = [0, 1] : tensor<4x8x8xf32> -> "
      "tensor<8xf32>\n %m = cleave.reduce_mean %a0 dims = [1] : "
      "tensor<4x8x8xf32> -> tensor<4x8xf32>\n %x = cleave.reduce_max %a0 dims "
      "= [2] : tensor<4x8x8xf32> -> tensor<4x8xf32>\n return %s, %m, %x : "
      "tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>",
      {"tensor<8xf32>", "tensor<4x8xf32>", "tensor<4x8xf32>"}},
-    {"shapes", {"tensor<4x8x8xf32>", "tensor<8xf32>"}, {0, 0},
+    {"shapes",
+     {"tensor<4x8x8xf32>", "tensor<8xf32>"},
+     {0, 0},
      "%h = cleave.reshape %a0 : tensor<4x8x8xf32> to tensor<4x8x2x4xf32>\n "
      "%f = cleave.reshape %a0 : tensor<4x8x8xf32> to tensor<32x8xf32>\n %t = "
      "cleave.transpose %a0 permutation = [2, 0, 1] : tensor<4x8x8xf32> -> "
@@ -142,7 +158,9 @@ const std::vector<Sample> kSamples = {
      "tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>",
      {"tensor<4x8xf32>", "tensor<4x8xf32>", "tensor<4x8xf32>",
       "tensor<4x8xf32>"}},
-    {"dropout", {"tensor<4x8x8xf32>", "tensor<i64>"}, {0, 1000},
+    {"dropout",
+     {"tensor<4x8x8xf32>", "tensor<i64>"},
+     {0, 1000},
      "%r = cleave.dropout %a0, %a1 {rate = 0.25 : f64, stream = 3 : i64} : "
      "(tensor<4x8x8xf32>, tensor<i64>) -> tensor<4x8x8xf32>\n return %r : "
      "tensor<4x8x8xf32>",
@@ -256,9 +274,8 @@ std::string buildModule(bool sharded, int64_t tp,
 }
 
 /// The global inputs of function `f` (deterministic values).
-std::vector<std::vector<char>> inputsFor(const FunctionSpec &f,
-                                         const Sample &sample,
-                                         const MeshSpec *mesh) {
+std::vector<std::vector<char>>
+inputsFor(const FunctionSpec &f, const Sample &sample, const MeshSpec *mesh) {
   std::vector<std::vector<char>> data;
   for (size_t i = 0; i < f.buffers.size(); ++i) {
     const BufferSpec &b = f.buffers[i];
@@ -300,8 +317,8 @@ const Sample &sampleOf(const std::string &function) {
 /// the outputs.
 std::vector<std::vector<float>>
 runFunction(JitProgram &program, const FunctionSpec &f,
-            const std::vector<std::vector<char>> &inputs,
-            const MeshSpec *mesh, int rank) {
+            const std::vector<std::vector<char>> &inputs, const MeshSpec *mesh,
+            int rank) {
   std::vector<std::vector<char>> buffers;
   for (size_t i = 0; i < f.buffers.size(); ++i) {
     const BufferSpec &b = f.buffers[i];
@@ -309,8 +326,7 @@ runFunction(JitProgram &program, const FunctionSpec &f,
     if (i < inputs.size()) {
       if (mesh)
         copyBlock(inputs[i].data(), globalShape(b, *mesh), local.data(),
-                  blockOf(b, *mesh, rank), cleave_rt_dtype_size(b.dtype),
-                  true);
+                  blockOf(b, *mesh, rank), cleave_rt_dtype_size(b.dtype), true);
       else
         std::memcpy(local.data(), inputs[i].data(), b.numBytes());
     }
@@ -353,9 +369,8 @@ TEST_P(PartitionOpsTest, EveryOpUnderManySplitsComputesTheGlobalResult) {
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
   std::map<std::string, std::vector<std::vector<float>>> expected;
   for (const FunctionSpec &f : (*reference)->getManifest().functions)
-    expected[sampleOf(f.name).name] =
-        runFunction(**reference, f, inputsFor(f, sampleOf(f.name), nullptr),
-                    nullptr, 0);
+    expected[sampleOf(f.name).name] = runFunction(
+        **reference, f, inputsFor(f, sampleOf(f.name), nullptr), nullptr, 0);
 
   std::string shardedIR = buildModule(true, tp, names);
   if (const char *dump = std::getenv("CLEAVE_TEST_DUMP"))
@@ -378,41 +393,44 @@ TEST_P(PartitionOpsTest, EveryOpUnderManySplitsComputesTheGlobalResult) {
   // Ranks run at uneven speeds on a loaded machine; the deadline catches
   // hangs.
   options.timeoutMs = 60000;
-  auto results = runRanks(int(2 * tp), [&](int) -> int {
-    cleave_rt_options_t rt;
-    cleave_rt_default_options(&rt);
-    RT_CHECK(cleave_rt_init(&rt) == 0, "%s", cleave_rt_error_message());
-    llvm::Error err = defineCommunicators(manifest);
-    RT_CHECK(!err, "%s", llvm::toString(std::move(err)).c_str());
-    int rank = cleave_rt_rank(), failures = 0;
-    for (const FunctionSpec &f : manifest.functions) {
-      auto inputs = inputsFor(f, sampleOf(f.name), &*manifest.mesh);
-      auto got = runFunction(**program, f, inputs, &*manifest.mesh, rank);
-      RT_CHECK(!cleave_rt_failed(), "%s: %s", f.name.c_str(),
-               cleave_rt_error_message());
-      const auto &want = expected.at(sampleOf(f.name).name);
-      RT_CHECK(got.size() == want.size(), "%s: result count",
-               f.name.c_str());
-      for (size_t r = 0; r < want.size(); ++r) {
-        float scale = 1e-6f;
-        for (float v : want[r])
-          scale = std::max(scale, std::fabs(v));
-        for (size_t i = 0; i < want[r].size(); ++i)
-          if (!(std::fabs(got[r][i] - want[r][i]) <= 2e-5f * scale)) {
-            if (rank == 0)
-              std::fprintf(stderr,
-                           "%s result %zu element %zu: %g on %d ranks, %g "
-                           "on one\n",
-                           f.name.c_str(), r, i, got[r][i],
-                           cleave_rt_world_size(), want[r][i]);
-            ++failures;
-            break;
+  auto results = runRanks(
+      int(2 * tp),
+      [&](int) -> int {
+        cleave_rt_options_t rt;
+        cleave_rt_default_options(&rt);
+        RT_CHECK(cleave_rt_init(&rt) == 0, "%s", cleave_rt_error_message());
+        llvm::Error err = defineCommunicators(manifest);
+        RT_CHECK(!err, "%s", llvm::toString(std::move(err)).c_str());
+        int rank = cleave_rt_rank(), failures = 0;
+        for (const FunctionSpec &f : manifest.functions) {
+          auto inputs = inputsFor(f, sampleOf(f.name), &*manifest.mesh);
+          auto got = runFunction(**program, f, inputs, &*manifest.mesh, rank);
+          RT_CHECK(!cleave_rt_failed(), "%s: %s", f.name.c_str(),
+                   cleave_rt_error_message());
+          const auto &want = expected.at(sampleOf(f.name).name);
+          RT_CHECK(got.size() == want.size(), "%s: result count",
+                   f.name.c_str());
+          for (size_t r = 0; r < want.size(); ++r) {
+            float scale = 1e-6f;
+            for (float v : want[r])
+              scale = std::max(scale, std::fabs(v));
+            for (size_t i = 0; i < want[r].size(); ++i)
+              if (!(std::fabs(got[r][i] - want[r][i]) <= 2e-5f * scale)) {
+                if (rank == 0)
+                  std::fprintf(stderr,
+                               "%s result %zu element %zu: %g on %d ranks, %g "
+                               "on one\n",
+                               f.name.c_str(), r, i, got[r][i],
+                               cleave_rt_world_size(), want[r][i]);
+                ++failures;
+                break;
+              }
           }
-      }
-    }
-    cleave_rt_finalize();
-    return failures ? 1 : 0;
-  }, options);
+        }
+        cleave_rt_finalize();
+        return failures ? 1 : 0;
+      },
+      options);
   for (const RankResult &r : results)
     EXPECT_EQ(r.exitCode, 0) << describe(results);
 }

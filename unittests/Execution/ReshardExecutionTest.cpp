@@ -30,8 +30,7 @@ using namespace ::cleave::test;
 namespace {
 
 /// A global tensor of `shape` with distinct values.
-std::vector<float> globalValues(const std::vector<int64_t> &shape,
-                                float salt) {
+std::vector<float> globalValues(const std::vector<int64_t> &shape, float salt) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -56,7 +55,7 @@ std::vector<float> matmul(const std::vector<float> &a,
 }
 
 struct Case {
-  std::string mesh;   ///< "dp = 2 : host, tp = 2 : host"
+  std::string mesh; ///< "dp = 2 : host, tp = 2 : host"
   int ranks;
   std::vector<std::string> shardings; ///< of a tensor<4x8x6xf32>
 };
@@ -80,22 +79,27 @@ std::string buildModule(const Case &c, int &numFunctions) {
     for (const std::string &to : c.shardings)
       ir += "func.func @f" + std::to_string(numFunctions++) +
             "(%x: tensor<4x8x6xf32> {cleave.input = \"x\", cleave.sharding = " +
-            sh(from) + "}) -> (tensor<4x8x6xf32> {cleave.output = \"y\", "
-            "cleave.sharding = " + sh(to) + "}) {\n"
+            sh(from) +
+            "}) -> (tensor<4x8x6xf32> {cleave.output = \"y\", "
+            "cleave.sharding = " +
+            sh(to) +
+            "}) {\n"
             "  return %x : tensor<4x8x6xf32>\n}\n";
   // [4, 8] x [8, 6]: K split over every axis pattern of the mesh.
   for (const std::string &k : {"tp", "dp", "(dp, tp)"})
     for (const std::string &to :
          {"[_, _]", "[dp, _]", "[tp, _]", "[_, tp]", "[(dp, tp), _]"})
-      ir += "func.func @f" + std::to_string(numFunctions++) +
-            "(%a: tensor<4x8xf32> {cleave.input = \"a\", cleave.sharding = " +
-            sh("[_, " + k + "]") +
-            "}, %b: tensor<8x6xf32> {cleave.input = \"b\", cleave.sharding = " +
-            sh("[" + k + ", _]") +
-            "}) -> (tensor<4x6xf32> {cleave.output = \"y\", cleave.sharding = " +
-            sh(to) + "}) {\n"
-            "  %y = cleave.matmul %a, %b : (tensor<4x8xf32>, tensor<8x6xf32>) "
-            "-> tensor<4x6xf32>\n  return %y : tensor<4x6xf32>\n}\n";
+      ir +=
+          "func.func @f" + std::to_string(numFunctions++) +
+          "(%a: tensor<4x8xf32> {cleave.input = \"a\", cleave.sharding = " +
+          sh("[_, " + k + "]") +
+          "}, %b: tensor<8x6xf32> {cleave.input = \"b\", cleave.sharding = " +
+          sh("[" + k + ", _]") +
+          "}) -> (tensor<4x6xf32> {cleave.output = \"y\", cleave.sharding = " +
+          sh(to) +
+          "}) {\n"
+          "  %y = cleave.matmul %a, %b : (tensor<4x8xf32>, tensor<8x6xf32>) "
+          "-> tensor<4x6xf32>\n  return %y : tensor<4x6xf32>\n}\n";
   return ir;
 }
 
@@ -129,9 +133,9 @@ int checkRank(const ProgramManifest &manifest, JitProgram &program) {
     RT_CHECK(!cleave_rt_failed(), "%s: %s", f.name.c_str(),
              cleave_rt_error_message());
     const BufferSpec &out = f.buffers.back();
-    std::vector<float> expected =
-        f.buffers.size() == 2 ? globals[0]
-                              : matmul(globals[0], globals[1], 4, 8, 6);
+    std::vector<float> expected = f.buffers.size() == 2
+                                      ? globals[0]
+                                      : matmul(globals[0], globals[1], 4, 8, 6);
     std::vector<float> block(out.numElements());
     copyBlock(expected.data(), globalShape(out, mesh), block.data(),
               blockOf(out, mesh, rank), 4, /*intoBlock=*/true);
@@ -175,17 +179,18 @@ TEST_P(ReshardExecutionTest, EveryRankHoldsItsBlockOfTheTarget) {
 }
 
 const std::vector<std::string> kShardings2d = {
-    "[_, _, _]",      "[dp, _, _]",     "[tp, _, _]",   "[(dp, tp), _, _]",
-    "[(tp, dp), _, _]", "[dp, tp, _]",  "[tp, dp, _]",  "[_, (dp, tp), _]",
-    "[_, tp, dp]",    "[dp, _, tp]",    "[_, _, tp]"};
+    "[_, _, _]",        "[dp, _, _]",  "[tp, _, _]",  "[(dp, tp), _, _]",
+    "[(tp, dp), _, _]", "[dp, tp, _]", "[tp, dp, _]", "[_, (dp, tp), _]",
+    "[_, tp, dp]",      "[dp, _, tp]", "[_, _, tp]"};
 
 INSTANTIATE_TEST_SUITE_P(
     Meshes, ReshardExecutionTest,
-    ::testing::Values(
-        Case{"dp = 2 : host, tp = 2 : host", 4, kShardings2d},
-        Case{"dp = 2 : host, tp = 2 : host, sp = 2 : host", 8,
-             {"[_, _, _]", "[dp, sp, tp]", "[(dp, sp), tp, _]",
-              "[_, (tp, sp, dp), _]", "[sp, _, tp]", "[tp, (dp, sp), _]"}}),
+    ::testing::Values(Case{"dp = 2 : host, tp = 2 : host", 4, kShardings2d},
+                      Case{"dp = 2 : host, tp = 2 : host, sp = 2 : host",
+                           8,
+                           {"[_, _, _]", "[dp, sp, tp]", "[(dp, sp), tp, _]",
+                            "[_, (tp, sp, dp), _]", "[sp, _, tp]",
+                            "[tp, (dp, sp), _]"}}),
     [](const ::testing::TestParamInfo<Case> &info) {
       return std::to_string(info.param.ranks) + "ranks";
     });

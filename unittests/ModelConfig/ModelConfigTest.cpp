@@ -14,11 +14,11 @@ TEST(ModelConfigTest, ParameterCountsMatchPublishedSizes) {
     double billions;
     double tolerance;
   } cases[] = {
-      {"gpt2-small", 0.124, 0.002},   {"gpt2-xl", 1.558, 0.01},
-      {"gpt3-175b", 174.6, 0.5},      {"megatron-1.7b", 1.7, 0.05},
-      {"megatron-39b", 39.1, 0.2},    {"megatron-530b", 529.6, 1.0},
-      {"megatron-1t", 1008.0, 2.0},   {"llama3-8b", 8.03, 0.01},
-      {"llama3-70b", 70.55, 0.05},    {"llama3-405b", 405.8, 0.5},
+      {"gpt2-small", 0.124, 0.002}, {"gpt2-xl", 1.558, 0.01},
+      {"gpt3-175b", 174.6, 0.5},    {"megatron-1.7b", 1.7, 0.05},
+      {"megatron-39b", 39.1, 0.2},  {"megatron-530b", 529.6, 1.0},
+      {"megatron-1t", 1008.0, 2.0}, {"llama3-8b", 8.03, 0.01},
+      {"llama3-70b", 70.55, 0.05},  {"llama3-405b", 405.8, 0.5},
   };
   for (const Case &c : cases) {
     std::optional<ModelConfig> config = lookupPreset(c.name);

@@ -52,7 +52,8 @@ TEST(ModelZooTest, DropoutAddsASeedInputAndDistinctStreams) {
   ::cleave::ModelConfig config = *::cleave::lookupPreset("tiny-llama");
   config.dropout = 0.1;
   std::string error;
-  OwningOpRef<ModuleOp> module = mlir::cleave::buildModel(&context, config, error);
+  OwningOpRef<ModuleOp> module =
+      mlir::cleave::buildModel(&context, config, error);
   ASSERT_TRUE(module);
   llvm::SmallDenseSet<int64_t> streams;
   int count = 0;

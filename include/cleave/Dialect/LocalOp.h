@@ -1,4 +1,5 @@
-//===- LocalOp.h - What an op needs to build its per-device form -*- C++ -*-===//
+//===- LocalOp.h - What an op needs to build its per-device form -*- C++
+//-*-===//
 //
 // The partitioner decides, for every op, which mesh axes split each factor of
 // its sharding rule, reshards the operands accordingly and then asks the op
@@ -50,8 +51,8 @@ public:
 
   /// The mesh axes splitting dimension `dim` of a tensor whose factors are
   /// `tensor` (the concatenation of its factors' axes, major first).
-  llvm::SmallVector<llvm::StringRef>
-  getDimAxes(const TensorFactors &tensor, unsigned dim) const;
+  llvm::SmallVector<llvm::StringRef> getDimAxes(const TensorFactors &tensor,
+                                                unsigned dim) const;
   /// An i64 scalar: this device's block index along dimension `dim` of a
   /// tensor with factors `tensor` (a constant 0 if the dimension is whole).
   Value buildBlockIndex(OpBuilder &b, Location loc, const TensorFactors &tensor,

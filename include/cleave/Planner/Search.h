@@ -1,4 +1,5 @@
-//===- Search.h - The plan search over a transformer's parallelism *- C++ -*-===//
+//===- Search.h - The plan search over a transformer's parallelism *- C++
+//-*-===//
 //
 // The outer search of the planner: every way to run one training step of a
 // transformer on a cluster that the cost model can price - mesh

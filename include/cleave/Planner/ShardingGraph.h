@@ -1,4 +1,5 @@
-//===- ShardingGraph.h - The intra-op sharding problem -----------*- C++ -*-===//
+//===- ShardingGraph.h - The intra-op sharding problem -----------*- C++
+//-*-===//
 //
 // From a function's forward view, the strategy graph the ILP chooses on:
 // one node per op (one instance of the repeated block stands for all of

@@ -1,4 +1,5 @@
-//===- StagePartition.h - Layers to pipeline chunks --------------*- C++ -*-===//
+//===- StagePartition.h - Layers to pipeline chunks --------------*- C++
+//-*-===//
 //
 // The pipeline stage partition: which consecutive layers each pipeline chunk
 // runs, so that the slowest chunk (which paces the pipeline) is as fast as

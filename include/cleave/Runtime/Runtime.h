@@ -1,4 +1,5 @@
-/*===- Runtime.h - The Cleave runtime's C ABI ----------------------*- C -*-===*\
+/*===- Runtime.h - The Cleave runtime's C ABI ----------------------*- C
+-*-===*\
 |*                                                                            *|
 |* What compiled Cleave programs and host tools (cleave-run, front-ends)      *|
 |* call. Plain C, no LLVM/MLIR: a user program links libCleaveRuntime alone.  *|
@@ -140,8 +141,8 @@ void cleave_rt_recv(int64_t group, int64_t peer, int32_t dtype, void *out,
 void cleave_rt_barrier(int64_t group);
 /** `data` of group rank `root` is copied to `data` of every member
  *  (host tools: parameters loaded on one rank). */
-void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype,
-                         void *data, int64_t count);
+void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype, void *data,
+                         int64_t count);
 
 /** Writes this rank's flight recorder (its last communication calls) as
  *  JSON to `path`, or as text to stderr when `path` is NULL. The runtime
