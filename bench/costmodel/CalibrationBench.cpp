@@ -200,7 +200,7 @@ std::optional<double> runRow(const PublishedRun &run) {
 } // namespace
 
 int main(int argc, char **argv) {
-  cleave::exitQuietlyOnClosedStdoutPosix();
+  ::cleave::exitQuietlyOnClosedStdoutPosix();
   if (!parseOptions(argc, argv))
     return 1;
   std::optional<size_t> detail;

@@ -58,7 +58,7 @@ double timeIt(const ModelConfig &m, const ClusterSpec &cl,
 } // namespace
 
 int main() {
-  cleave::exitQuietlyOnClosedStdoutPosix();
+  ::cleave::exitQuietlyOnClosedStdoutPosix();
   Case cases[] = {
       {"1,024 GPUs", "gpt3-175b", "dgx-a100-80gb",
        plan(8, 8, 16, 1, 128, Schedule::Interleaved1F1B, 3, 1)},

@@ -138,7 +138,7 @@ std::string program(const Case &c) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Time lowered cleave ops\n");
   cleave_rt_options_t options;

@@ -63,7 +63,7 @@ public:
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Time a compiled training step\n");
   cleave_rt_options_t options;

@@ -208,7 +208,7 @@ bool runDepth(const ::cleave::ModelConfig &base, int64_t layers) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -86,7 +86,7 @@ std::optional<Row> runRow(const PublishedRun &run) {
 } // namespace
 
 int main(int argc, char **argv) {
-  cleave::exitQuietlyOnClosedStdoutPosix();
+  ::cleave::exitQuietlyOnClosedStdoutPosix();
   std::string path = defaultPublishedRunsPath();
   long only = -1;
   for (int a = 1; a < argc; ++a) {

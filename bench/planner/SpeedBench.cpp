@@ -62,7 +62,7 @@ planFull(const Problem &p) {
 } // namespace
 
 int main(int argc, char **argv) {
-  cleave::exitQuietlyOnClosedStdoutPosix();
+  ::cleave::exitQuietlyOnClosedStdoutPosix();
   int repeat = 1;
   for (int a = 1; a + 1 < argc; ++a)
     if (std::string(argv[a]) == "--repeat")

@@ -268,7 +268,7 @@ void measureOverhead() {
 }
 
 int main(int argc, char **argv) {
-  cleave::exitQuietlyOnClosedStdoutPosix();
+  ::cleave::exitQuietlyOnClosedStdoutPosix();
   if (std::getenv("CLEAVE_BENCH_RANK"))
     return runRank();
   std::vector<int> counts;

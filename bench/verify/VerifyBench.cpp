@@ -195,7 +195,7 @@ bool runPass(MLIRContext &context, const Case &c) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
   // No options of its own: --help lists none of the libraries' either.
   llvm::cl::OptionCategory category("cleave-bench-verify options");
   llvm::cl::HideUnrelatedOptions(category);

@@ -345,7 +345,7 @@ int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
   cl::HideUnrelatedOptions({&modelCat, &clusterCat, &planCat, &outputCat});
   const char *overview =
       "cleave-estimate: estimates one training step: step time, tokens/s, "

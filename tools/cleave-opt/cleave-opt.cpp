@@ -30,7 +30,7 @@
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
 
   mlir::DialectRegistry registry;
   mlir::cleave::registerCPULoweringDialects(registry);

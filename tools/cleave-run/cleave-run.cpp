@@ -271,7 +271,7 @@ RunOptions runOptions() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cleave::exitQuietlyOnClosedStdout();
+  ::cleave::exitQuietlyOnClosedStdout();
   // --help lists cleave-run's options, not every LLVM backend's.
   cl::HideUnrelatedOptions(
       {&modelCat, &trainCat, &ioCat, &deviceCat, &parallelCat});
