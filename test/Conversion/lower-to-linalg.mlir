@@ -688,8 +688,8 @@ func.func @attention_grad(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x2x16xf32>, %v
 // CHECK: %[[ROW:.*]] = linalg.index 0 : index
 // CHECK: %[[X:.*]] = tensor.extract %[[L2]][%[[ROW]], %[[COL]]] : tensor<8x16xf32>
 // CHECK: linalg.yield %[[X]] : f32
-// CHECK: %[[TOTAL:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[LSE]], %[[PICK]] : tensor<8xf32>, tensor<8xf32>) outs(%{{.*}} : tensor<f32>)
-// CHECK: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK: %[[TOTAL:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[LSE]], %[[PICK]], %[[T1]] : tensor<8xf32>, tensor<8xf32>, tensor<8xi32>) outs(%{{.*}} : tensor<f32>)
+// CHECK: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %{{.*}}: i32, %[[ACC:.*]]: f32):
 // CHECK: %[[NLL:.*]] = arith.subf %[[A]], %[[B]] : f32
 // CHECK: arith.addf %[[ACC]], %[[NLL]] fastmath<reassoc> : f32
 // CHECK: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[TOTAL]] : tensor<f32>) outs(%{{.*}} : tensor<f32>)

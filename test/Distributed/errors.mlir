@@ -13,7 +13,7 @@
 
 // Splits that the sizes do not allow.
 // RUN: not cleave-run --model tiny-gpt -n 3 --plan tp=3 --steps 1 2>&1 | FileCheck %s --check-prefix=TP3
-// TP3: error: tensor parallelism over 3 devices splits no matmul weight: parameter 'h.0.attn.q.weight' is 64 x 64, and tp must divide the dimension it splits
+// TP3: error: loc("tiny-gpt.h.0.attn.q.weight"): tensor parallelism over 3 devices splits no matmul weight: parameter 'h.0.attn.q.weight' is 64 x 64, and tp must divide the dimension it splits
 // TP3: cleave-run: error: partitioning the training step failed
 // RUN: not cleave-run --model tiny-gpt -n 3 --plan dp=3 --steps 1 2>&1 | FileCheck %s --check-prefix=DP3
 // DP3: data parallelism over 3 devices needs the batch of input 'tokens' (4) to be divisible by 3
