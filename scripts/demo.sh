@@ -21,9 +21,9 @@ say "2. Each op says how it can be split: the sharding rule of attention"
   sed 's/^.*remark: /   /'
 
 say "3. Train a character-level GPT on a text every Debian system ships"
-echo "   (the GPL-3 text, embedded at build time; 4 layers, hidden 128, 4 heads,"
+echo "   (the GPL-3 text, embedded at build time; 4 layers, hidden 128, FFN 256, 4 heads,"
 echo "    context 64, batch 16, AdamW; compiled to native code through MLIR)"
-"$bin/cleave-run" --model tiny-gpt --layers 4 --hidden 128 --heads 4 --seq 64 \
+"$bin/cleave-run" --model tiny-gpt --layers 4 --hidden 128 --heads 4 --ffn 256 --seq 64 \
   --batch 16 --steps 200 --lr 3e-3 --log-every 50
 
 say "4. The same model on 4 local ranks, data x tensor parallel (dp=2, tp=2)"
@@ -32,7 +32,7 @@ echo "    4 forked ranks, parameters and batches sliced from the global ones)."
 echo "   100 SGD steps on one process, then on 4 ranks, losses side by side:"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-gpt=(--model tiny-gpt --layers 4 --hidden 128 --heads 4 --seq 64 --batch 16
+gpt=(--model tiny-gpt --layers 4 --hidden 128 --heads 4 --ffn 256 --seq 64 --batch 16
      --steps 100 --optimizer sgd --lr 0.5 --log-every 100)
 "$bin/cleave-run" "${gpt[@]}" --save-losses "$out/one.st" > /dev/null
 "$bin/cleave-run" "${gpt[@]}" -n 4 --plan dp=2,tp=2 --save-losses "$out/four.st" |
