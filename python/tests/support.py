@@ -11,13 +11,23 @@ import torch
 from cleave.torch.export import apply_loss
 
 
+def _built_tool(variable: str, name: str) -> str:
+    """The tool CMake built, from the variable ctest sets."""
+    path = os.environ.get(variable)
+    if not path or not os.access(path, os.X_OK):
+        raise AssertionError(f"{variable}={path!r} is not an executable {name}; run the "
+                             f"tests through ctest (or set {variable})")
+    return path
+
+
 def cleave_opt() -> str:
     """The cleave-opt that CMake built (ctest sets CLEAVE_OPT)."""
-    path = os.environ.get("CLEAVE_OPT")
-    if not path or not os.access(path, os.X_OK):
-        raise AssertionError(f"CLEAVE_OPT={path!r} is not an executable cleave-opt; run the "
-                             f"tests through ctest (or set CLEAVE_OPT)")
-    return path
+    return _built_tool("CLEAVE_OPT", "cleave-opt")
+
+
+def cleave_run() -> str:
+    """The cleave-run that CMake built (ctest sets CLEAVE_RUN)."""
+    return _built_tool("CLEAVE_RUN", "cleave-run")
 
 
 def verify(test: unittest.TestCase, mlir: str) -> str:

@@ -25,14 +25,6 @@ from tests.models.mlp import MLP
 STEPS, LR = 3, 1e-3
 
 
-def cleave_run() -> str:
-    path = os.environ.get("CLEAVE_RUN")
-    if not path or not os.access(path, os.X_OK):
-        raise AssertionError(f"CLEAVE_RUN={path!r} is not an executable cleave-run; run "
-                             f"the tests through ctest")
-    return path
-
-
 def gpt_batches(steps=STEPS):
     """nanoGPT-style ids and targets, a quarter of the targets ignored (-1)."""
     generator = torch.Generator().manual_seed(5)
@@ -121,7 +113,7 @@ class AgainstCleaveRun(unittest.TestCase):
     def cleave_run(self, batches):
         save_batches(self.files["batches"], batches)  # unchecked: cleave-run checks
         return subprocess.run(
-            [cleave_run(), self.files["model.mlir"], "--params", self.files["params"],
+            [support.cleave_run(), self.files["model.mlir"], "--params", self.files["params"],
              "--inputs", self.files["batches"], "--steps", str(STEPS), "--optimizer", "adamw",
              "--lr", str(LR), "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-08",
              "--weight-decay", "0.01", "--save-losses", self.files["run_losses"],

@@ -12,18 +12,11 @@ import torch
 from cleave.torch.compare import compare
 from cleave.torch.params import load_tensors, save_batches, save_parameters
 from cleave.torch.reference import pin_threads, train
+from tests import support
 from tests.models.zoo import ZooGPT, ZooLlama
 
 STEPS, BATCH, SEQ, VOCAB = 5, 4, 32, 65
 LR = 1e-3
-
-
-def cleave_run() -> str:
-    path = os.environ.get("CLEAVE_RUN")
-    if not path or not os.access(path, os.X_OK):
-        raise AssertionError(f"CLEAVE_RUN={path!r} is not an executable cleave-run; run "
-                             f"the tests through ctest")
-    return path
 
 
 class ZooAgainstPyTorch(unittest.TestCase):
@@ -43,7 +36,7 @@ class ZooAgainstPyTorch(unittest.TestCase):
             save_parameters(files["params"], initial)
             save_batches(files["batches"], batches)
             run = subprocess.run(
-                [cleave_run(), "--model", preset, "--params", files["params"],
+                [support.cleave_run(), "--model", preset, "--params", files["params"],
                  "--inputs", files["batches"], "--steps", str(STEPS), "--lr", str(LR),
                  "--save-losses", files["losses"], "--save-params", files["final"]],
                 capture_output=True, text=True,
