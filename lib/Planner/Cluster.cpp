@@ -2,6 +2,8 @@
 
 #include "cleave/Planner/AutoShard.h"
 
+#include <cstdlib>
+
 namespace cleave::planner {
 
 namespace {
@@ -45,6 +47,18 @@ cost::Result<PlanCluster> resolveCluster(const std::string &name, int gpus) {
     if (ranks > 64)
       return R::failure("gpus: local-cpu runs at most 64 processes, got " +
                         std::to_string(ranks));
+    // A measured spec (cleave-measure-local-cpu --out DIR) replaces the
+    // built-in one.
+    if (const char *dir = std::getenv("CLEAVE_LOCAL_CPU_SPEC"); dir && *dir) {
+      std::string path =
+          std::string(dir) + "/local-cpu-" + std::to_string(ranks) + ".json";
+      cost::Result<cost::ClusterSpec> c = cost::loadClusterFile(path);
+      if (!c)
+        return R::failure("CLEAVE_LOCAL_CPU_SPEC: " + c.error() +
+                          " (write it with cleave-measure-local-cpu --ranks " +
+                          std::to_string(ranks) + " --out " + dir + ")");
+      return PlanCluster{*c, true};
+    }
     return PlanCluster{localCpu(ranks), true};
   }
   bool file = name.find('/') != std::string::npos ||

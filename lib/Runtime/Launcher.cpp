@@ -34,8 +34,9 @@ using namespace cleave::rt;
 
 namespace {
 
+/// The signal (SIGINT or SIGTERM) that interrupted the launcher; 0 if none.
 volatile sig_atomic_t interrupted = 0;
-void onSignal(int) { interrupted = 1; }
+void onSignal(int signal) { interrupted = signal; }
 
 int freePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -329,14 +330,19 @@ void Launch::enforceTimeout() {
     }
   if (!ranks.empty())
     writeAllFd(2, concat("cleave_launch_local: terminating rank(s) ", ranks,
-                         interrupted ? " (interrupted)"
+                         interrupted ? concat(" (interrupted by ",
+                                              interrupted == SIGTERM ? "SIGTERM"
+                                                                     : "SIGINT",
+                                              ")")
                                      : concat(", still running ", o_.timeout_ms,
                                               " ms after the first failure"),
                          "\n"));
   termSent_ = true;
   if (firstFailure_ < 0) { // Interrupted: SIGKILL a second later.
     firstFailure_ = monotonicSeconds() - double(o_.timeout_ms) / 1e3;
-    firstStatus_ = 130;
+    // The shell's convention: 128 + the signal (130 for SIGINT, 143 for
+    // SIGTERM).
+    firstStatus_ = 128 + (interrupted ? int(interrupted) : SIGINT);
   }
 }
 

@@ -1,13 +1,13 @@
 //===- cleave-run.cpp - Train a cleave program ----------------------------===//
 //
-//   cleave-run --model tiny-gpt --steps 200             # embedded corpus
-//   cleave-run model.mlir --params init.safetensors --inputs
-//   batches.safetensors cleave-run --model gpt2-small --data train.bin
-//   --token-bytes 2 --steps 10 cleave-run --model tiny-gpt --emit-object step.o
-//   # ahead of time cleave-run --model tiny-gpt --aot step.so           # run
-//   an AOT build cleave-run --model gpt2-small --backend cuda        # one
-//   process per GPU cleave-run -n 4 --model tiny-gpt --plan auto        # the
-//   planner's plan
+// Examples:
+//   cleave-run --model tiny-gpt --steps 200          (embedded corpus)
+//   cleave-run model.mlir --params init.safetensors --inputs batches.st
+//   cleave-run --model gpt2-small --data train.bin --token-bytes 2
+//   cleave-run --model tiny-gpt --emit-object step.o (ahead of time)
+//   cleave-run --model tiny-gpt --aot step.so        (run an AOT build)
+//   cleave-run --model gpt2-small --backend cuda     (one process per GPU)
+//   cleave-run -n 4 --model tiny-gpt --plan auto     (the planner's plan)
 //
 // The work is in libraries: lib/Pipelines compiles the program for the
 // ranks (plan, training step, partitioning, pipeline), lib/Execution
@@ -24,11 +24,19 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace llvm;
 using namespace mlir::cleave;
@@ -237,6 +245,122 @@ Error checkMesh(const ProgramManifest &manifest, int world) {
           (nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
 }
 
+/// An error for option `name` whose value is not in the stated range.
+Error badValue(const Twine &name, const Twine &value, const Twine &expected) {
+  return createStringError(inconvertibleErrorCode(), "--" + name + " " + value +
+                                                         ": expected " +
+                                                         expected);
+}
+
+std::string showNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+/// Range checks of the numeric options, before anything is compiled.
+Error checkNumbers() {
+  if (nprocs.getNumOccurrences() && (nprocs < 1 || nprocs > 1024))
+    return createStringError(inconvertibleErrorCode(),
+                             "-n " + Twine(nprocs.getValue()) +
+                                 ": expected a number of ranks in 1..1024");
+  if (steps < 0)
+    return badValue("steps", Twine(steps.getValue()), "a number of steps >= 0");
+  if (logEvery < 1)
+    return badValue("log-every", Twine(logEvery.getValue()), "a number >= 1");
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (!finite(lr) || lr < 0)
+    return badValue("lr", showNumber(lr.getValue()), "a finite number >= 0");
+  for (auto [opt, name] : {std::pair{&beta1, "beta1"}, {&beta2, "beta2"}})
+    if (!finite(*opt) || *opt < 0 || *opt >= 1)
+      return badValue(name, showNumber(opt->getValue()), "a number in [0, 1)");
+  if (!finite(eps) || eps <= 0)
+    return badValue("eps", showNumber(eps.getValue()), "a finite number > 0");
+  if (!finite(weightDecay) || weightDecay < 0)
+    return badValue("weight-decay", showNumber(weightDecay.getValue()),
+                    "a finite number >= 0");
+  if (dropout.getNumOccurrences() &&
+      (!finite(dropout) || dropout < 0 || dropout >= 1))
+    return badValue("dropout", showNumber(dropout.getValue()),
+                    "a rate in [0, 1)");
+  for (auto [opt, name] : {std::pair{&layers, "layers"},
+                           {&hidden, "hidden"},
+                           {&heads, "heads"},
+                           {&kvHeads, "kv-heads"},
+                           {&ffn, "ffn"},
+                           {&seqLen, "seq"},
+                           {&batch, "batch"}})
+    if (opt->getNumOccurrences() && *opt < 1)
+      return badValue(name, showNumber(opt->getValue()), "a size >= 1");
+  return Error::success();
+}
+
+/// Every output path is writable, and none is an input or another output,
+/// checked before the first step so that no work or data is lost.
+Error checkPaths() {
+  struct Path {
+    const char *option;
+    const std::string *path;
+  };
+  Path inputs[] = {{"data", &dataPath.getValue()},
+                   {"params", &paramsPath.getValue()},
+                   {"inputs", &inputsPath.getValue()},
+                   {"aot", &aotPath.getValue()},
+                   {"program", &input.getValue()}};
+  Path outputs[] = {{"save-params", &savePath.getValue()},
+                    {"save-losses", &lossesPath.getValue()},
+                    {"emit-object", &emitObject.getValue()}};
+  auto absolute = [](const std::string &path) {
+    SmallString<256> p(path);
+    (void)sys::fs::make_absolute(p);
+    sys::path::remove_dots(p, /*remove_dot_dot=*/true);
+    return std::string(p);
+  };
+  auto same = [&](const std::string &a, const std::string &b) {
+    struct stat sa, sb;
+    if (absolute(a) == absolute(b))
+      return true;
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  };
+  auto fail = [](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(), message);
+  };
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const std::string &out = *outputs[i].path;
+    if (out.empty())
+      continue;
+    for (const Path &in : inputs)
+      if (!in.path->empty() && same(out, *in.path))
+        return fail("--" + Twine(outputs[i].option) + " " + out + " is the --" +
+                    in.option + " input; refusing to " +
+                    "write over it (choose another path)");
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].path->empty() && same(out, *outputs[j].path))
+        return fail("--" + Twine(outputs[i].option) + " and --" +
+                    outputs[j].option + " name the same file " + out);
+    struct stat st;
+    if (::stat(out.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode))
+        return fail("--" + Twine(outputs[i].option) + " " + out +
+                    " is a directory; expected a file path");
+      if (::access(out.c_str(), W_OK) != 0)
+        return fail("--" + Twine(outputs[i].option) + " " + out +
+                    ": the file is not writable (" + strerror(errno) + ")");
+      continue;
+    }
+    SmallString<256> dir(out);
+    sys::path::remove_filename(dir);
+    if (dir.empty())
+      dir = ".";
+    if (::access(dir.c_str(), W_OK) != 0)
+      return fail("--" + Twine(outputs[i].option) + " " + out +
+                  ": cannot write in the directory " + dir + " (" +
+                  strerror(errno) + ")");
+  }
+  return Error::success();
+}
+
 /// Compiling for the ranks: the plan, the training step, partitioning.
 RankCompileOptions rankCompileOptions(int world) {
   RankCompileOptions o;
@@ -276,6 +400,10 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(
       {&modelCat, &trainCat, &ioCat, &deviceCat, &parallelCat});
   cl::ParseCommandLineOptions(argc, argv, "Train a cleave program\n");
+  if (Error err = checkNumbers())
+    return fail(toString(std::move(err)));
+  if (Error err = checkPaths())
+    return fail(toString(std::move(err)));
   int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
   if (backendOpt != "cpu" && backendOpt != "cuda")
     return fail("unknown --backend '" + backendOpt + "' (cpu or cuda)");

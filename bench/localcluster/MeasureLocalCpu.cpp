@@ -1,0 +1,443 @@
+//===- MeasureLocalCpu.cpp - The local-cpu cluster, measured --------------===//
+//
+// cleave-measure-local-cpu [--ranks 1,2,4,8] [--out DIR] [--quick]
+//
+// Measures what the cost model needs to price N processes sharing this
+// machine, with all N ranks running at once (as in a real step, they share
+// the cores):
+//   - GEMM rate per rank by shape (f32, the runtime's cleave_rt_gemm, i.e.
+//     OpenBLAS with one thread per rank as cleave-run sets it);
+//   - streaming memory bandwidth per rank (a STREAM-style triad);
+//   - the runtime's all-reduce, all-gather and point-to-point (ping-pong
+//     between ranks 0 and 1) from 1 KB to 16 MB, fitted to
+//     t = latency + bytes / bandwidth (relative least squares) with the
+//     bytes that the ring algorithm moves per rank.
+// Prints a table and writes DIR/local-cpu-measured.json (every measured
+// point and fit) and DIR/local-cpu-N.json, a cluster file for each N that
+// `--cluster` of cleave-plan, cleave-estimate and cleave-auto-shard reads,
+// and that `cleave-run --plan auto` uses when CLEAVE_LOCAL_CPU_SPEC names
+// DIR (docs/planner.md). Prints numbers; it is not a test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/CostModel/Cluster.h"
+#include "cleave/Runtime/Runtime.h"
+#include "cleave/Support/ClosedPipe.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using nlohmann::json;
+
+namespace {
+
+struct Config {
+  std::vector<int> ranks = {1, 2, 4, 8};
+  std::string outDir = ".";
+  bool quick = false;
+  /// Seconds each timed case runs for at least.
+  double minSeconds() const { return quick ? 0.02 : 0.15; }
+};
+
+struct GemmShape {
+  int64_t m, n, k;
+};
+
+/// Square GEMMs, and the shapes of small transformer layers (tokens x
+/// hidden x hidden, tokens x 4 hidden x hidden, attention scores).
+const GemmShape kGemmShapes[] = {
+    {64, 64, 64},       {128, 128, 128},   {256, 256, 256},   {512, 512, 512},
+    {1024, 1024, 1024}, {256, 64, 64},     {256, 256, 64},    {256, 64, 256},
+    {1024, 256, 256},   {1024, 1024, 256}, {1024, 256, 1024}, {128, 128, 32},
+};
+
+const int64_t kMessageBytes[] = {1 << 10,   4 << 10, 16 << 10, 64 << 10,
+                                 256 << 10, 1 << 20, 4 << 20,  16 << 20};
+
+/// Median of `samples` (copied).
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  size_t n = samples.size();
+  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+}
+
+/// Runs `body` on every rank together, in batches of doubling size, until
+/// the batches have taken `minSeconds` on the slowest rank (and at least
+/// `minCalls` calls); returns this rank's seconds per call. The ranks agree
+/// after each batch (one all-reduce, not timed), so collectives inside
+/// `body` stay matched and a slow call cannot make the case run for long.
+template <typename F>
+double timeCalls(F &&body, double minSeconds, int minCalls = 3) {
+  body(); // warm-up
+  double total = 0;
+  long calls = 0;
+  for (long batch = 1;; batch *= 2) {
+    cleave_rt_barrier(CLEAVE_WORLD_GROUP);
+    double t0 = cleave_rt_now();
+    for (long i = 0; i < batch; ++i)
+      body();
+    total += cleave_rt_now() - t0;
+    calls += batch;
+    double slowest = 0;
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, &total,
+                         &slowest, 1);
+    if (slowest >= minSeconds && calls >= minCalls)
+      return total / double(calls);
+  }
+}
+
+/// All ranks' values of `x`, on every rank.
+std::vector<double> gatherAll(double x) {
+  std::vector<double> all(cleave_rt_world_size());
+  cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, &x, all.data(), 1);
+  return all;
+}
+
+json measureGemm(const Config &cfg) {
+  json rows = json::array();
+  for (const GemmShape &s : kGemmShapes) {
+    std::vector<float> a(s.m * s.k, 0.5f), b(s.k * s.n, 0.25f),
+        c(s.m * s.n, 0.0f);
+    double sec = timeCalls(
+        [&] {
+          cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, s.m, s.n, s.k, 1.0, a.data(), s.k,
+                         0, b.data(), s.n, 0, 0.0, c.data(), s.n, 0);
+        },
+        cfg.minSeconds());
+    double rate = 2.0 * s.m * s.n * s.k / sec;
+    std::vector<double> all = gatherAll(rate);
+    rows.push_back(
+        {{"m", s.m},
+         {"n", s.n},
+         {"k", s.k},
+         {"gflops_per_rank", median(all) / 1e9},
+         {"gflops_min_rank", *std::min_element(all.begin(), all.end()) / 1e9}});
+  }
+  return rows;
+}
+
+json measureMemory(const Config &cfg) {
+  // 3 arrays of 16 MB each per rank: well above the caches of this machine.
+  size_t n = size_t(4) << 20;
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+  double sec = timeCalls(
+      [&] {
+        for (size_t i = 0; i < n; ++i)
+          c[i] = a[i] + 1.5f * b[i];
+        // Keep the loop from being removed.
+        if (c[n / 2] == -1.0f)
+          std::abort();
+      },
+      cfg.minSeconds());
+  double bandwidth = 3.0 * n * sizeof(float) / sec;
+  std::vector<double> all = gatherAll(bandwidth);
+  return {{"triad_gb_per_s_per_rank", median(all) / 1e9},
+          {"triad_gb_per_s_min_rank",
+           *std::min_element(all.begin(), all.end()) / 1e9}};
+}
+
+/// Fits t = alpha + x / beta to (x, t) minimising the relative error.
+std::pair<double, double> fitLatencyBandwidth(const std::vector<double> &x,
+                                              const std::vector<double> &t) {
+  // Weighted least squares with weights 1 / t^2 on [1, x] . [alpha, 1/beta].
+  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double w = 1.0 / (t[i] * t[i]);
+    s11 += w;
+    s12 += w * x[i];
+    s22 += w * x[i] * x[i];
+    r1 += w * t[i];
+    r2 += w * x[i] * t[i];
+  }
+  double det = s11 * s22 - s12 * s12;
+  double alpha = (r1 * s22 - r2 * s12) / det;
+  double invBeta = (s11 * r2 - s12 * r1) / det;
+  if (alpha < 0 || invBeta <= 0) {
+    // Degenerate (noise): latency from the smallest message, bandwidth
+    // from the largest.
+    alpha = std::max(0.0, t.front());
+    invBeta = std::max(1e-15, (t.back() - alpha) / x.back());
+  }
+  return {alpha, 1.0 / invBeta};
+}
+
+json measureCollective(const Config &cfg, const std::string &op) {
+  int world = cleave_rt_world_size(), rank = cleave_rt_rank();
+  json points = json::array();
+  std::vector<double> xs, ts;
+  for (int64_t bytes : kMessageBytes) {
+    int64_t count = bytes / 4;
+    std::vector<float> in(count, 1.0f),
+        out(op == "all_gather" ? count * world : count);
+    double sec = 0, moved = 0;
+    if (op == "all_reduce") {
+      sec = timeCalls(
+          [&] {
+            cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM,
+                                 in.data(), out.data(), count);
+          },
+          cfg.minSeconds());
+      moved = 2.0 * (world - 1) / world * bytes;
+    } else if (op == "all_gather") {
+      // `bytes` is the gathered result; each rank contributes 1 / world.
+      count = std::max<int64_t>(1, count / world);
+      sec = timeCalls(
+          [&] {
+            cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32, in.data(),
+                                 out.data(), count);
+          },
+          cfg.minSeconds());
+      moved = double(world - 1) * count * 4;
+    } else {
+      // Ping-pong between ranks 0 and 1: one-way time is half a round trip.
+      sec = timeCalls(
+                [&] {
+                  if (rank == 0) {
+                    cleave_rt_send(CLEAVE_WORLD_GROUP, 1, CLEAVE_F32, in.data(),
+                                   count);
+                    cleave_rt_recv(CLEAVE_WORLD_GROUP, 1, CLEAVE_F32,
+                                   out.data(), count);
+                  } else if (rank == 1) {
+                    cleave_rt_recv(CLEAVE_WORLD_GROUP, 0, CLEAVE_F32,
+                                   out.data(), count);
+                    cleave_rt_send(CLEAVE_WORLD_GROUP, 0, CLEAVE_F32, in.data(),
+                                   count);
+                  }
+                },
+                cfg.minSeconds()) /
+            2;
+      moved = double(bytes);
+    }
+    if (cleave_rt_failed()) {
+      std::fprintf(stderr, "[rank %d] %s: %s\n", rank, op.c_str(),
+                   cleave_rt_error_message());
+      std::exit(1);
+    }
+    // The slowest rank bounds a collective.
+    std::vector<double> all = gatherAll(sec);
+    double worst = *std::max_element(all.begin(), all.end());
+    if (op == "p2p")
+      worst = all[0];
+    xs.push_back(moved);
+    ts.push_back(worst);
+    points.push_back({{"bytes", bytes}, {"us", worst * 1e6}});
+  }
+  auto [alpha, beta] = fitLatencyBandwidth(xs, ts);
+  return {{"points", points},
+          {"latency_us", alpha * 1e6},
+          {"gb_per_s", beta / 1e9},
+          {"bytes_model", op == "all_reduce"   ? "2 (n-1)/n x bytes"
+                          : op == "all_gather" ? "(n-1)/n x bytes"
+                                               : "bytes"}};
+}
+
+int runRank(void *arg) {
+  const Config &cfg = *static_cast<const Config *>(arg);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  if (cleave_rt_init(nullptr) != 0) {
+    std::fprintf(stderr, "%s\n", cleave_rt_error_message());
+    return 1;
+  }
+  int world = cleave_rt_world_size();
+  json r;
+  r["ranks"] = world;
+  r["gemm"] = measureGemm(cfg);
+  r["memory"] = measureMemory(cfg);
+  if (world > 1)
+    for (const char *op : {"all_reduce", "all_gather", "p2p"})
+      r["collectives"][op] = measureCollective(cfg, op);
+  int rank = cleave_rt_rank();
+  cleave_rt_finalize();
+  if (rank == 0) {
+    std::ofstream out(cfg.outDir + "/.ranks-" + std::to_string(world) +
+                      ".json");
+    out << r.dump(2);
+    if (!out)
+      return 1;
+  }
+  return 0;
+}
+
+/// The cluster file for `n` ranks from its measurement. GEMM rate: the
+/// median over the measured shapes at or above 256 in every dimension (the
+/// shapes a step's linear layers have); the cost model's efficiency curve
+/// is then 1 on them. Collectives: the all-reduce fit, as latency per ring
+/// step (the cost model's unit) and bus bandwidth.
+cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
+  int n = m["ranks"];
+  cleave::cost::ClusterSpec c;
+  c.name = "local-cpu-measured";
+  c.nodes = 1;
+  c.gpusPerNode = n;
+  cleave::cost::GpuSpec &g = c.gpu;
+  g.name = "cpu-process";
+  std::vector<double> large;
+  for (const json &row : m["gemm"])
+    if (row["m"] >= 256 && row["n"] >= 256 && row["k"] >= 256)
+      large.push_back(double(row["gflops_per_rank"]) * 1e9);
+  double rate = median(large);
+  g.peakF32 = g.peakTF32 = g.peakBF16 = g.peakF16 = rate;
+  g.peakF8 = 0;
+  long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  g.hbmBytes = double(pages) * pageSize / n;
+  g.hbmBandwidth = double(m["memory"]["triad_gb_per_s_per_rank"]) * 1e9;
+  g.smCount = 1;
+  g.gemmEfficiency = 1.0;
+  g.memoryEfficiency = 1.0;
+  c.intra.kind = cleave::cost::IntraNodeKind::PCIe;
+  if (n > 1) {
+    const json &ar = m["collectives"]["all_reduce"];
+    c.intra.bandwidth = double(ar["gb_per_s"]) * 1e9;
+    c.intra.latency =
+        std::max(1e-7, double(ar["latency_us"]) * 1e-6 / (2.0 * (n - 1)));
+  } else {
+    c.intra.bandwidth = g.hbmBandwidth;
+    c.intra.latency = 1e-6;
+  }
+  c.inter.nicsPerNode = 1;
+  c.inter.nicBandwidth = c.intra.bandwidth;
+  c.inter.latency = c.intra.latency;
+  (void)hostCores;
+  return c;
+}
+
+bool parseArgs(int argc, char **argv, Config &cfg) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *name) -> const char * {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: %s needs a value\n", argv[0], name);
+        std::exit(1);
+      }
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "usage: %s [--ranks 1,2,4,8] [--out DIR] [--quick]\n\n"
+          "Measures GEMM rate by shape, memory bandwidth and the runtime's "
+          "collectives\nfor N local ranks running together; writes "
+          "DIR/local-cpu-measured.json and\nDIR/local-cpu-N.json (cluster "
+          "files for --cluster, and for cleave-run --plan auto\nwith "
+          "CLEAVE_LOCAL_CPU_SPEC=DIR).\n",
+          argv[0]);
+      std::exit(0);
+    } else if (arg == "--quick") {
+      cfg.quick = true;
+    } else if (arg == "--out") {
+      cfg.outDir = value("--out");
+    } else if (arg == "--ranks") {
+      cfg.ranks.clear();
+      std::string list = value("--ranks");
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma - pos);
+        char *end = nullptr;
+        long n = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || n < 1 || n > 64) {
+          std::fprintf(stderr,
+                       "%s: --ranks: '%s' is not a rank count in 1..64\n",
+                       argv[0], item.c_str());
+          return false;
+        }
+        cfg.ranks.push_back(int(n));
+        if (comma == std::string::npos)
+          break;
+        pos = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "%s: unknown argument '%s'; see --help\n", argv[0],
+                   arg.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+void printMeasurement(const json &m) {
+  int n = m["ranks"];
+  std::printf("== %d rank%s ==\n", n, n > 1 ? "s" : "");
+  std::printf("  GEMM f32 (per rank, all ranks at once):\n");
+  for (const json &row : m["gemm"])
+    std::printf("    %5d x %5d x %5d  %7.1f GFLOP/s (slowest rank %.1f)\n",
+                int(row["m"]), int(row["n"]), int(row["k"]),
+                double(row["gflops_per_rank"]), double(row["gflops_min_rank"]));
+  std::printf("  triad bandwidth per rank: %.2f GB/s\n",
+              double(m["memory"]["triad_gb_per_s_per_rank"]));
+  if (!m.contains("collectives"))
+    return;
+  for (auto it = m["collectives"].begin(); it != m["collectives"].end(); ++it) {
+    const json &c = it.value();
+    std::printf("  %-10s latency %7.1f us, bandwidth %6.3f GB/s  [",
+                it.key().c_str(), double(c["latency_us"]),
+                double(c["gb_per_s"]));
+    for (const json &p : c["points"])
+      std::printf(" %lldK:%.0fus", (long long)p["bytes"] / 1024,
+                  double(p["us"]));
+    std::printf(" ]\n");
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::cleave::exitQuietlyOnClosedStdoutPosix();
+  Config cfg;
+  if (!parseArgs(argc, argv, cfg))
+    return 1;
+  ::mkdir(cfg.outDir.c_str(), 0755);
+  int cores = int(::sysconf(_SC_NPROCESSORS_ONLN));
+  json all;
+  all["host_cores"] = cores;
+  all["method"] = "bench/localcluster/MeasureLocalCpu.cpp";
+  all["measurements"] = json::array();
+  for (int n : cfg.ranks) {
+    cleave_launch_options_t opts{};
+    opts.nprocs = n;
+    opts.prefix_output = 1;
+    opts.timeout_ms = 60000;
+    opts.body = runRank;
+    opts.body_arg = &cfg;
+    if (int rc = cleave_launch(&opts)) {
+      std::fprintf(stderr, "measuring %d ranks failed (exit %d)\n", n, rc);
+      return 1;
+    }
+    std::string part = cfg.outDir + "/.ranks-" + std::to_string(n) + ".json";
+    std::ifstream in(part);
+    json m = json::parse(in, nullptr, false);
+    std::remove(part.c_str());
+    if (m.is_discarded()) {
+      std::fprintf(stderr, "%s: rank 0 wrote no measurement\n", part.c_str());
+      return 1;
+    }
+    printMeasurement(m);
+    std::fflush(stdout);
+    all["measurements"].push_back(m);
+    std::string path = cfg.outDir + "/local-cpu-" + std::to_string(n) + ".json";
+    std::ofstream out(path);
+    out << cleave::cost::clusterToJson(clusterFor(m, cores)) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "%s: cannot write\n", path.c_str());
+      return 1;
+    }
+  }
+  std::string path = cfg.outDir + "/local-cpu-measured.json";
+  std::ofstream out(path);
+  out << all.dump(2) << "\n";
+  if (!out) {
+    std::fprintf(stderr, "%s: cannot write\n", path.c_str());
+    return 1;
+  }
+  std::printf("wrote %s and local-cpu-N.json beside it\n", path.c_str());
+  return 0;
+}

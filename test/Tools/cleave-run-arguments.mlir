@@ -1,0 +1,48 @@
+// Options out of range, outputs that would overwrite inputs or cannot be
+// written: a clear error before anything is compiled or run, and nothing
+// written.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: not cleave-run --model tiny-gpt -n 0 2>&1 | FileCheck %s --check-prefix=N0
+// N0: cleave-run: error: -n 0: expected a number of ranks in 1..1024
+// RUN: not cleave-run --model tiny-gpt -n -2 2>&1 | FileCheck %s --check-prefix=NNEG
+// NNEG: cleave-run: error: -n -2: expected a number of ranks in 1..1024
+// RUN: not cleave-run --model tiny-gpt --steps -5 2>&1 | FileCheck %s --check-prefix=STEPS
+// STEPS: cleave-run: error: --steps -5: expected a number of steps >= 0
+// RUN: not cleave-run --model tiny-gpt --lr -1 2>&1 | FileCheck %s --check-prefix=LR
+// LR: cleave-run: error: --lr -1: expected a finite number >= 0
+// RUN: not cleave-run --model tiny-gpt --lr nan 2>&1 | FileCheck %s --check-prefix=LRNAN
+// LRNAN: cleave-run: error: --lr nan: expected a finite number >= 0
+// RUN: not cleave-run --model tiny-gpt --beta2 1 2>&1 | FileCheck %s --check-prefix=BETA
+// BETA: cleave-run: error: --beta2 1: expected a number in [0, 1)
+// RUN: not cleave-run --model tiny-gpt --eps 0 2>&1 | FileCheck %s --check-prefix=EPS
+// EPS: cleave-run: error: --eps 0: expected a finite number > 0
+// RUN: not cleave-run --model tiny-gpt --log-every 0 2>&1 | FileCheck %s --check-prefix=LOG
+// LOG: cleave-run: error: --log-every 0: expected a number >= 1
+// RUN: not cleave-run --model tiny-gpt --layers 0 2>&1 | FileCheck %s --check-prefix=LAYERS
+// LAYERS: cleave-run: error: --layers 0: expected a size >= 1
+// RUN: not cleave-run --model tiny-gpt --dropout 1.5 2>&1 | FileCheck %s --check-prefix=DROP
+// DROP: cleave-run: error: --dropout 1.5: expected a rate in [0, 1)
+
+// Saving over the training data is refused, and the data stays as it was.
+// RUN: %python -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<100H', *([1]*100)))" > %t/tokens.bin
+// RUN: cp %t/tokens.bin %t/tokens.orig
+// RUN: not cleave-run --model tiny-gpt --data %t/tokens.bin --vocab 65 --steps 1 --save-params %t/tokens.bin 2>&1 | FileCheck %s --check-prefix=OVERDATA
+// RUN: cmp %t/tokens.bin %t/tokens.orig
+// OVERDATA: cleave-run: error: --save-params {{.*}}tokens.bin is the --data input; refusing to write over it (choose another path)
+// RUN: not cleave-run %s --save-losses %s 2>&1 | FileCheck %s --check-prefix=OVERPROG
+// OVERPROG: error: --save-losses {{.*}}cleave-run-arguments.mlir is the --program input
+// Two outputs on one file (spelled differently).
+// RUN: cd %t && not cleave-run --model tiny-gpt --steps 1 --save-params out.st --save-losses ./out.st 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: cleave-run: error: --save-losses and --save-params name the same file ./out.st
+
+// An unwritable output is reported before the first step, not after.
+// RUN: not cleave-run --model tiny-gpt --steps 1 --save-params %t/missing-dir/p.st 2>&1 | FileCheck %s --check-prefix=NODIR
+// NODIR-NOT: step
+// NODIR: cleave-run: error: --save-params {{.*}}missing-dir/p.st: cannot write in the directory {{.*}}missing-dir (No such file or directory)
+// RUN: not cleave-run --model tiny-gpt --steps 1 --save-losses %t 2>&1 | FileCheck %s --check-prefix=ISDIR
+// ISDIR: cleave-run: error: --save-losses {{.*}} is a directory; expected a file path
+
+func.func @forward(%w: tensor<4x4xf32> {cleave.param = "w"}) -> tensor<f32> {
+  %0 = cleave.reduce_sum %w dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
