@@ -284,12 +284,12 @@ std::string describeCandidate(const Validation &v, size_t c) {
 void printFolds(const Validation &v) {
   std::printf("\nLeave one source out: fitted on the other sources, "
               "predicting the held-out one\n");
-  std::printf("%-11s %4s  %-44s %6s %6s   %-13s %-13s %-13s\n", "held out",
+  std::printf("%-11s %4s  %-50s %6s %6s   %-13s %-13s %-13s\n", "held out",
               "rows", "model fit on the others", "MFU", "exec", "model MAE/max",
               "MFU MAE/max", "exec MAE/max");
   for (size_t s = 0; s < v.sources.size(); ++s) {
     const std::array<Fit, NumMethods> &f = v.folds[s];
-    std::printf("%-11s %4zu  %-44s %6.3f %6.3f  ", shortName(v.sources[s]),
+    std::printf("%-11s %4zu  %-50s %6.3f %6.3f  ", shortName(v.sources[s]),
                 v.sourceRows[s].size(),
                 describeCandidate(v, f[Model].candidate).c_str(),
                 f[ConstantMfu].fraction, f[ConstantExecuted].fraction);
