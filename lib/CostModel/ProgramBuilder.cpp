@@ -481,6 +481,11 @@ void Builder::finishRank() {
   opt.category = TaskCategory::Optimizer;
   opt.duration = c.kernelOverhead * 8 +
                  memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
+  // fp8 (Transformer Engine): cast-transpose every weight once per step
+  // (read 16-bit, write fp8 twice) and update the amax histories and
+  // scales (one fused kernel per step).
+  if (p.dtype == DType::F8E4M3)
+    opt.duration += c.kernelOverhead + memoryTime(params * 4, cl.gpu);
   std::vector<TaskRef> deps;
   for (int32_t d : {cur.lastCompute, cur.lastDp, cur.lastReduce, cur.lastEmbed})
     if (d >= 0)
