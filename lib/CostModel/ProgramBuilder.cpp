@@ -315,7 +315,9 @@ void Builder::emitPass(size_t index) {
   if (r.kind != PassKind::Forward && reduceOverlap)
     layered |= index == cur.lastGrad[r.chunk] &&
                (r.kind == PassKind::WeightGrad) == splitW;
-  if (layered) {
+  // A chunk without layers (an embedding-only or loss-only stage) is one
+  // task.
+  if (layered && n > 0) {
     emitLayered(r, vs, n, recv);
   } else {
     Task t = computeTask(r.kind, n, vs == 0, vs + 1 == virtualStages);

@@ -175,11 +175,43 @@ TEST(EstimateTest, LayersPerChunkAreValidated) {
   EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: 3 entries for 4 "
                                    "pipeline chunks (pp x chunks)");
   p.layersPerChunk = {12, 12, 0, 0};
-  EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: every chunk needs "
-                                   "at least one layer, got 0");
+  EXPECT_EQ(validatePlan(p, m, c),
+            "plan.layers_per_chunk[2]: every chunk but the first and the last "
+            "needs at least one layer, got 0");
+  p.layersPerChunk = {-1, 13, 12, 0};
+  EXPECT_EQ(validatePlan(p, m, c),
+            "plan.layers_per_chunk[0]: every chunk but the first and the last "
+            "needs at least one layer, got -1");
   p.layersPerChunk = {6, 6, 6, 5};
   EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: the chunks hold 23 "
                                    "layers, the model has 24");
+}
+
+/// Llama 3's pipeline: the first stage holds only the embedding and the
+/// last only the output layer and the loss, so more stages than layers
+/// would allow are fine, and those two stages hold no layer activations.
+TEST(EstimateTest, EmbeddingAndLossStagesWithoutLayers) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  ParallelPlan p = test::plan(1, 4, 2, 8);
+  p.layersPerChunk = {0, 12, 12, 0};
+  EXPECT_EQ(validatePlan(p, m, c), "");
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  ASSERT_EQ(e->memoryPerStage.size(), 4u);
+  EXPECT_LT(e->memoryPerStage[0].activations,
+            0.2 * e->memoryPerStage[1].activations);
+  EXPECT_LT(e->memoryPerStage[3].parameters, e->memoryPerStage[2].parameters);
+  ParallelPlan even = test::plan(1, 4, 2, 8);
+  Result<Estimate> base = estimate(m, c, even);
+  ASSERT_TRUE(base);
+  // Two stages of 12 layers are slower than four of 6.
+  EXPECT_GT(e->stepTime, base->stepTime);
+  // Even a chunk per layer and two more fits the check.
+  ModelConfig small = m;
+  small.layers = 2;
+  p.layersPerChunk = {0, 1, 1, 0};
+  EXPECT_EQ(validatePlan(p, small, c), "");
 }
 
 /// estimateWithWorkload on the plan's own workload is estimate().
