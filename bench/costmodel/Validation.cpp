@@ -302,6 +302,26 @@ void printFolds(const Validation &v) {
     }
     std::printf("\n");
   }
+  std::printf("\nRatio MAE by source (pairs of one source and model family, "
+              "LOSO predictions)\n%-11s %5s %8s %10s %11s\n",
+              "source", "pairs", "model", "const MFU", "const exec");
+  for (size_t s = 0; s < v.sources.size(); ++s) {
+    size_t n = 0;
+    double sum[NumMethods] = {0, 0, 0};
+    for (auto [i, j] : v.pairs) {
+      if (v.rows[i].run->source != v.sources[s])
+        continue;
+      ++n;
+      for (int m = 0; m < NumMethods; ++m)
+        sum[m] += std::fabs((v.losoPred[i][m] / v.losoPred[j][m]) /
+                                (v.rows[i].measured / v.rows[j].measured) -
+                            1);
+    }
+    std::printf("%-11s %5zu", shortName(v.sources[s]), n);
+    for (int m = 0; m < NumMethods; ++m)
+      std::printf(" %9.1f%%", n ? 100 * sum[m] / double(n) : 0.0);
+    std::printf("\n");
+  }
   std::printf("\n%-3s %-11s %-6s %-8s %9s   %-17s %-17s %-17s\n", "row",
               "source", "model", "quantity", "measured", "model (LOSO)",
               "const MFU (LOSO)", "const exec (LOSO)");
