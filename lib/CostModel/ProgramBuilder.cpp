@@ -92,6 +92,12 @@ private:
     return int(layersInChunk(m, p, chunk * p.pp + cur.stage));
   }
   double dpTime(CollectiveKind kind, double bytes) const;
+  /// Parameters per data-parallel bucket: Megatron-Core's DDP default,
+  /// max(40M, 1M x the data-parallel size), so that large data-parallel
+  /// groups still move large messages.
+  double bucketParams() const {
+    return std::max(c.dpBucketParams, 1e6 * double(p.dp) * p.cp);
+  }
   /// One layer's recompute pass on the current rank's stage.
   double stageRecompute() const {
     return w.layerRecomputeOf[size_t(p.recomputeOf(cur.stage))].total();
@@ -283,7 +289,7 @@ void Builder::emitParamGathers() {
     double params = 0;
     for (int l = 0; l < n; ++l) {
       params += w.layerParams;
-      if (params < c.dpBucketParams && l + 1 < n)
+      if (params < bucketParams() && l + 1 < n)
         continue;
       Task t = commTask(kDpGatherStream,
                         dpTime(CollectiveKind::AllGather, params * paramBytes),
@@ -413,7 +419,7 @@ void Builder::emitLayerTask(const Task &t, const std::vector<TaskRef> &deps,
 /// Adds `params` to the open gradient bucket and reduces it once full.
 void Builder::reduceBucket(double params, bool force, int32_t after) {
   cur.bucket += params;
-  if (cur.bucket < c.dpBucketParams && !force)
+  if (cur.bucket < bucketParams() && !force)
     return;
   CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                          : CollectiveKind::ReduceScatter;
