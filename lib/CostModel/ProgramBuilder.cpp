@@ -437,7 +437,9 @@ void Builder::emitSend(const PassRef &r, int vs) {
   int toStage = to % p.pp;
   bool inter = interNode(cur.stage, toStage);
   double bytes = w.p2pBytes;
-  double t = p2pTime(bytes, inter, cl, c);
+  // The transfer plus the launch of NCCL's send/recv kernel, which
+  // Megatron issues once per pass (batched isend/irecv).
+  double t = p2pTime(bytes, inter, cl, c) + c.kernelOverhead;
   if (inter && p.scatterGatherP2p && !p.sequenceParallel && p.tp > 1)
     t += collectiveCost(CollectiveKind::AllGather, bytes * p.tp,
                         axisGroup(Axis::TP, p, cl), cl, c)

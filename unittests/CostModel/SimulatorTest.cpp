@@ -248,3 +248,26 @@ TEST(SimulatorTest, GradientBucketsGrowWithDataParallelism) {
 }
 
 } // namespace
+
+namespace {
+
+/// A pipeline send costs its transfer (link latency + bytes / bandwidth)
+/// and the launch of NCCL's send/recv kernel.
+TEST(SimulatorTest, PipelineSendsPayTheirLaunch) {
+  ModelConfig m = test::model("gpt2-medium");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  CostConstants k;
+  ParallelPlan p = test::plan(1, 2, 1, 4);
+  Workload w = buildWorkload(m, c, p, k);
+  Program prog = buildProgram(m, c, p, w, k);
+  int sends = 0;
+  for (const Task &t : prog.ranks[0].tasks)
+    if (t.kind == TaskKind::Send) {
+      ++sends;
+      EXPECT_DOUBLE_EQ(t.duration,
+                       p2pTime(w.p2pBytes, false, c, k) + k.kernelOverhead);
+    }
+  EXPECT_EQ(sends, 4); // stage 0 sends one activation per micro-batch
+}
+
+} // namespace
