@@ -251,4 +251,17 @@ Result<cost::ClusterSpec> clusterOf(const PublishedRun &run) {
   return cost::lookupClusterPreset(run.clusterPreset, (run.gpus + 7) / 8);
 }
 
+double rowFlopsPerStep(const PublishedRun &run, const cost::Estimate &e) {
+  return run.source == Source::MegatronH100 ? e.modelFlops : e.hardwareFlops;
+}
+
+Comparison compare(const PublishedRun &run, const cost::Estimate &e) {
+  if (run.stepTime)
+    return {"step s", *run.stepTime, e.stepTime};
+  if (run.tflopsPerGpu)
+    return {"TFLOP/s", *run.tflopsPerGpu,
+            rowFlopsPerStep(run, e) / e.stepTime / e.numGpus / 1e12};
+  return {"MFU", *run.mfu, e.mfu};
+}
+
 } // namespace cleave::bench

@@ -49,6 +49,20 @@ loadPublishedRuns(const std::string &path);
 /// The run's cluster: its preset with just enough nodes of 8 GPUs.
 cost::Result<cost::ClusterSpec> clusterOf(const PublishedRun &run);
 
+/// The row's measured quantity and an estimate's prediction of it, under
+/// the row's own definition: step time if the row gives it, else TFLOP/s
+/// per GPU, else MFU.
+struct Comparison {
+  const char *what;
+  double measured, predicted;
+};
+Comparison compare(const PublishedRun &run, const cost::Estimate &e);
+
+/// The FLOPs per step (whole cluster) behind the row's TFLOP/s: Narayanan's
+/// Eq. 3 (hardware FLOPs, recompute counted) for the A100 papers,
+/// Megatron-Core's model FLOPs for the H100 rows.
+double rowFlopsPerStep(const PublishedRun &run, const cost::Estimate &e);
+
 } // namespace cleave::bench
 
 #endif // CLEAVE_BENCH_COMMON_PUBLISHEDRUNS_H

@@ -8,8 +8,12 @@
 // per-row or per-model adjustment, and the measured values are read only to
 // print the comparison.
 //
+// Then the out-of-sample validation (Validation.h): leave-one-source-out,
+// ratio errors and two null models, all fitted the same way.
+//
 // Usage: cleave-costmodel-calibration [--gpu NAME:GEMM:MEMORY]...
-//            [--constants FILE] [--detail ROW] [published_runs.json]
+//            [--constants FILE] [--detail ROW] [--quick] [--no-validation]
+//            [--validation-json FILE] [published_runs.json]
 //
 // The rows are read, and the fields they leave out derived, by
 // bench/common/PublishedRuns.cpp (shared with the planner's bench).
@@ -17,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PublishedRuns.h"
+#include "Validation.h"
 #include "cleave/CostModel/Estimate.h"
 #include "cleave/Support/ClosedPipe.h"
 
@@ -49,25 +54,6 @@ Result<ClusterSpec> clusterWithOverrides(const PublishedRun &run) {
     c->gpu.memoryEfficiency = it->second.second;
   }
   return c;
-}
-
-struct Comparison {
-  const char *what;
-  double measured, predicted;
-};
-
-/// The row's measured quantity and our prediction of it, by its definition.
-Comparison compare(const PublishedRun &run, const Estimate &e) {
-  if (run.stepTime)
-    return {"step s", *run.stepTime, e.stepTime};
-  if (run.tflopsPerGpu) {
-    // Narayanan's TFLOP/s use Eq. 3 (counting the recompute forward);
-    // Megatron-Core reports model FLOPs.
-    double pred = run.source == Source::MegatronH100 ? e.modelTflopsPerGpu
-                                                     : e.hardwareTflopsPerGpu;
-    return {"TFLOP/s", *run.tflopsPerGpu, pred};
-  }
-  return {"MFU", *run.mfu, e.mfu};
 }
 
 /// Prints the per-layer kernels and collectives of one row with their
@@ -129,33 +115,57 @@ void printDetail(const PublishedRun &run) {
   }
 }
 
-/// Consumes the leading --gpu and --constants options; false on a bad one.
-bool parseOptions(int &argc, char **&argv) {
-  while (argc > 2 && std::string(argv[1]) == "--gpu") {
-    std::string spec = argv[2];
-    size_t a = spec.find(':'), b = spec.rfind(':');
-    if (a == std::string::npos || a == b) {
-      std::fprintf(stderr, "--gpu expects NAME:GEMM_EFF:MEMORY_EFF\n");
+/// The options besides the rows' file.
+struct Options {
+  std::optional<size_t> detail;
+  bool quick = false, validate = true;
+  std::string validationJson;
+};
+
+/// Consumes the leading options; false (after saying why) on a bad one.
+bool parseOptions(int &argc, char **&argv, Options &o) {
+  while (argc > 1 && std::string(argv[1]).rfind("--", 0) == 0) {
+    std::string opt = argv[1];
+    if (opt == "--quick" || opt == "--no-validation") {
+      (opt == "--quick" ? o.quick : o.validate) = opt == "--quick";
+      argc -= 1;
+      argv += 1;
+      continue;
+    }
+    if (argc < 3) {
+      std::fprintf(stderr, "%s: expected a value\n", opt.c_str());
       return false;
     }
-    gGpuOverrides[spec.substr(0, a)] = {
-        std::stod(spec.substr(a + 1, b - a - 1)),
-        std::stod(spec.substr(b + 1))};
+    std::string value = argv[2];
     argc -= 2;
     argv += 2;
-  }
-  if (argc > 2 && std::string(argv[1]) == "--constants") {
-    std::ifstream in(argv[2]);
-    std::string text((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-    Result<CostConstants> c = constantsFromJson(text);
-    if (!c) {
-      std::fprintf(stderr, "%s: %s\n", argv[2], c.error().c_str());
+    if (opt == "--gpu") {
+      size_t a = value.find(':'), b = value.rfind(':');
+      if (a == std::string::npos || a == b) {
+        std::fprintf(stderr, "--gpu expects NAME:GEMM_EFF:MEMORY_EFF\n");
+        return false;
+      }
+      gGpuOverrides[value.substr(0, a)] = {
+          std::stod(value.substr(a + 1, b - a - 1)),
+          std::stod(value.substr(b + 1))};
+    } else if (opt == "--constants") {
+      std::ifstream in(value);
+      std::string text((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>());
+      Result<CostConstants> c = constantsFromJson(text);
+      if (!c) {
+        std::fprintf(stderr, "%s: %s\n", value.c_str(), c.error().c_str());
+        return false;
+      }
+      gConstants = *c;
+    } else if (opt == "--detail") {
+      o.detail = std::stoul(value);
+    } else if (opt == "--validation-json") {
+      o.validationJson = value;
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", opt.c_str());
       return false;
     }
-    gConstants = *c;
-    argc -= 2;
-    argv += 2;
   }
   return true;
 }
@@ -201,27 +211,22 @@ std::optional<double> runRow(const PublishedRun &run) {
 
 int main(int argc, char **argv) {
   ::cleave::exitQuietlyOnClosedStdoutPosix();
-  if (!parseOptions(argc, argv))
+  Options opts;
+  if (!parseOptions(argc, argv, opts))
     return 1;
-  std::optional<size_t> detail;
-  if (argc > 2 && std::string(argv[1]) == "--detail") {
-    detail = std::stoul(argv[2]);
-    argc -= 2;
-    argv += 2;
-  }
   std::string path = argc > 1 ? argv[1] : defaultPublishedRunsPath();
   Result<std::vector<PublishedRun>> runs = loadPublishedRuns(path);
   if (!runs) {
     std::fprintf(stderr, "%s\n", runs.error().c_str());
     return 1;
   }
-  if (detail) {
-    if (*detail >= runs->size()) {
+  if (opts.detail) {
+    if (*opts.detail >= runs->size()) {
       std::fprintf(stderr, "--detail: %s has %zu rows\n", path.c_str(),
                    runs->size());
       return 1;
     }
-    printDetail((*runs)[*detail]);
+    printDetail((*runs)[*opts.detail]);
     return 0;
   }
   std::printf("%-3s %-11s %-5s %5s  %-44s %-8s %9s %9s %7s  %5s %5s %5s %5s "
@@ -239,5 +244,12 @@ int main(int argc, char **argv) {
   }
   std::printf("\nrows: %d  mean absolute error: %.1f%%  max: %.1f%%\n", n,
               100 * sumAbs / std::max(n, 1), 100 * maxAbs);
-  return 0;
+  if (!opts.validate)
+    return 0;
+  ValidationOptions vo;
+  vo.base = gConstants;
+  vo.cluster = clusterWithOverrides;
+  vo.quick = opts.quick;
+  vo.jsonPath = opts.validationJson;
+  return runValidation(*runs, vo) ? 0 : 1;
 }

@@ -64,9 +64,10 @@ std::string ClusterSpec::validate() const {
         std::pair{"intra_node.latency_us", intra.latency}})
     if (std::string err = positive(field, v); !err.empty())
       return err;
-  if (gpu.gemmEfficiency > 1 || gpu.memoryEfficiency > 1)
-    return "cluster.gpu: gemm_efficiency and memory_efficiency are "
-           "fractions and must be at most 1";
+  if (gpu.gemmEfficiency > 1 || gpu.memoryEfficiency > 1 ||
+      !(gpu.gemmEfficiencyF8 >= 0 && gpu.gemmEfficiencyF8 <= 1))
+    return "cluster.gpu: gemm_efficiency, gemm_efficiency_fp8 and "
+           "memory_efficiency are fractions and must be at most 1";
   if (nodes > 1) {
     for (auto [field, v] :
          {std::pair{"inter_node.nics_per_node", double(inter.nicsPerNode)},
@@ -110,7 +111,12 @@ GpuSpec a100(bool big) {
 
 /// NVIDIA H100 Tensor Core GPU datasheet (SXM5): 67 / 494.7 / 989.4 / 989.4
 /// / 1,978.9 TFLOP/s dense, 80 GB HBM3 at 3.35 TB/s, 132 SMs. H200 (H200
-/// datasheet): same GPU, 141 GB HBM3e at 4.8 TB/s.
+/// datasheet): same GPU, 141 GB HBM3e at 4.8 TB/s. GEMM efficiencies:
+/// cuBLASLt on H100 at Llama-2-70B training shapes (M = 16,384 tokens),
+/// meta-pytorch/float8_experimental PRs #38 and #100: bf16 539-605
+/// TFLOP/s, fp8 (torch._scaled_mm) 1,095-1,414 TFLOP/s; divided by this
+/// model's tiling and K-ramp factors for those shapes (0.91-0.96), the
+/// medians of the eight measurements are 0.60 and 0.71 (docs/cost-model.md).
 GpuSpec h100(bool h200) {
   GpuSpec g;
   g.name = h200 ? "h200-sxm-141gb" : "h100-sxm5-80gb";
@@ -121,7 +127,8 @@ GpuSpec h100(bool h200) {
   g.hbmBytes = (h200 ? 141 : 80) * kGiga;
   g.hbmBandwidth = (h200 ? 4800 : 3350) * kGiga;
   g.smCount = 132;
-  g.gemmEfficiency = 0.75;
+  g.gemmEfficiency = 0.60;
+  g.gemmEfficiencyF8 = 0.71;
   g.memoryEfficiency = 0.85;
   return g;
 }

@@ -147,7 +147,7 @@ private:
 void readGpu(const json &j, GpuSpec &gpu, bool required, std::string &err) {
   ObjectReader r(j, "cluster.gpu", required, err);
   r.onlyKeys({"name", "peak_tflops", "hbm_gb", "hbm_tb_per_s", "sm_count",
-              "gemm_efficiency", "memory_efficiency"});
+              "gemm_efficiency", "gemm_efficiency_fp8", "memory_efficiency"});
   r.string("name", gpu.name);
   if (const json *peaks = r.child("peak_tflops")) {
     // Individual dtypes are optional (0 = unsupported); bf16 is checked by
@@ -164,6 +164,8 @@ void readGpu(const json &j, GpuSpec &gpu, bool required, std::string &err) {
   r.number("hbm_tb_per_s", gpu.hbmBandwidth, 1e12, Check::Positive);
   r.integer("sm_count", gpu.smCount, Check::Positive);
   r.number("gemm_efficiency", gpu.gemmEfficiency, 1, Check::Fraction);
+  if (j.is_object() && j.contains("gemm_efficiency_fp8"))
+    r.number("gemm_efficiency_fp8", gpu.gemmEfficiencyF8, 1, Check::Fraction);
   r.number("memory_efficiency", gpu.memoryEfficiency, 1, Check::Fraction);
 }
 
@@ -279,6 +281,8 @@ std::string clusterToJson(const ClusterSpec &c) {
               {"sm_count", g.smCount},
               {"gemm_efficiency", g.gemmEfficiency},
               {"memory_efficiency", g.memoryEfficiency}};
+  if (g.gemmEfficiencyF8 > 0)
+    j["gpu"]["gemm_efficiency_fp8"] = g.gemmEfficiencyF8;
   j["intra_node"] = {{"kind", toString(c.intra.kind)},
                      {"gb_per_s", c.intra.bandwidth / 1e9},
                      {"latency_us", c.intra.latency * 1e6},

@@ -45,6 +45,7 @@ Result<Estimate> estimateWithWorkload(const ModelConfig &model,
   e.hardwareTflopsPerGpu = e.hardwareFlops / perGpu / 1e12;
   e.mfu = e.modelFlops / perGpu / e.peakFlopsPerGpu;
   e.hfu = e.hardwareFlops / perGpu / e.peakFlopsPerGpu;
+  e.mfuBf16Peak = e.modelFlops / perGpu / cl.gpu.peakFlops(DType::BF16);
   e.tokensPerSecond =
       double(plan.globalBatch()) * double(model.seqLen) / e.stepTime;
   if (!(options.memoryHeadroom >= 0 && options.memoryHeadroom < 1))

@@ -142,6 +142,15 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   double optimizerBytes = mixed ? 12 : 8; // fp32 master + m + v, or m + v
   double shard = double(p.dp) * p.cp;
   mem.parameters = params * paramBytes / (p.zeroStage >= 3 ? shard : 1);
+  if (p.dtype == DType::F8E4M3) {
+    // Transformer Engine keeps each fp8 linear's weight cast for the step,
+    // row- and column-major (1 + 1 bytes per layer parameter).
+    double layers = 0;
+    for (int ch = 0; ch < p.chunks(); ++ch)
+      layers += double(layersInChunk(m, p, ch * p.pp + stage));
+    mem.parameters +=
+        layers * w.layerParams * 2 / (p.zeroStage >= 3 ? shard : 1);
+  }
   mem.gradients = params * gradBytes / (p.zeroStage >= 2 ? shard : 1);
   mem.optimizerStates =
       params * optimizerBytes / (p.zeroStage >= 1 ? shard : 1);

@@ -60,12 +60,15 @@ std::pair<double, double> bestTiling(const GemmShape &s, int sms) {
 } // namespace
 
 double gemmEfficiency(const GemmShape &s, const GpuSpec &gpu,
-                      const CostConstants &c) {
+                      const CostConstants &c, DType dtype) {
+  double large = dtype == DType::F8E4M3 && gpu.gemmEfficiencyF8 > 0
+                     ? gpu.gemmEfficiencyF8
+                     : gpu.gemmEfficiency;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0)
-    return gpu.gemmEfficiency;
+    return large;
   auto [util, kPerSplit] = bestTiling(s, std::max(gpu.smCount, 1));
   double ramp = kPerSplit / (kPerSplit + c.gemmKHalf);
-  return gpu.gemmEfficiency * util * ramp;
+  return large * util * ramp;
 }
 
 double memoryTime(double bytes, const GpuSpec &gpu) {
@@ -80,7 +83,7 @@ double gemmTime(const GemmShape &s, DType dtype, const GpuSpec &gpu,
   double peak = gpu.peakFlops(dtype);
   if (peak <= 0)
     peak = gpu.peakF32;
-  double math = flops / (peak * gemmEfficiency(s, gpu, c));
+  double math = flops / (peak * gemmEfficiency(s, gpu, c, dtype));
   // fp8 GEMMs read 1-byte operands and write 16-bit results.
   double in = dtype == DType::F8E4M3 ? 1 : double(bytesOf(dtype));
   double out = dtype == DType::F8E4M3 ? 2 : double(bytesOf(dtype));

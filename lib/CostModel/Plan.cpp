@@ -129,7 +129,7 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
     return "plan.tp: " + std::to_string(p.tp) +
            " does not divide ffn_hidden (" + std::to_string(m.ffnHidden) + ")";
   int64_t chunks = int64_t(p.pp) * p.chunks();
-  if (chunks > m.layers)
+  if (p.layersPerChunk.empty() && chunks > m.layers)
     return "plan.pp: " + std::to_string(p.pp) + " stages x " +
            std::to_string(p.chunks()) + " chunks exceed the model's " +
            std::to_string(m.layers) + " layers";
@@ -138,10 +138,15 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
       return "plan.layers_per_chunk: " +
              std::to_string(p.layersPerChunk.size()) + " entries for " +
              std::to_string(chunks) + " pipeline chunks (pp x chunks)";
+    // The first and last chunk may hold only the embedding or only the
+    // output layer and loss (Llama 3's pipeline, Dubey et al. 2024, 3.3.2).
     int64_t sum = 0;
-    for (int n : p.layersPerChunk) {
-      if (n < 1)
-        return "plan.layers_per_chunk: every chunk needs at least one "
+    for (size_t i = 0; i < p.layersPerChunk.size(); ++i) {
+      int n = p.layersPerChunk[i];
+      bool end = i == 0 || i + 1 == p.layersPerChunk.size();
+      if (n < (end && chunks > 1 ? 0 : 1))
+        return "plan.layers_per_chunk[" + std::to_string(i) +
+               "]: every chunk but the first and the last needs at least one "
                "layer, got " +
                std::to_string(n);
       sum += n;

@@ -92,6 +92,12 @@ private:
     return int(layersInChunk(m, p, chunk * p.pp + cur.stage));
   }
   double dpTime(CollectiveKind kind, double bytes) const;
+  /// Parameters per data-parallel bucket: Megatron-Core's DDP default,
+  /// max(40M, 1M x the data-parallel size), so that large data-parallel
+  /// groups still move large messages.
+  double bucketParams() const {
+    return std::max(c.dpBucketParams, 1e6 * double(p.dp) * p.cp);
+  }
   /// One layer's recompute pass on the current rank's stage.
   double stageRecompute() const {
     return w.layerRecomputeOf[size_t(p.recomputeOf(cur.stage))].total();
@@ -283,7 +289,7 @@ void Builder::emitParamGathers() {
     double params = 0;
     for (int l = 0; l < n; ++l) {
       params += w.layerParams;
-      if (params < c.dpBucketParams && l + 1 < n)
+      if (params < bucketParams() && l + 1 < n)
         continue;
       Task t = commTask(kDpGatherStream,
                         dpTime(CollectiveKind::AllGather, params * paramBytes),
@@ -315,7 +321,9 @@ void Builder::emitPass(size_t index) {
   if (r.kind != PassKind::Forward && reduceOverlap)
     layered |= index == cur.lastGrad[r.chunk] &&
                (r.kind == PassKind::WeightGrad) == splitW;
-  if (layered) {
+  // A chunk without layers (an embedding-only or loss-only stage) is one
+  // task.
+  if (layered && n > 0) {
     emitLayered(r, vs, n, recv);
   } else {
     Task t = computeTask(r.kind, n, vs == 0, vs + 1 == virtualStages);
@@ -411,7 +419,7 @@ void Builder::emitLayerTask(const Task &t, const std::vector<TaskRef> &deps,
 /// Adds `params` to the open gradient bucket and reduces it once full.
 void Builder::reduceBucket(double params, bool force, int32_t after) {
   cur.bucket += params;
-  if (cur.bucket < c.dpBucketParams && !force)
+  if (cur.bucket < bucketParams() && !force)
     return;
   CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                          : CollectiveKind::ReduceScatter;
@@ -429,7 +437,9 @@ void Builder::emitSend(const PassRef &r, int vs) {
   int toStage = to % p.pp;
   bool inter = interNode(cur.stage, toStage);
   double bytes = w.p2pBytes;
-  double t = p2pTime(bytes, inter, cl, c);
+  // The transfer plus the launch of NCCL's send/recv kernel, which
+  // Megatron issues once per pass (batched isend/irecv).
+  double t = p2pTime(bytes, inter, cl, c) + c.kernelOverhead;
   if (inter && p.scatterGatherP2p && !p.sequenceParallel && p.tp > 1)
     t += collectiveCost(CollectiveKind::AllGather, bytes * p.tp,
                         axisGroup(Axis::TP, p, cl), cl, c)
@@ -481,6 +491,11 @@ void Builder::finishRank() {
   opt.category = TaskCategory::Optimizer;
   opt.duration = c.kernelOverhead * 8 +
                  memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
+  // fp8 (Transformer Engine): cast-transpose every weight once per step
+  // (read 16-bit, write fp8 twice) and update the amax histories and
+  // scales (one fused kernel per step).
+  if (p.dtype == DType::F8E4M3)
+    opt.duration += c.kernelOverhead + memoryTime(params * 4, cl.gpu);
   std::vector<TaskRef> deps;
   for (int32_t d : {cur.lastCompute, cur.lastDp, cur.lastReduce, cur.lastEmbed})
     if (d >= 0)

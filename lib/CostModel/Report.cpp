@@ -118,10 +118,14 @@ std::string formatReport(const Estimate &e, const ModelConfig &model,
   os << absl::StrFormat("tokens/s           %.0f\n", e.tokensPerSecond);
   os << absl::StrFormat("TFLOP/s per GPU    %.1f model, %.1f hardware\n",
                         e.modelTflopsPerGpu, e.hardwareTflopsPerGpu);
-  os << absl::StrFormat(
-      "MFU / HFU          %s / %s  (peak %.1f TFLOP/s %s)\n\n",
-      formatPercent(e.mfu), formatPercent(e.hfu), e.peakFlopsPerGpu / 1e12,
-      toString(plan.dtype));
+  os << absl::StrFormat("MFU / HFU          %s / %s  (peak %.1f TFLOP/s %s)\n",
+                        formatPercent(e.mfu), formatPercent(e.hfu),
+                        e.peakFlopsPerGpu / 1e12, toString(plan.dtype));
+  if (plan.dtype == DType::F8E4M3)
+    os << absl::StrFormat("MFU (bf16 peak)    %s  (peak %.1f TFLOP/s bf16)\n",
+                          formatPercent(e.mfuBf16Peak),
+                          cl.gpu.peakFlops(DType::BF16) / 1e12);
+  os << "\n";
   os << "time of the critical rank (pipeline stage " << e.criticalStage
      << ")\n";
   TextTable time({TextTable::Align::Left, TextTable::Align::Right,
@@ -157,6 +161,7 @@ std::string estimateToJson(const Estimate &e, const ModelConfig &model,
   j["hardware_tflops_per_gpu"] = e.hardwareTflopsPerGpu;
   j["mfu"] = e.mfu;
   j["hfu"] = e.hfu;
+  j["mfu_bf16_peak"] = e.mfuBf16Peak;
   j["peak_tflops_per_gpu"] = e.peakFlopsPerGpu / 1e12;
   j["time_s"] = partsToJson(timeParts(e.breakdown));
   j["critical_stage"] = e.criticalStage;

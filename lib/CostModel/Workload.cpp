@@ -85,17 +85,37 @@ class Builder {
 public:
   explicit Builder(Dims d) : d(d) {}
 
+  /// fp8 plans run Transformer Engine's fp8 linear layers; attention and
+  /// the output layer stay in bf16 (Megatron-Core with TE).
+  bool fp8Linears = true;
+  DType gemmType(bool core) const {
+    bool f8 = d.dtype == DType::F8E4M3;
+    return f8 && (core || !fp8Linears) ? DType::BF16 : d.dtype;
+  }
+
   void gemm(const char *name, Phase phase, double m, double n, double k,
             double batch = 1, bool core = false) {
     WorkItem it = base(name, phase, core);
-    it.kernel = Kernel::makeGemm({m, n, k, batch}, d.dtype);
+    it.kernel = Kernel::makeGemm({m, n, k, batch}, gemmType(core));
     it.conventionFlops = 2 * m * n * k * batch;
     items.push_back(it);
   }
-  /// The forward GEMM x[T, K] W[K, N], or its two backward GEMMs.
+  /// The forward GEMM x[T, K] W[K, N], or its two backward GEMMs. In fp8,
+  /// Transformer Engine first casts the 16-bit operand that changes every
+  /// micro-batch with its fused cast-transpose kernel (read 16-bit, write
+  /// fp8 row- and column-major for the backward GEMMs, amax reduced in the
+  /// same kernel): x in forward, dY in backward. The weights' casts are
+  /// once per step (ProgramBuilder, with the optimizer).
   void linear(const char *name, bool backward, double n, double k) {
-    if (!backward)
+    bool f8 = gemmType(false) == DType::F8E4M3;
+    if (!backward) {
+      if (f8)
+        memory("fp8_cast_transpose", Phase::Forward,
+               d.tokens * k * (d.act + 2));
       return gemm(name, Phase::Forward, d.tokens, n, k);
+    }
+    if (f8)
+      memory("fp8_cast_transpose", Phase::Backward, d.tokens * n * (d.act + 2));
     gemm(name, Phase::Backward, d.tokens, k, n);   // dX = dY W^T
     gemm(name, Phase::WeightGrad, k, n, d.tokens); // dW = X^T dY
   }
@@ -314,6 +334,7 @@ std::vector<WorkItem> embeddingItems(const ModelConfig &m,
 
 std::vector<WorkItem> headItems(const ModelConfig &m, const ParallelPlan &p) {
   Builder b(dimsOf(m, p));
+  b.fp8Linears = false; // Megatron's output layer is not a TE module
   const Dims &d = b.d;
   double logits = d.tokens * d.vocab;
   norm(b, "final_norm", false);

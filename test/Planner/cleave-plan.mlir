@@ -7,6 +7,9 @@
 // RUN: cleave-models --model tiny-gpt --vocab 100 --seq 16 -o %t.v100.mlir
 // RUN: cleave-plan %t.v100.mlir --model tiny-gpt --cluster local-cpu --gpus 4 --quiet | FileCheck %s --check-prefix=FIT
 // RUN: not cleave-plan %t.v100.mlir --model tiny-llama --cluster local-cpu --quiet 2>&1 | FileCheck %s --check-prefix=NOTIT
+// RUN: cleave-plan --model gpt3-175b --layers 8 --hidden 2048 --heads 16 --seq 1024 --untied-embeddings --cluster dgx-a100-80gb --gpus 8 --global-batch 8 --top 2 --quiet | FileCheck %s --check-prefix=SHAPE
+// RUN: not cleave-plan --model gpt3-175b --layers 0 --gpus 8 2>&1 | FileCheck %s --check-prefix=BADSHAPE
+// RUN: not cleave-plan --model gpt3-175b --heads 7 --gpus 8 2>&1 | FileCheck %s --check-prefix=BADHEADS
 
 // The planning tool on a zoo preset: the chosen plan with its step time,
 // MFU, memory per GPU and where the time goes; the runners-up with why each
@@ -62,3 +65,12 @@ func.func @forward(%x: tensor<4x8xf32> {cleave.input = "x"},
   %loss = cleave.cross_entropy %h, %y : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// A published run's shape without a preset of its own: the preset with
+// --layers --hidden --heads --seq (--kv-heads --ffn --vocab) and untied
+// embeddings: 8 x 12 x 2048^2 + 2 x 50257 x 2048 + 1024 x 2048 + norms.
+// SHAPE: model    gpt3-175b (611M parameters, 8 layers, seq 1024)
+// SHAPE: chosen plan
+// SHAPE: step {{.*}} MFU {{[0-9.]+}}%
+// BADSHAPE: cleave-plan: error: --layers: expected an integer >= 1, got 0
+// BADHEADS: cleave-plan: error: model: hidden (12288) must be divisible by heads (7)

@@ -53,6 +53,15 @@ cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
                         cl::cat(modelCat));
 cl::opt<double> dropout("dropout", cl::desc("Dropout probability"),
                         cl::cat(modelCat));
+cl::opt<bool> untiedEmbeddings(
+    "untied-embeddings",
+    cl::desc("A separate output layer (default: tied for gpt, untied for "
+             "llama)"),
+    cl::cat(modelCat));
+cl::opt<bool>
+    tiedEmbeddings("tied-embeddings",
+                   cl::desc("The output layer shares the token embedding"),
+                   cl::cat(modelCat));
 
 cl::opt<std::string> cluster("cluster", cl::desc(help::kClusterForEstimate),
                              cl::init(kDefaultCluster), cl::cat(clusterCat));
@@ -101,6 +110,17 @@ cl::opt<std::string>
     recompute("recompute",
               cl::desc("Recomputation: none (default), selective, full"),
               cl::cat(planCat));
+cl::list<std::string> recomputePerStage(
+    "recompute-per-stage",
+    cl::desc("Recomputation of each pipeline stage, pp entries (e.g. "
+             "full,full,selective,none)"),
+    cl::CommaSeparated, cl::cat(planCat));
+cl::list<int> layersPerChunk(
+    "layers-per-chunk",
+    cl::desc("Transformer layers of each pipeline chunk in model order, pp x "
+             "virtual-stages entries; the first and last may be 0 (a stage "
+             "holding only the embedding or the loss, as Llama 3 ran)"),
+    cl::CommaSeparated, cl::cat(planCat));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("Shard norms and dropout over tp (Korthikanti et al.)"),
@@ -222,6 +242,11 @@ Result<ModelConfig> readModel() {
   set(seqLen, m.seqLen);
   if (given(dropout))
     m.dropout = dropout;
+  if (given(untiedEmbeddings) && given(tiedEmbeddings))
+    return Result<ModelConfig>::failure(
+        "--tied-embeddings and --untied-embeddings: give one of them");
+  if (given(untiedEmbeddings) || given(tiedEmbeddings))
+    m.tiedEmbeddings = given(tiedEmbeddings);
   if (std::string v = m.validate(); !v.empty())
     return Result<ModelConfig>::failure("model: " + v +
                                         " (give --model or every field)");
@@ -288,6 +313,19 @@ std::string readChoices(ParallelPlan &p) {
       return err;
   if (given(gradDtype))
     p.gradReduceDType = grad;
+  for (const std::string &r : recomputePerStage) {
+    std::optional<Recompute> parsed = parseRecompute(r);
+    if (!parsed)
+      return "--recompute-per-stage: expected none, selective or full, got '" +
+             r + "'";
+    p.recomputePerStage.push_back(*parsed);
+  }
+  for (int n : layersPerChunk) {
+    if (n < 0)
+      return "--layers-per-chunk: expected counts >= 0, got " +
+             std::to_string(n);
+    p.layersPerChunk.push_back(n);
+  }
   p.sequenceParallel = sequenceParallel;
   p.overlapGradReduce = overlapGradReduce;
   p.overlapParamGather = overlapParamGather;

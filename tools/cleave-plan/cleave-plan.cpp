@@ -40,6 +40,27 @@ cl::opt<std::string> model("model",
                            cl::desc("Zoo preset to plan (builds its program), "
                                     "or the preset an input module is"),
                            cl::cat(category));
+// The model's shape, overriding the --model preset's (as cleave-run names
+// them): published runs need not be presets.
+cl::opt<int64_t> layers("layers", cl::init(-1), cl::cat(category),
+                        cl::desc("Transformer layers (default: the preset's)"));
+cl::opt<int64_t> hidden("hidden", cl::init(-1), cl::cat(category),
+                        cl::desc("Hidden size (default: the preset's; the "
+                                 "feed-forward size follows it unless --ffn)"));
+cl::opt<int64_t> heads("heads", cl::init(-1), cl::cat(category),
+                       cl::desc("Attention heads (default: the preset's)"));
+cl::opt<int64_t> kvHeads("kv-heads", cl::init(-1), cl::cat(category),
+                         cl::desc("Key/value heads (default: the preset's, "
+                                  "or --heads for gpt)"));
+cl::opt<int64_t> ffn("ffn", cl::init(-1), cl::cat(category),
+                     cl::desc("Feed-forward size (default: the preset's)"));
+cl::opt<int64_t> vocab("vocab", cl::init(-1), cl::cat(category),
+                       cl::desc("Vocabulary size (default: the preset's)"));
+cl::opt<int64_t> seqLen("seq", cl::init(-1), cl::cat(category),
+                        cl::desc("Sequence length (default: the preset's)"));
+cl::opt<bool> untiedEmbeddings(
+    "untied-embeddings", cl::cat(category),
+    cl::desc("A separate output layer (default: the preset's choice)"));
 cl::opt<std::string> dtype("dtype",
                            cl::desc("Compute type of a --model program: f32, "
                                     "bf16 (default), f16"),
@@ -123,6 +144,43 @@ private:
   bool shown = false;
 };
 
+/// The --model preset after the shape options; set when any was given.
+std::optional<cleave::ModelConfig> shaped;
+
+/// Applies the shape options to `c`; false (with `error`) when one is out
+/// of range or the result is inconsistent.
+bool applyShape(cleave::ModelConfig &c, std::string &error) {
+  bool any = untiedEmbeddings;
+  if (hidden != -1 && ffn == -1)
+    c.ffnHidden = c.ffnForWidth(hidden);
+  for (auto [opt, field] :
+       {std::pair{&layers, &c.layers}, std::pair{&hidden, &c.hidden},
+        std::pair{&heads, &c.heads}, std::pair{&kvHeads, &c.kvHeads},
+        std::pair{&ffn, &c.ffnHidden}, std::pair{&vocab, &c.vocab},
+        std::pair{&seqLen, &c.seqLen}}) {
+    if (*opt == -1)
+      continue;
+    if (*opt < 1) {
+      error = "--" + opt->ArgStr.str() + ": expected an integer >= 1, got " +
+              std::to_string(*opt);
+      return false;
+    }
+    *field = *opt;
+    any = true;
+  }
+  if (heads != -1 && kvHeads == -1 && c.arch == cleave::Architecture::GPT)
+    c.kvHeads = c.heads;
+  if (untiedEmbeddings)
+    c.tiedEmbeddings = false;
+  if (!any)
+    return true;
+  if (std::string v = c.validate(); !v.empty()) {
+    error = "model: " + v;
+    return false;
+  }
+  return true;
+}
+
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
                                              std::string &error) {
   if (input.empty()) {
@@ -141,6 +199,9 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
     config->dtype = *d;
     if (globalBatch > 0)
       config->batch = globalBatch;
+    if (!applyShape(*config, error))
+      return nullptr;
+    shaped = *config;
     return mlir::cleave::buildModel(&ctx, *config, error);
   }
   std::string message;
@@ -183,6 +244,10 @@ int main(int argc, char **argv) {
   o.memoryHeadroom = headroom;
   o.maxMicroBatches = maxMicroBatches;
   o.model = model;
+  if (shaped &&
+      (untiedEmbeddings || layers != -1 || hidden != -1 || heads != -1 ||
+       kvHeads != -1 || ffn != -1 || vocab != -1 || seqLen != -1))
+    o.config = *shaped;
   o.function = function;
   o.topK = top;
   Progress progress;

@@ -78,7 +78,8 @@ TEST(ClusterTest, BadSpecsNameTheField) {
        "cluster.nodes: missing (required unless \"base\" names a preset)"},
       {R"({"base": "dgx-h100", "nodes": 1, "gpu": {"hbm": 80}})",
        "cluster.gpu.hbm: unknown field (known fields: name, peak_tflops, "
-       "hbm_gb, hbm_tb_per_s, sm_count, gemm_efficiency, memory_efficiency)"},
+       "hbm_gb, hbm_tb_per_s, sm_count, gemm_efficiency, gemm_efficiency_fp8, "
+       "memory_efficiency)"},
       {R"({"base": "dgx-h100", "nodes": 1, "intra_node": {"kind": "ib"}})",
        "cluster.intra_node.kind: expected \"nvswitch\", \"nvlink-mesh\" or "
        "\"pcie\", got \"ib\""},

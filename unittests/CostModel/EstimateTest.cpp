@@ -175,11 +175,43 @@ TEST(EstimateTest, LayersPerChunkAreValidated) {
   EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: 3 entries for 4 "
                                    "pipeline chunks (pp x chunks)");
   p.layersPerChunk = {12, 12, 0, 0};
-  EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: every chunk needs "
-                                   "at least one layer, got 0");
+  EXPECT_EQ(validatePlan(p, m, c),
+            "plan.layers_per_chunk[2]: every chunk but the first and the last "
+            "needs at least one layer, got 0");
+  p.layersPerChunk = {-1, 13, 12, 0};
+  EXPECT_EQ(validatePlan(p, m, c),
+            "plan.layers_per_chunk[0]: every chunk but the first and the last "
+            "needs at least one layer, got -1");
   p.layersPerChunk = {6, 6, 6, 5};
   EXPECT_EQ(validatePlan(p, m, c), "plan.layers_per_chunk: the chunks hold 23 "
                                    "layers, the model has 24");
+}
+
+/// Llama 3's pipeline: the first stage holds only the embedding and the
+/// last only the output layer and the loss, so more stages than layers
+/// would allow are fine, and those two stages hold no layer activations.
+TEST(EstimateTest, EmbeddingAndLossStagesWithoutLayers) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  ParallelPlan p = test::plan(1, 4, 2, 8);
+  p.layersPerChunk = {0, 12, 12, 0};
+  EXPECT_EQ(validatePlan(p, m, c), "");
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  ASSERT_EQ(e->memoryPerStage.size(), 4u);
+  EXPECT_LT(e->memoryPerStage[0].activations,
+            0.2 * e->memoryPerStage[1].activations);
+  EXPECT_LT(e->memoryPerStage[3].parameters, e->memoryPerStage[2].parameters);
+  ParallelPlan even = test::plan(1, 4, 2, 8);
+  Result<Estimate> base = estimate(m, c, even);
+  ASSERT_TRUE(base);
+  // Two stages of 12 layers are slower than four of 6.
+  EXPECT_GT(e->stepTime, base->stepTime);
+  // Even a chunk per layer and two more fits the check.
+  ModelConfig small = m;
+  small.layers = 2;
+  p.layersPerChunk = {0, 1, 1, 0};
+  EXPECT_EQ(validatePlan(p, small, c), "");
 }
 
 /// estimateWithWorkload on the plan's own workload is estimate().
@@ -252,6 +284,50 @@ TEST(EstimateTest, RecomputePerStage) {
   bad.recomputePerStage = {R::Full};
   EXPECT_EQ(validatePlan(bad, m, c),
             "plan.recompute_per_stage: 1 entries for 8 pipeline stages");
+}
+
+} // namespace
+
+namespace {
+
+/// fp8 plans: Transformer Engine's cast-transpose before every fp8 linear
+/// (x in forward, dY in backward), attention and the output layer in bf16,
+/// and a step faster than bf16 but by less than the GEMMs alone.
+TEST(EstimateTest, Fp8LinearsPayForTheirCasts) {
+  ModelConfig m = test::model("llama3-8b");
+  ClusterSpec c = test::preset("dgx-h100", 1);
+  ParallelPlan bf = test::plan(8, 1, 1, 4);
+  ParallelPlan f8 = bf;
+  f8.dtype = DType::F8E4M3;
+  auto casts = [](const std::vector<WorkItem> &items, Phase phase) {
+    int n = 0;
+    for (const WorkItem &it : items)
+      n += std::string(it.name) == "fp8_cast_transpose" && it.phase == phase;
+    return n;
+  };
+  // qkv, attention output, mlp up and mlp down.
+  EXPECT_EQ(casts(layerItems(m, f8), Phase::Forward), 4);
+  EXPECT_EQ(casts(layerItems(m, f8), Phase::Backward), 4);
+  EXPECT_EQ(casts(layerItems(m, bf), Phase::Forward), 0);
+  for (const WorkItem &it : headItems(m, f8))
+    if (!it.isComm && it.kernel.kind == KernelKind::Gemm)
+      EXPECT_EQ(it.kernel.dtype, DType::BF16) << it.name;
+  double gemm[2] = {0, 0}, all[2] = {0, 0};
+  for (int i = 0; i < 2; ++i)
+    for (const WorkItem &it : layerItems(m, i ? f8 : bf)) {
+      if (it.isComm)
+        continue;
+      double t = kernelTime(it.kernel, c.gpu, defaultConstants());
+      all[i] += t;
+      if (it.kernel.kind == KernelKind::Gemm)
+        gemm[i] += t;
+    }
+  EXPECT_LT(all[1], all[0]);
+  EXPECT_GT(all[1] / all[0], gemm[1] / gemm[0]);
+  Result<Estimate> eb = estimate(m, c, bf), e8 = estimate(m, c, f8);
+  ASSERT_TRUE(eb && e8);
+  EXPECT_LT(e8->stepTime, eb->stepTime);
+  EXPECT_GT(e8->stepTime, 0.5 * eb->stepTime);
 }
 
 } // namespace

@@ -83,6 +83,28 @@ TEST(MemoryTest, Zero3ModelStatePerGpu) {
               1e-6 * params);
 }
 
+/// fp8 (Transformer Engine) keeps every layer weight's fp8 casts for the
+/// step, row- and column-major: 2 more bytes per layer parameter.
+TEST(MemoryTest, Fp8KeepsTheWeightCasts) {
+  ModelConfig m = test::model("llama3-8b");
+  ClusterSpec c = test::preset("dgx-h100", 1);
+  ParallelPlan p = test::plan(2, 2, 2, 4);
+  CostConstants k;
+  ParallelPlan f8 = p;
+  f8.dtype = DType::F8E4M3;
+  for (int stage = 0; stage < 2; ++stage) {
+    Workload w = buildWorkload(m, c, p, k);
+    MemoryBreakdown bf = stageMemory(m, c, p, w, stage, k);
+    MemoryBreakdown e8 =
+        stageMemory(m, c, f8, buildWorkload(m, c, f8, k), stage, k);
+    double layers = double(layersInChunk(m, p, stage));
+    EXPECT_NEAR(e8.parameters - bf.parameters, 2 * layers * w.layerParams,
+                1e-6 * bf.parameters);
+    EXPECT_DOUBLE_EQ(e8.gradients, bf.gradients);
+    EXPECT_DOUBLE_EQ(e8.optimizerStates, bf.optimizerStates);
+  }
+}
+
 TEST(MemoryTest, HigherZeroStagesNeverUseMoreMemory) {
   CostConstants k;
   for (const char *name : {"gpt2-medium", "megatron-18b", "llama3-8b"}) {

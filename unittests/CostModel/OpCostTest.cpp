@@ -33,9 +33,16 @@ TEST(OpCostTest, LargeGemmsReachTheChipEfficiency) {
   EXPECT_NEAR(gemmEfficiency(shortK, g, c) / eff, 0.5 * 16448 / 16384, 0.02);
   double t = gemmTime(big, DType::BF16, g, c);
   EXPECT_DOUBLE_EQ(t, big.flops() / (g.peakBF16 * eff));
-  // fp8 runs at the fp8 peak (twice bf16's on H100).
-  EXPECT_NEAR(gemmTime(big, DType::F8E4M3, g, c), t * g.peakBF16 / g.peakF8,
-              t * 1e-9);
+  // fp8 runs at the fp8 peak (twice bf16's on H100) times its own
+  // large-GEMM efficiency.
+  double eff8 = gemmEfficiency(big, g, c, DType::F8E4M3);
+  EXPECT_NEAR(eff8 / eff, g.gemmEfficiencyF8 / g.gemmEfficiency, 1e-12);
+  double t8 = gemmTime(big, DType::F8E4M3, g, c);
+  EXPECT_NEAR(t8, big.flops() / (g.peakF8 * eff8), t8 * 1e-12);
+  EXPECT_LT(t8, t);
+  // Without an fp8 efficiency the chip's GEMM efficiency applies.
+  g.gemmEfficiencyF8 = 0;
+  EXPECT_DOUBLE_EQ(gemmEfficiency(big, g, c, DType::F8E4M3), eff);
 }
 
 TEST(OpCostTest, SkinnyGemmsAreMemoryBound) {

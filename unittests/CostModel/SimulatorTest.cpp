@@ -220,3 +220,54 @@ TEST(SimulatorTest, ChromeTraceIsWellFormed) {
 }
 
 } // namespace
+
+namespace {
+
+/// Megatron-Core's DDP buckets hold max(40M, 1M x dp) parameters, so a
+/// larger data-parallel group reduces the same gradients in fewer, larger
+/// buckets.
+TEST(SimulatorTest, GradientBucketsGrowWithDataParallelism) {
+  ModelConfig m = test::model("gpt2-medium"); // 24 layers of 12.6M
+  CostConstants k;
+  auto buckets = [&](int dp) {
+    ClusterSpec c = test::preset("dgx-h100", dp / 8);
+    ParallelPlan p = test::plan(1, 1, dp, 2);
+    p.zeroStage = 1;
+    p.overlapGradReduce = true;
+    Program prog = buildProgram(m, c, p, buildWorkload(m, c, p, k), k);
+    int n = 0;
+    for (const Task &t : prog.ranks[0].tasks)
+      n += t.stream == kDpGatherStream && t.axis == Axis::DP;
+    return n;
+  };
+  // 40M: 4 layers a bucket (6 buckets); 64M: 6 layers (4); 128M: 11 layers
+  // (3); each plus the parameter all-gather after the step.
+  EXPECT_EQ(buckets(8), 6 + 1);
+  EXPECT_EQ(buckets(64), 4 + 1);
+  EXPECT_EQ(buckets(128), 3 + 1);
+}
+
+} // namespace
+
+namespace {
+
+/// A pipeline send costs its transfer (link latency + bytes / bandwidth)
+/// and the launch of NCCL's send/recv kernel.
+TEST(SimulatorTest, PipelineSendsPayTheirLaunch) {
+  ModelConfig m = test::model("gpt2-medium");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  CostConstants k;
+  ParallelPlan p = test::plan(1, 2, 1, 4);
+  Workload w = buildWorkload(m, c, p, k);
+  Program prog = buildProgram(m, c, p, w, k);
+  int sends = 0;
+  for (const Task &t : prog.ranks[0].tasks)
+    if (t.kind == TaskKind::Send) {
+      ++sends;
+      EXPECT_DOUBLE_EQ(t.duration,
+                       p2pTime(w.p2pBytes, false, c, k) + k.kernelOverhead);
+    }
+  EXPECT_EQ(sends, 4); // stage 0 sends one activation per micro-batch
+}
+
+} // namespace

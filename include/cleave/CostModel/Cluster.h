@@ -37,6 +37,10 @@ struct GpuSpec {
   /// Fraction of peak a large, well-shaped GEMM reaches with the vendor BLAS
   /// (a property of the chip: clocks under load, power capping).
   double gemmEfficiency = 0;
+  /// The same for fp8 GEMMs, as a fraction of the fp8 peak (0: use
+  /// gemmEfficiency). fp8 kernels do not reach the bf16 fraction of their
+  /// doubled peak (docs/cost-model.md, "GPU efficiencies").
+  double gemmEfficiencyF8 = 0;
   /// Fraction of `hbmBandwidth` a streaming kernel reaches.
   double memoryEfficiency = 0;
 

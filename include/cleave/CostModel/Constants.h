@@ -87,8 +87,9 @@ struct CostConstants {
   /// grad, m, v; write master, m, v and the 16-bit copy) plus gradient
   /// clipping and zeroing: 4*4 + 3*4 + 2 + 4 + 4 = 38 bytes.
   double adamBytesPerParam = 38;
-  /// Parameters per data-parallel gradient bucket (Megatron-Core DDP
-  /// default: 40M).
+  /// Parameters per data-parallel gradient bucket at small data
+  /// parallelism: Megatron-Core's DDP default is max(40M, 1M x dp x cp),
+  /// which the program builder applies.
   double dpBucketParams = 40e6;
   /// Memory reserved per GPU for the CUDA context, cuBLAS workspaces and
   /// allocator slack that no tensor accounts for.

@@ -49,6 +49,10 @@ struct Estimate {
   double modelFlops = 0, hardwareFlops = 0;
   double modelTflopsPerGpu = 0, hardwareTflopsPerGpu = 0;
   double mfu = 0, hfu = 0;
+  /// MFU against the bf16 peak: the convention of published fp8 runs,
+  /// which report fp8 training against the 16-bit peak (equal to `mfu`
+  /// unless the plan computes in fp8).
+  double mfuBf16Peak = 0;
   /// Where the time of the rank that finishes last went.
   TimeBreakdown breakdown;
   int criticalStage = 0;

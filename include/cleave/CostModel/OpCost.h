@@ -76,9 +76,9 @@ struct Kernel {
   }
 };
 
-/// Fraction of `gpu`'s peak a GEMM of this shape reaches.
+/// Fraction of `gpu`'s peak for `dtype` a GEMM of this shape reaches.
 double gemmEfficiency(const GemmShape &shape, const GpuSpec &gpu,
-                      const CostConstants &c);
+                      const CostConstants &c, DType dtype = DType::BF16);
 /// Seconds for one GEMM (math or memory bound, whichever is slower), not
 /// counting the per-kernel overhead.
 double gemmTime(const GemmShape &shape, DType dtype, const GpuSpec &gpu,
