@@ -7,6 +7,12 @@
 // each stage's integer program, annotate the module). Prints the best of
 // --repeat runs and the chosen plan.
 //
+// Then the same 100-layer module (GPT-3 175B's shape with 100 layers, on
+// 1,024 A100s) planned twice, interleaved: with its configuration given
+// (the preset path: Megatron formulas) and without (the graph path: the
+// workload derived from the module's ops, GraphWorkload.h). The issue's
+// target is the graph path within 2x of the preset path.
+//
 // Usage: cleave-planner-speed [--repeat N]
 //
 //===----------------------------------------------------------------------===//
@@ -38,21 +44,29 @@ double since(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-/// The whole of cleave-plan on a zoo preset; the result, and seconds.
+/// The whole of cleave-plan on a zoo preset (`layers` > 0: with that many
+/// layers; `graph`: without naming the configuration, so the costs come
+/// from the module's ops); the result, and seconds.
 std::pair<cost::Result<planner::AutoShardResult>, double>
-planFull(const Problem &p) {
+planFull(const Problem &p, int64_t layers = 0, bool graph = false) {
   auto t0 = std::chrono::steady_clock::now();
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlir::cleave::CleaveDialect, mlir::func::FuncDialect>();
   ModelConfig config = *lookupPreset(p.model);
   config.dtype = DType::BF16;
   config.batch = p.globalBatch;
+  if (layers > 0)
+    config.layers = layers;
   std::string error;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::cleave::buildModel(&ctx, config, error);
   planner::AutoShardOptions o;
   o.cluster = p.cluster;
   o.gpus = p.gpus;
+  if (module && graph)
+    (*module)->removeAttr(mlir::cleave::CleaveDialect::kModelAttrName);
+  else if (layers > 0)
+    o.config = config;
   cost::Result<planner::AutoShardResult> r =
       module ? planner::autoShard(*module, o)
              : cost::Result<planner::AutoShardResult>::failure(error);
@@ -104,5 +118,32 @@ int main(int argc, char **argv) {
                 plan.zeroStage, r->search.best->stepTime,
                 100 * r->search.best->mfu);
   }
+  // The 100-layer module, preset path vs graph path, interleaved.
+  const Problem deep{"gpt3-175b", "dgx-a100-80gb", 1024, 1536};
+  double best[2] = {1e300, 1e300};
+  std::string chosen[2];
+  for (int i = 0; i < std::max(repeat, 3); ++i)
+    for (int graph = 0; graph < 2; ++graph) {
+      auto [r, seconds] = planFull(deep, 100, graph == 1);
+      if (!r || !r->search.best) {
+        std::printf("100 layers (%s): %s\n", graph ? "graph" : "preset",
+                    r ? "no plan fits" : r.error().c_str());
+        return 1;
+      }
+      best[graph] = std::min(best[graph], seconds);
+      char line[256];
+      std::snprintf(line, sizeof line, "%s (%.3f s)",
+                    cost::describe(r->search.best->plan).c_str(),
+                    r->search.best->stepTime);
+      chosen[graph] = line;
+    }
+  std::printf("\n100-layer gpt3-175b shape, 1024 A100s, batch 1536 (best of "
+              "%d, interleaved)\n",
+              std::max(repeat, 3));
+  std::printf("  preset path (formulas): %7.2f s  %s\n", best[0],
+              chosen[0].c_str());
+  std::printf("  graph path (ops):       %7.2f s  %s\n", best[1],
+              chosen[1].c_str());
+  std::printf("  graph / preset: %.2fx\n", best[1] / best[0]);
   return 0;
 }
