@@ -207,6 +207,38 @@ TEST_F(GraphWorkloadTest, CustomShapeGetsAPipelinedPlan) {
   EXPECT_EQ(plan.numGpus(), 384);
 }
 
+/// The zoo's GPT-2 medium without its preset name (as a front-end export
+/// arrives) plans like the preset: the same plan, the step time within 3%.
+TEST_F(GraphWorkloadTest, UnnamedPresetPlansLikeThePreset) {
+  ModelConfig m = *lookupPreset("gpt2-medium");
+  m.dtype = DType::BF16;
+  m.batch = 64;
+  AutoShardOptions o;
+  o.cluster = "dgx-a100-80gb";
+  o.gpus = 16;
+  o.ilpTimeLimit = 10;
+  cost::Result<AutoShardResult> results[2] = {
+      cost::Result<AutoShardResult>::failure("not run"),
+      cost::Result<AutoShardResult>::failure("not run")};
+  for (int unnamed = 0; unnamed < 2; ++unnamed) {
+    std::string error;
+    module = mlir::cleave::buildModel(&context, m, error);
+    ASSERT_TRUE(module) << error;
+    if (unnamed)
+      (*module)->removeAttr(mlir::cleave::CleaveDialect::kModelAttrName);
+    results[unnamed] = autoShard(*module, o);
+    ASSERT_TRUE(results[unnamed]) << results[unnamed].error();
+    ASSERT_TRUE(results[unnamed]->search.best);
+  }
+  EXPECT_FALSE(results[0]->graphDerived);
+  EXPECT_TRUE(results[1]->graphDerived);
+  const Candidate &preset = *results[0]->search.best,
+                  &graph = *results[1]->search.best;
+  EXPECT_EQ(cost::describe(graph.plan), cost::describe(preset.plan));
+  EXPECT_LT(rel(graph.stepTime, preset.stepTime), 0.03)
+      << graph.stepTime << " s vs " << preset.stepTime << " s";
+}
+
 /// A module the graph path cannot read names what is missing.
 TEST_F(GraphWorkloadTest, ModuleWithoutEmbeddingIsNamed) {
   ModelConfig m = *lookupPreset("tiny-mlp");
