@@ -8,8 +8,6 @@
 #include "cleave/Planner/GraphWorkload.h"
 
 #include <chrono>
-#include <map>
-#include <tuple>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -249,34 +247,6 @@ cost::Result<bool> planTransformer(const Problem &p, const AutoShardOptions &o,
   return true;
 }
 
-/// Prices the search's plans from the module's ops: the items depend on
-/// tp, sequence parallelism and the micro-batch size only, so they are
-/// derived once per combination. Context parallelism is not derived.
-void useGraphWorkload(const Problem &p, AutoShardResult &res,
-                      std::shared_ptr<std::string> error) {
-  using Key = std::tuple<int, bool, int64_t>;
-  auto cache = std::make_shared<std::map<Key, GraphItems>>();
-  const ForwardView *view = &p.view;
-  ModelConfig model = res.model;
-  cost::ClusterSpec cluster = p.cluster.spec;
-  const cost::CostConstants *c = &cost::defaultConstants();
-  res.searchOptions.space.maxContextParallel = 1;
-  res.searchOptions.workload = [=](const cost::ParallelPlan &plan) {
-    Key key{plan.tp, plan.sequenceParallel && plan.tp > 1, plan.microBatchSize};
-    auto it = cache->find(key);
-    if (it == cache->end()) {
-      cost::Result<GraphItems> items = deriveGraphItems(*view, plan);
-      if (!items) {
-        if (error->empty())
-          *error = items.error();
-        return cost::buildWorkload(model, cluster, plan, *c);
-      }
-      it = cache->emplace(key, *items).first;
-    }
-    return workloadFromItems(it->second, model, cluster, plan, *c);
-  };
-}
-
 } // namespace
 
 cost::Result<AutoShardResult> autoShard(ModuleOp module,
@@ -303,7 +273,9 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
     res.model.dtype = p->dtype;
     res.graphDerived = true;
     auto graphError = std::make_shared<std::string>();
-    useGraphWorkload(*p, res, graphError);
+    res.searchOptions.space.maxContextParallel = 1;
+    res.searchOptions.workload =
+        graphWorkloadFunction(p->view, res.model, p->cluster.spec, graphError);
     cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);
     res.searchOptions.workload = nullptr;
     if (!graphError->empty())

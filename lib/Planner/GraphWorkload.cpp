@@ -11,6 +11,8 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -899,6 +901,31 @@ cost::Workload workloadFromItems(const GraphItems &g, const ModelConfig &m,
   w.modelFlopsPerStep = batch * perSeq;
   w.hardwareFlopsPerStep = batch * (perSeq + recomputed);
   return w;
+}
+
+std::function<cost::Workload(const cost::ParallelPlan &)>
+graphWorkloadFunction(const ForwardView &view, const ModelConfig &model,
+                      const cost::ClusterSpec &cluster,
+                      std::shared_ptr<std::string> error) {
+  using Key = std::tuple<int, bool, int64_t, DType>;
+  auto cache = std::make_shared<std::map<Key, GraphItems>>();
+  const ForwardView *v = &view;
+  const cost::CostConstants *c = &cost::defaultConstants();
+  return [=](const cost::ParallelPlan &plan) {
+    Key key{plan.tp, plan.sequenceParallel && plan.tp > 1, plan.microBatchSize,
+            plan.dtype};
+    auto it = cache->find(key);
+    if (it == cache->end()) {
+      cost::Result<GraphItems> items = deriveGraphItems(*v, plan);
+      if (!items) {
+        if (error->empty())
+          *error = items.error();
+        return cost::buildWorkload(model, cluster, plan, *c);
+      }
+      it = cache->emplace(key, *items).first;
+    }
+    return workloadFromItems(it->second, model, cluster, plan, *c);
+  };
 }
 
 cost::Result<ModelConfig> deriveModelConfig(const ForwardView &v) {

@@ -40,6 +40,9 @@
 #include "cleave/CostModel/Workload.h"
 #include "cleave/Planner/ForwardView.h"
 
+#include <functional>
+#include <memory>
+
 namespace cleave::planner {
 
 /// The items of the three regions of a rank's program, as
@@ -75,6 +78,16 @@ cost::Workload workloadFromItems(const GraphItems &items,
                                  const cost::ClusterSpec &cluster,
                                  const cost::ParallelPlan &plan,
                                  const cost::CostConstants &constants);
+
+/// PlannerOptions::workload for `view`: items derived once per tp,
+/// sequence parallelism and micro-batch size, then costed per plan. The
+/// first derivation error goes to `error` (that plan is priced by the
+/// formulas of `model` meanwhile; the caller reports the error). `view`
+/// must outlive the function.
+std::function<cost::Workload(const cost::ParallelPlan &)>
+graphWorkloadFunction(const ForwardView &view, const ModelConfig &model,
+                      const cost::ClusterSpec &cluster,
+                      std::shared_ptr<std::string> error);
 
 /// What the schedule and the activation-memory model need to know about a
 /// module whose preset is unknown, read from its ops: layers (instances of
