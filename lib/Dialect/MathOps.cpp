@@ -23,7 +23,7 @@ ShardingRule ConstantOp::getShardingRule() {
   return rule;
 }
 
-double ConstantOp::getFlops() { return 0; }
+OpWork ConstantOp::getWork(const OpShapes &) { return noWork(); }
 
 //===----------------------------------------------------------------------===//
 // CastOp
@@ -70,11 +70,6 @@ static ShardingRule getReduceRule(Operation *op, ArrayRef<int64_t> dims,
   return rule;
 }
 
-static double countInputElements(Operation *op) {
-  return static_cast<double>(
-      cast<RankedTensorType>(op->getOperand(0).getType()).getNumElements());
-}
-
 #define CLEAVE_DEFINE_REDUCE(OpClass, mnemonic, kind)                          \
   LogicalResult OpClass::inferReturnTypes(                                     \
       MLIRContext *, std::optional<Location> loc, Adaptor adaptor,             \
@@ -84,7 +79,9 @@ static double countInputElements(Operation *op) {
   ShardingRule OpClass::getShardingRule() {                                    \
     return getReduceRule(*this, getDims(), kind);                              \
   }                                                                            \
-  double OpClass::getFlops() { return countInputElements(*this); }
+  OpWork OpClass::getWork(const OpShapes &s) {                                 \
+    return streamingWork(s, s.operands[0].elements(), /*fusable=*/false);      \
+  }
 
 // A split reduced dimension leaves partial sums for sum and mean (the mean
 // divides by the global size, so local terms still add up); a max cannot be

@@ -286,4 +286,4 @@ ShardingRule ShardingConstraintOp::getShardingRule() {
   return ShardingRule::getElementwise(*this);
 }
 
-double ShardingConstraintOp::getFlops() { return 0; }
+OpWork ShardingConstraintOp::getWork(const OpShapes &) { return noWork(); }

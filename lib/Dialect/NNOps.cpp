@@ -95,10 +95,22 @@ ShardingRule MatmulOp::getShardingRule() {
   return rule;
 }
 
-double MatmulOp::getFlops() {
-  MatmulDims d = getMatmulDims(getLhs().getType(), getRhs().getType(),
-                               getTransposeLhs(), getTransposeRhs());
-  return 2.0 * d.batch * d.m * d.n * d.k;
+OpWork MatmulOp::getWork(const OpShapes &s) {
+  const TensorShape &lhs = s.operands[0], &rhs = s.operands[1];
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  double m = double(lhs.dim(tl ? -1 : -2)), k = double(lhs.dim(tl ? -2 : -1));
+  double n = double(rhs.dim(tr ? -2 : -1)), batch = 1;
+  for (int64_t d = 0; d + 2 < lhs.rank(); ++d)
+    batch *= double(lhs.dims[size_t(d)]);
+  OpWork w = streamingWork(s, 0, /*fusable=*/false);
+  w.kind = WorkKind::Gemm;
+  w.gemmFlops = 2 * batch * m * n * k;
+  // One weight matrix shared by every batch: a single GEMM over all rows.
+  if (rhs.rank() == 2 && !tl)
+    w.gemm = {batch * m, n, k, 1};
+  else
+    w.gemm = {m, n, k, batch};
+  return w;
 }
 
 //===----------------------------------------------------------------------===//
@@ -153,7 +165,9 @@ ShardingRule SoftmaxOp::getShardingRule() {
   return rule;
 }
 
-double SoftmaxOp::getFlops() { return 5.0 * countResultElements(*this); }
+OpWork SoftmaxOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 5 * s.results[0].elements(), /*fusable=*/false);
+}
 
 LogicalResult SoftmaxGradOp::verify() {
   return verifySoftmaxDim(*this, getDim(), getType().getRank());
@@ -167,7 +181,9 @@ ShardingRule SoftmaxGradOp::getShardingRule() {
   return rule;
 }
 
-double SoftmaxGradOp::getFlops() { return 4.0 * countResultElements(*this); }
+OpWork SoftmaxGradOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 4 * s.results[0].elements(), /*fusable=*/false);
+}
 
 /// Checks `x` of rank >= 1 and the `[H]` weight vectors of a norm.
 static LogicalResult
@@ -214,7 +230,9 @@ ShardingRule LayerNormOp::getShardingRule() {
   return rule;
 }
 
-double LayerNormOp::getFlops() { return 8.0 * countResultElements(*this); }
+OpWork LayerNormOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 8 * s.results[0].elements(), /*fusable=*/false);
+}
 
 LogicalResult
 LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -242,8 +260,8 @@ ShardingRule LayerNormGradOp::getShardingRule() {
   return rule;
 }
 
-double LayerNormGradOp::getFlops() {
-  return 12.0 * tensorType(getInput()).getNumElements();
+OpWork LayerNormGradOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 12 * s.operands[0].elements(), /*fusable=*/false);
 }
 
 LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *,
@@ -266,7 +284,9 @@ ShardingRule RMSNormOp::getShardingRule() {
   return rule;
 }
 
-double RMSNormOp::getFlops() { return 5.0 * countResultElements(*this); }
+OpWork RMSNormOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 5 * s.results[0].elements(), /*fusable=*/false);
+}
 
 LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
@@ -292,8 +312,8 @@ ShardingRule RMSNormGradOp::getShardingRule() {
   return rule;
 }
 
-double RMSNormGradOp::getFlops() {
-  return 8.0 * tensorType(getInput()).getNumElements();
+OpWork RMSNormGradOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 8 * s.operands[0].elements(), /*fusable=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -329,7 +349,13 @@ ShardingRule EmbeddingOp::getShardingRule() {
   return rule;
 }
 
-double EmbeddingOp::getFlops() { return 0; }
+OpWork EmbeddingOp::getWork(const OpShapes &s) {
+  // A gather: reads the ids and the rows it looks up, not the whole table.
+  OpWork w = streamingWork(s, 0, /*fusable=*/false);
+  const TensorShape &table = s.operands[0], &result = s.results[0];
+  w.bytesRead += result.elements() * table.elementBytes - table.bytes();
+  return w;
+}
 
 /// `padding_idx` is an id of the whole vocabulary: in `[0, rows)` when the
 /// table is whole (no `block`), non-negative otherwise.
@@ -382,8 +408,17 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   return rule;
 }
 
-double EmbeddingGradOp::getFlops() {
-  return static_cast<double>(getGrad().getType().getNumElements());
+OpWork EmbeddingGradOp::getWork(const OpShapes &s) {
+  // One add per gradient element into its row of the f32 gradient buffer
+  // (read, modify, write 4 bytes); the buffer is zeroed once per step with
+  // the other gradients, not per use.
+  const TensorShape &grad = s.operands[1];
+  OpWork w = streamingWork(s, grad.elements(), /*fusable=*/false);
+  w.bytesWritten = 4 * grad.elements();
+  w.bytesRead = s.operandBytes() + 4 * grad.elements();
+  for (const TensorShape &t : llvm::drop_begin(s.operands, 2))
+    w.bytesRead -= t.bytes(); // the block index
+  return w;
 }
 
 //===----------------------------------------------------------------------===//
@@ -413,7 +448,9 @@ ShardingRule RotaryOp::getShardingRule() {
   return rule;
 }
 
-double RotaryOp::getFlops() { return 3.0 * countResultElements(*this); }
+OpWork RotaryOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 3 * s.results[0].elements(), /*fusable=*/false);
+}
 
 //===----------------------------------------------------------------------===//
 // Attention
@@ -545,18 +582,32 @@ ShardingRule AttentionOp::getShardingRule() {
   return rule;
 }
 
-static double attentionMatmulFlops(RankedTensorType q, RankedTensorType k,
-                                   RankedTensorType v) {
-  // q k^T and p v: 2 flops per multiply-add. Causal masking is not
-  // discounted, as in the published MFU formulas.
-  double scores = 2.0 * q.getDimSize(0) * q.getDimSize(2) * q.getDimSize(1) *
-                  k.getDimSize(1);
-  return scores * (q.getDimSize(3) + v.getDimSize(3));
+/// Fused attention on q [B, S, Hq, D], k [B, Skv, Hkv, D], v [B, Skv, Hkv,
+/// Dv]: q k^T and p v, 2 flops per multiply-add. Causal masking is not
+/// discounted, as in the published MFU formulas; the backward kernel
+/// recomputes q k^T, then dV, dP, dQ, dK: five score-sized matmuls.
+static OpWork attentionWork(const OpShapes &s, bool causal, bool backward) {
+  const TensorShape &q = s.operands[0], &k = s.operands[1], &v = s.operands[2];
+  AttentionWork a;
+  a.batch = double(q.dim(0));
+  a.seqQ = double(q.dim(1));
+  a.heads = double(q.dim(2));
+  a.headDim = double(q.dim(3));
+  a.seqKV = double(k.dim(1));
+  a.valueDim = double(v.dim(3));
+  a.causal = causal;
+  a.backward = backward;
+  double forward =
+      2 * a.batch * a.heads * a.seqQ * a.seqKV * (a.headDim + a.valueDim);
+  OpWork w = streamingWork(s, 0, /*fusable=*/false);
+  w.kind = WorkKind::Attention;
+  w.attentionFlops = backward ? 2.5 * forward : forward;
+  w.attention = a;
+  return w;
 }
 
-double AttentionOp::getFlops() {
-  return attentionMatmulFlops(getQuery().getType(), getKey().getType(),
-                              getValue().getType());
+OpWork AttentionOp::getWork(const OpShapes &s) {
+  return attentionWork(s, getCausal(), /*backward=*/false);
 }
 
 double AttentionOp::getScaleOrDefault() {
@@ -594,10 +645,8 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return rule;
 }
 
-double AttentionGradOp::getFlops() {
-  // Recompute q k^T, then dV, dP, dQ, dK: five score-sized matmuls.
-  return 2.5 * attentionMatmulFlops(getQuery().getType(), getKey().getType(),
-                                    getValue().getType());
+OpWork AttentionGradOp::getWork(const OpShapes &s) {
+  return attentionWork(s, getCausal(), /*backward=*/true);
 }
 
 double AttentionGradOp::getScaleOrDefault() {
@@ -679,8 +728,19 @@ ShardingRule CrossEntropyOp::getShardingRule() {
   return crossEntropyRule(*this, getLogits().getType(), /*gradient=*/false);
 }
 
-double CrossEntropyOp::getFlops() {
-  return 4.0 * getLogits().getType().getNumElements();
+/// The passes of a numerically stable softmax cross entropy over the logits
+/// (Megatron's vocabulary-parallel one, which the cost model is calibrated
+/// against): cast to f32 (read the input type, write 4), max (read 4),
+/// subtract (read 4, write 4), exp (read 4, write 4), sum (read 4),
+/// normalize into the saved softmax (read 4, write 4).
+static constexpr double kCrossEntropyReadsF32 = 20, kCrossEntropyWritesF32 = 16;
+
+OpWork CrossEntropyOp::getWork(const OpShapes &s) {
+  const TensorShape &logits = s.operands[0];
+  OpWork w = streamingWork(s, 4 * logits.elements(), /*fusable=*/false);
+  w.bytesRead += kCrossEntropyReadsF32 * logits.elements();
+  w.bytesWritten += kCrossEntropyWritesF32 * logits.elements();
+  return w;
 }
 
 LogicalResult
@@ -703,8 +763,19 @@ ShardingRule CrossEntropyGradOp::getShardingRule() {
   return crossEntropyRule(*this, getLogits().getType(), /*gradient=*/true);
 }
 
-double CrossEntropyGradOp::getFlops() {
-  return 4.0 * getLogits().getType().getNumElements();
+OpWork CrossEntropyGradOp::getWork(const OpShapes &s) {
+  // Scales the saved f32 softmax by the loss gradient (read 4, write 4) and
+  // casts it back (read 4, write the logits' type); the labels and scalars
+  // are read once.
+  const TensorShape &logits = s.operands[0];
+  OpWork w = streamingWork(s, 4 * logits.elements(), /*fusable=*/false);
+  w.bytesRead += 8 * logits.elements() - logits.bytes();
+  w.bytesWritten += 4 * logits.elements();
+  return w;
+}
+
+OpWork LabelCountOp::getWork(const OpShapes &s) {
+  return streamingWork(s, s.operands[0].elements(), /*fusable=*/false);
 }
 
 ShardingRule LabelCountOp::getShardingRule() {

@@ -25,7 +25,9 @@ ShardingRule SGDOp::getShardingRule() {
   return ShardingRule::getElementwise(*this);
 }
 
-double SGDOp::getFlops() { return 3.0 * countResultElements(*this); }
+OpWork SGDOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 3 * s.results[0].elements(), /*fusable=*/false);
+}
 
 LogicalResult AdamWOp::verify() {
   if (failed(verifySameShape(*this, getParam(), getGrad(), "grad")) ||
@@ -53,6 +55,7 @@ ShardingRule AdamWOp::getShardingRule() {
   return ShardingRule::getElementwise(*this);
 }
 
-double AdamWOp::getFlops() {
-  return 4.0 * countResultElements(*this); // 12 per parameter element
+OpWork AdamWOp::getWork(const OpShapes &s) {
+  // 12 per parameter element.
+  return streamingWork(s, 12 * s.results[0].elements(), /*fusable=*/false);
 }

@@ -116,7 +116,8 @@ ShardingRule ReshapeOp::getShardingRule() {
   return rule;
 }
 
-double ReshapeOp::getFlops() { return 0; }
+// A view: no kernel, nothing moved.
+OpWork ReshapeOp::getWork(const OpShapes &) { return noWork(); }
 
 //===----------------------------------------------------------------------===//
 // TransposeOp
@@ -160,7 +161,10 @@ ShardingRule TransposeOp::getShardingRule() {
   return rule;
 }
 
-double TransposeOp::getFlops() { return 0; }
+// A copy into the new layout.
+OpWork TransposeOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 0, /*fusable=*/false);
+}
 
 //===----------------------------------------------------------------------===//
 // BroadcastOp
@@ -199,7 +203,10 @@ ShardingRule BroadcastOp::getShardingRule() {
   return rule;
 }
 
-double BroadcastOp::getFlops() { return 0; }
+// Fuses into its elementwise consumer (then only the input is read).
+OpWork BroadcastOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 0, /*fusable=*/true);
+}
 
 //===----------------------------------------------------------------------===//
 // SliceOp
@@ -256,7 +263,12 @@ ShardingRule SliceOp::getShardingRule() {
   return rule;
 }
 
-double SliceOp::getFlops() { return 0; }
+// A copy of the elements it keeps.
+OpWork SliceOp::getWork(const OpShapes &s) {
+  OpWork w = streamingWork(s, 0, /*fusable=*/false);
+  w.bytesRead = s.results[0].bytes();
+  return w;
+}
 
 //===----------------------------------------------------------------------===//
 // ConcatOp
@@ -319,7 +331,9 @@ ShardingRule ConcatOp::getShardingRule() {
   return rule;
 }
 
-double ConcatOp::getFlops() { return 0; }
+OpWork ConcatOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 0, /*fusable=*/false);
+}
 
 //===----------------------------------------------------------------------===//
 // PadOp
@@ -372,4 +386,6 @@ ShardingRule PadOp::getShardingRule() {
   return rule;
 }
 
-double PadOp::getFlops() { return 0; }
+OpWork PadOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 0, /*fusable=*/false);
+}

@@ -5,6 +5,7 @@
 #include "Annotate.h"
 #include "IntraOp.h"
 #include "Strategies.h"
+#include "cleave/Planner/GraphWorkload.h"
 
 #include <chrono>
 
@@ -263,7 +264,25 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
     return R::failure(error);
   std::shared_ptr<ShardingGraph> graph;
   std::vector<int> chunks;
-  if (model) {
+  std::optional<ModelConfig> derived;
+  if (!model && p->view.count > 0)
+    if (cost::Result<ModelConfig> d = deriveModelConfig(p->view))
+      derived = *d;
+  if (derived) {
+    res.model = *derived;
+    res.model.dtype = p->dtype;
+    res.graphDerived = true;
+    auto graphError = std::make_shared<std::string>();
+    res.searchOptions.space.maxContextParallel = 1;
+    res.searchOptions.workload =
+        graphWorkloadFunction(p->view, res.model, p->cluster.spec, graphError);
+    cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);
+    res.searchOptions.workload = nullptr;
+    if (!graphError->empty())
+      return R::failure(*graphError);
+    if (!done)
+      return R::failure(done.error());
+  } else if (model) {
     res.model = *model;
     res.model.dtype = p->dtype;
     cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);

@@ -217,6 +217,12 @@ ParallelPlan Space::materialize(const Candidate &c) const {
   return p;
 }
 
+cost::Workload Space::build(const ParallelPlan &plan) const {
+  if (options.workload)
+    return options.workload(plan);
+  return cost::buildWorkload(model, cluster, plan, constants);
+}
+
 const cost::Workload &Space::cachedWorkload(const ParallelPlan &plan) {
   WorkloadKey key{plan.tp,
                   plan.cp,
@@ -230,10 +236,7 @@ const cost::Workload &Space::cachedWorkload(const ParallelPlan &plan) {
     ParallelPlan uniform = plan;
     uniform.recomputePerStage.clear();
     uniform.layersPerChunk.clear();
-    it = workloads
-             .emplace(key,
-                      cost::buildWorkload(model, cluster, uniform, constants))
-             .first;
+    it = workloads.emplace(key, build(uniform)).first;
   }
   return it->second;
 }
@@ -245,9 +248,7 @@ const cost::Workload &Space::workloadOf(const Candidate &c,
   std::string key = cost::describe(plan);
   auto it = exactWorkloads.find(key);
   if (it == exactWorkloads.end())
-    it = exactWorkloads
-             .emplace(key, cost::buildWorkload(model, cluster, plan, constants))
-             .first;
+    it = exactWorkloads.emplace(key, build(plan)).first;
   return it->second;
 }
 

@@ -96,6 +96,8 @@ private:
   void enumerateMesh(int32_t mesh);
   void addCandidate(Candidate c);
   cost::ParallelPlan basePlan(const Mesh &m) const;
+  /// The workload of `plan`: options.workload, or the preset formulas.
+  cost::Workload build(const cost::ParallelPlan &plan) const;
   const cost::Workload &cachedWorkload(const cost::ParallelPlan &plan);
   std::vector<int> balancedLayers(const cost::ParallelPlan &plan,
                                   const cost::Workload &w);

@@ -172,6 +172,11 @@ std::string AutoShardResult::report() const {
   if (!transformerMode)
     os << "(graph mode: " << model.name
        << " is not a known transformer; plans priced by the intra-op ILP)\n";
+  if (graphDerived)
+    os << "(no preset matches: " << model.layers << " layers, hidden "
+       << model.hidden << ", " << model.heads << " heads, vocabulary "
+       << model.vocab << " read from the module; kernels priced from its "
+       << "ops)\n";
   if (!search.best)
     return os.str();
   os << "\nintra-op sharding (integer program per pipeline stage, "
@@ -188,6 +193,7 @@ std::string AutoShardResult::report() const {
 nlohmann::json AutoShardResult::toJson() const {
   nlohmann::json j = searchToJson(search, model, cluster.spec, searchOptions);
   j["mode"] = transformerMode ? "transformer" : "graph";
+  j["costs"] = graphDerived ? "ops" : "formulas";
   j["seconds"] = seconds;
   j["stages"] = nlohmann::json::array();
   for (const StageSolution &s : stages)

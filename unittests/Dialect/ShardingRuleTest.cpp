@@ -102,7 +102,8 @@ TEST_F(ShardingRuleTest, MatmulHasBatchRowColumnAndReductionFactors) {
   EXPECT_EQ(rule.getOperand(1)[1][0], 3);
   EXPECT_EQ(rule.getResult(0)[2][0], 2);
   EXPECT_EQ(rule.getOperand(1)[0][0], 2);
-  EXPECT_EQ(op.getFlops(), 2.0 * 2 * 4 * 16 * 8);
+  EXPECT_EQ(cast<CostOpInterface>(op.getOperation()).getFlops(),
+            2.0 * 2 * 4 * 16 * 8);
 }
 
 TEST_F(ShardingRuleTest, ReshapeSplitsHiddenIntoHeads) {
@@ -148,7 +149,8 @@ TEST_F(ShardingRuleTest, GroupedQueryAttentionSplitsHeadsConsistently) {
   EXPECT_EQ(rule.getFactorSize(qHeads[1]), 4);
   EXPECT_EQ(rule.getFactorKind(rule.getOperand(0)[1][0]),
             FactorKind::NeedReplication);
-  EXPECT_DOUBLE_EQ(op.getFlops(), 2.0 * 2 * 8 * 8 * 8 * (16 + 16));
+  EXPECT_DOUBLE_EQ(cast<CostOpInterface>(op.getOperation()).getFlops(),
+                   2.0 * 2 * 8 * 8 * 8 * (16 + 16));
   EXPECT_DOUBLE_EQ(op.getScaleOrDefault(), 0.25);
 }
 

@@ -55,21 +55,40 @@ def Cleave_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
 def Cleave_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mlir::cleave";
   let description = [{
-    What the op costs with global shapes: floating-point operations (a
-    multiply-add counts as two). The bytes it moves are derived from its
-    operand and result types by the cost model, so only FLOPs live here. The
-    default counts one operation per result element, which is right for
-    elementwise ops; ops with inner loops (matmul, attention, norms) override.
+    What the op does on one device for given local shapes and element sizes
+    (`OpShapes`, see `OpWork.h`): its floating-point operations by kind
+    (GEMM, attention, vector; a multiply-add counts as two), the bytes it
+    reads and writes, whether a fusing code generator merges it with its
+    elementwise neighbours, and for GEMMs and attention the problem shape the
+    cost model's efficiency curves need. The planner asks for the work of
+    each op on the local shapes of a plan; `getFlops` is the FLOP count on
+    the op's own types.
+
+    The default is an elementwise op: one vector operation per result
+    element, every operand read once, every result written once, fusable.
+    Ops with inner loops (matmul, attention, norms), views and copies
+    override `getWork`.
   }];
   let methods = [
     InterfaceMethod<
-      /*desc=*/"Returns the op's floating-point operation count.",
+      /*desc=*/[{Returns the op's work on one device when its operands and
+        results have the shapes and element sizes of `shapes` (one entry per
+        operand and result, in order). Attributes are read from the op.}],
+      /*retTy=*/"::mlir::cleave::OpWork",
+      /*methodName=*/"getWork",
+      /*args=*/(ins "const ::mlir::cleave::OpShapes &":$shapes),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::mlir::cleave::elementwiseWork(shapes);
+      }]>,
+    InterfaceMethod<
+      /*desc=*/"Returns the op's floating-point operation count on its own types.",
       /*retTy=*/"double",
       /*methodName=*/"getFlops",
       /*args=*/(ins),
-      /*methodBody=*/"",
-      /*defaultImplementation=*/[{
-        return ::mlir::cleave::countResultElements($_op.getOperation());
+      /*methodBody=*/[{
+        return $_op.getWork(
+            ::mlir::cleave::OpShapes::of($_op.getOperation())).flops();
       }]>
   ];
 }

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 def Cleave_ConstantOp : Cleave_ModelOp<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>], ["getFlops"],
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>], ["getWork"],
     ["buildLocalOp"]> {
   let summary = "A constant tensor.";
   let description = [{
@@ -270,7 +270,7 @@ class Cleave_ReduceOp<string mnemonic, list<Trait> traits = [],
 }
 
 def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", [Cleave_Differentiable],
-                                          ["getFlops"]> {
+                                          ["getWork"]> {
   let summary = "Sums over the given dimensions.";
   let description = [{
     The result drops the reduced dimensions. `dims` is a strictly increasing
@@ -283,7 +283,7 @@ def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum", [Cleave_Differentiable],
 }
 
 def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", [Cleave_Differentiable],
-                                            ["getFlops"], ["buildLocalOp"]> {
+                                            ["getWork"], ["buildLocalOp"]> {
   let summary = "Averages over the given dimensions.";
   let description = [{
     ```mlir
@@ -292,7 +292,7 @@ def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean", [Cleave_Differentiable]
   }];
 }
 
-def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", [], ["getFlops"]> {
+def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", [], ["getWork"]> {
   let summary = "Maximum over the given dimensions.";
   let description = [{
     Not differentiable (it has no gradient rule): use it for statistics, or

@@ -55,7 +55,7 @@ def Cleave_ShardingConstraintOp : Cleave_Op<"sharding_constraint", [
     Pure, SameOperandsAndResultType, Cleave_Differentiable,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Cleave_ShardingRuleOpInterface, ["getShardingRule"]>,
-    DeclareOpInterfaceMethods<Cleave_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Cleave_CostOpInterface, ["getWork"]>]> {
   let summary = "Requires a value to have a given sharding at this point.";
   let description = [{
     Returns its operand unchanged (global semantics) and pins the sharding of

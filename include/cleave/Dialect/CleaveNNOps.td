@@ -10,7 +10,7 @@
 #define CLEAVE_DIALECT_CLEAVENNOPS_TD
 
 def Cleave_MatmulOp : Cleave_ModelOp<"matmul",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"]> {
   let summary = "Batched matrix product with optional transposes.";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`);
@@ -37,7 +37,7 @@ def Cleave_MatmulOp : Cleave_ModelOp<"matmul",
 }
 
 def Cleave_SoftmaxOp : Cleave_ModelOp<"softmax",
-    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getWork"]> {
   let summary = "Softmax along one dimension.";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`, computed stably.
@@ -53,7 +53,7 @@ def Cleave_SoftmaxOp : Cleave_ModelOp<"softmax",
 }
 
 def Cleave_SoftmaxGradOp : Cleave_ModelOp<"softmax_grad",
-    [Pure, SameOperandsAndResultType], ["getFlops"]> {
+    [Pure, SameOperandsAndResultType], ["getWork"]> {
   let summary = "Gradient of `cleave.softmax` from its output.";
   let description = [{
     Given the softmax output `y` and the gradient `dy` of it, returns
@@ -74,7 +74,7 @@ def Cleave_SoftmaxGradOp : Cleave_ModelOp<"softmax_grad",
 
 def Cleave_LayerNormOp : Cleave_ModelOp<"layer_norm",
     [Pure, InferTypeOpAdaptor, Cleave_Differentiable,
-     Cleave_SequenceParallel], ["getFlops"]> {
+     Cleave_SequenceParallel], ["getWork"]> {
   let summary = "Layer normalization over the last dimension.";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with mean and biased
@@ -93,7 +93,7 @@ def Cleave_LayerNormOp : Cleave_ModelOp<"layer_norm",
 }
 
 def Cleave_LayerNormGradOp : Cleave_ModelOp<"layer_norm_grad",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor], ["getWork"]> {
   let summary = "Gradients of `cleave.layer_norm`.";
   let description = [{
     From the forward input `x`, `gamma` and the result gradient `dy`, returns
@@ -115,7 +115,7 @@ def Cleave_LayerNormGradOp : Cleave_ModelOp<"layer_norm_grad",
 
 def Cleave_RMSNormOp : Cleave_ModelOp<"rms_norm",
     [Pure, InferTypeOpAdaptor, Cleave_Differentiable,
-     Cleave_SequenceParallel], ["getFlops"]> {
+     Cleave_SequenceParallel], ["getWork"]> {
   let summary = "Root-mean-square normalization over the last dimension.";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * gamma` over the last dimension `H`, as
@@ -132,7 +132,7 @@ def Cleave_RMSNormOp : Cleave_ModelOp<"rms_norm",
 }
 
 def Cleave_RMSNormGradOp : Cleave_ModelOp<"rms_norm_grad",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor], ["getWork"]> {
   let summary = "Gradients of `cleave.rms_norm`.";
   let description = [{
     From the forward input `x`, `gamma` and the result gradient `dy`, returns
@@ -151,7 +151,7 @@ def Cleave_RMSNormGradOp : Cleave_ModelOp<"rms_norm_grad",
 }
 
 def Cleave_EmbeddingOp : Cleave_ModelOp<"embedding",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"],
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"],
     ["buildLocalOp"]> {
   let summary = "Looks up rows of a table by integer ids.";
   let description = [{
@@ -192,7 +192,7 @@ def Cleave_EmbeddingOp : Cleave_ModelOp<"embedding",
 }
 
 def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
-    [Pure], ["getFlops"], ["buildLocalOp"]> {
+    [Pure], ["getWork"], ["buildLocalOp"]> {
   let summary = "Gradient of `cleave.embedding` with respect to the table.";
   let description = [{
     Scatter-adds each row of `dy` (`ids.shape + [H]`) into row `ids[...]` of
@@ -215,7 +215,7 @@ def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
 }
 
 def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
-    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getWork"]> {
   let summary = "Rotary position embedding (RoPE).";
   let description = [{
     `x` is `[B, S, N, D]` (batch, sequence, heads, head dim; `D` even).
@@ -238,7 +238,7 @@ def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
 }
 
 def Cleave_AttentionOp : Cleave_ModelOp<"attention",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"]> {
   let summary = "Scaled dot-product attention, optionally causal, with GQA.";
   let description = [{
     `q` is `[B, S, Hq, D]`, `k` is `[B, Skv, Hkv, D]`, `v` is
@@ -269,7 +269,7 @@ def Cleave_AttentionOp : Cleave_ModelOp<"attention",
 }
 
 def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
-    [Pure, InferTypeOpAdaptor], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor], ["getWork"]> {
   let summary = "Gradients of `cleave.attention`.";
   let description = [{
     From the forward operands and the result gradient `dout`, returns the
@@ -295,7 +295,7 @@ def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
 }
 
 def Cleave_CrossEntropyOp : Cleave_ModelOp<"cross_entropy",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"],
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"],
     ["buildLocalOp"]> {
   let summary = "Mean softmax cross-entropy of logits against integer labels.";
   let description = [{
@@ -333,7 +333,7 @@ def Cleave_CrossEntropyOp : Cleave_ModelOp<"cross_entropy",
 }
 
 def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
-    [Pure, InferTypeOpAdaptor], ["getFlops"], ["buildLocalOp"]> {
+    [Pure, InferTypeOpAdaptor], ["getWork"], ["buildLocalOp"]> {
   let summary = "Gradient of `cleave.cross_entropy` with respect to the logits.";
   let description = [{
     `(softmax(logits) - onehot(labels)) * dloss / N`, where `N` is the number
@@ -356,7 +356,7 @@ def Cleave_CrossEntropyGradOp : Cleave_ModelOp<"cross_entropy_grad",
   let hasVerifier = 1;
 }
 
-def Cleave_LabelCountOp : Cleave_ModelOp<"label_count", [Pure]> {
+def Cleave_LabelCountOp : Cleave_ModelOp<"label_count", [Pure], ["getWork"]> {
   let summary = "Number of labels that are not `ignore_index`.";
   let description = [{
     Counts the elements of `labels` different from `ignore_index`, as a

@@ -4,6 +4,7 @@
 #define CLEAVE_DIALECT_CLEAVEOPS_H
 
 #include "cleave/Dialect/CleaveDialect.h"
+#include "cleave/Dialect/OpWork.h"
 #include "cleave/Dialect/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

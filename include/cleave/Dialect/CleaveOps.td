@@ -19,9 +19,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class Cleave_Op<string mnemonic, list<Trait> traits = []>
     : Op<Cleave_Dialect, mnemonic, traits>;
 
-/// A model op with global semantics. It defines its sharding rule; its FLOP
-/// count defaults to one per result element unless `costMethods` lists
-/// "getFlops"; its per-device form is a clone on local types unless
+/// A model op with global semantics. It defines its sharding rule; its work
+/// (CostOpInterface) is an elementwise op's unless `costMethods` lists
+/// "getWork"; its per-device form is a clone on local types unless
 /// `shardingMethods` lists "buildLocalOp".
 class Cleave_ModelOp<string mnemonic, list<Trait> traits = [],
                      list<string> costMethods = [],

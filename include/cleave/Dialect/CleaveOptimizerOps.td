@@ -4,7 +4,7 @@
 #define CLEAVE_DIALECT_CLEAVEOPTIMIZEROPS_TD
 
 def Cleave_SGDOp : Cleave_ModelOp<"sgd",
-    [Pure, AllTypesMatch<["param", "result"]>], ["getFlops"]> {
+    [Pure, AllTypesMatch<["param", "result"]>], ["getWork"]> {
   let summary = "Stochastic gradient descent update of one parameter.";
   let description = [{
     `param - lr * (grad + weight_decay * param)`. `grad` has the parameter's
@@ -26,7 +26,7 @@ def Cleave_SGDOp : Cleave_ModelOp<"sgd",
 def Cleave_AdamWOp : Cleave_ModelOp<"adamw", [Pure,
     AllTypesMatch<["param", "new_param"]>,
     AllTypesMatch<["exp_avg", "new_exp_avg"]>,
-    AllTypesMatch<["exp_avg_sq", "new_exp_avg_sq"]>], ["getFlops"]> {
+    AllTypesMatch<["exp_avg_sq", "new_exp_avg_sq"]>], ["getWork"]> {
   let summary = "AdamW update of one parameter and its two moments.";
   let description = [{
     With `t = step` (1 for the first step, an f32 scalar):

@@ -4,7 +4,7 @@
 #define CLEAVE_DIALECT_CLEAVESHAPEOPS_TD
 
 def Cleave_ReshapeOp : Cleave_ModelOp<"reshape", [Pure, Cleave_Differentiable],
-                                     ["getFlops"]> {
+                                     ["getWork"]> {
   let summary = "Reinterprets a tensor with another shape of the same size.";
   let description = [{
     Row-major reshape: element order is preserved. The sharding rule pairs
@@ -24,7 +24,7 @@ def Cleave_ReshapeOp : Cleave_ModelOp<"reshape", [Pure, Cleave_Differentiable],
 }
 
 def Cleave_TransposeOp : Cleave_ModelOp<"transpose",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"]> {
   let summary = "Permutes dimensions.";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -43,7 +43,7 @@ def Cleave_TransposeOp : Cleave_ModelOp<"transpose",
 }
 
 def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast",
-    [Pure, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, Cleave_Differentiable], ["getWork"]> {
   let summary = "Replicates a tensor along new dimensions.";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]` (same size);
@@ -63,7 +63,7 @@ def Cleave_BroadcastOp : Cleave_ModelOp<"broadcast",
 }
 
 def Cleave_SliceOp : Cleave_ModelOp<"slice",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"],
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"],
     ["buildLocalOp"]> {
   let summary = "Extracts a strided window of a tensor.";
   let description = [{
@@ -87,7 +87,7 @@ def Cleave_SliceOp : Cleave_ModelOp<"slice",
 }
 
 def Cleave_ConcatOp : Cleave_ModelOp<"concat",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"]> {
   let summary = "Joins tensors along one dimension.";
   let description = [{
     All operands have the same element type and rank, and the same sizes in
@@ -105,7 +105,7 @@ def Cleave_ConcatOp : Cleave_ModelOp<"concat",
 }
 
 def Cleave_PadOp : Cleave_ModelOp<"pad",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getFlops"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"]> {
   let summary = "Surrounds and interleaves a tensor with a constant.";
   let description = [{
     Dimension `d` of the result holds `low[d]` copies of `value`, then the

@@ -12,7 +12,10 @@
 // - transformer mode, when the module's model is known (a zoo preset, by
 //   its `cleave.model` attribute or the `model` option): the plan search of
 //   Search.h over the calibrated cost model (pipelines, schedules, ZeRO,
-//   recomputation, context parallelism), then the ILP per stage;
+//   recomputation, context parallelism), then the ILP per stage. A module
+//   no preset matches that has repeated layers, a token embedding and
+//   attention gets the same search with its workload derived from its own
+//   ops (GraphWorkload.h; no context parallelism there yet);
 // - graph mode, for any other program: every data x tensor parallel mesh
 //   and ZeRO stage, each priced by its ILP (per-op roofline compute and
 //   collective costs from the ops' sharding rules) plus the data-parallel
@@ -91,6 +94,9 @@ struct StageSolution {
 
 struct AutoShardResult {
   bool transformerMode = false;
+  /// The plan search priced the module's own ops (GraphWorkload.h): no
+  /// preset matched, `model` was read from the module.
+  bool graphDerived = false;
   ModelConfig model;
   PlanCluster cluster;
   PlannerOptions searchOptions;

@@ -88,6 +88,10 @@ struct PlannerOptions {
   int topK = 5;
   /// Cost constants; nullptr: cost::defaultConstants().
   const cost::CostConstants *constants = nullptr;
+  /// The workload of a plan; empty: the preset formulas
+  /// (cost::buildWorkload). The planner's graph path derives it from the
+  /// module's ops (GraphWorkload.h); it must price every plan of the space.
+  std::function<cost::Workload(const cost::ParallelPlan &)> workload;
   /// Called about every 0.25 s of a search and once at its end.
   std::function<void(const SearchProgress &)> progress;
 };
