@@ -111,6 +111,11 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   partition.verify = false;
   if (plan && !plan->automatic)
     partition.plan = plan->named;
+  // Buckets are for SPMD programs: a pipeline's stages are built later.
+  bool pipelined = plan ? plan->pipelines() : false;
+  for (MeshOp mesh : module.getOps<MeshOp>())
+    pipelined |= mesh.getAxisIndex("pp").has_value();
+  partition.bucketBytes = pipelined ? 0 : options.bucketBytes;
   if (llvm::Error err =
           runStages(module, partition, true, "partitioning the training step"))
     return err;
