@@ -141,6 +141,9 @@ llvm::Error mlir::cleave::planAutomatically(ModuleOp module,
   o.gpus = options.world;
   o.fixedTp = plan.fixedTp;
   o.fixedZero = plan.fixedZero;
+  // The program runs with these buckets (0: one collective per tensor,
+  // priced as buckets of one parameter).
+  o.dpBucketBytes = double(options.bucketBytes);
   if (options.model && options.model->arch != ::cleave::Architecture::MLP)
     o.config = *options.model;
   ::cleave::cost::Result<::cleave::planner::AutoShardResult> r =
