@@ -111,8 +111,8 @@ int runRank() {
   int64_t shape[] = {n};
   cleave_rt_define_mesh(1, shape, nullptr);
   int64_t axis[] = {0};
-  const char *algos[] = {"ring", "direct", "allreduce"};
-  for (int g = 0; g < 3; ++g) {
+  const char *algos[] = {"ring", "direct", "allreduce", "auto"};
+  for (int g = 0; g < 4; ++g) {
     ::setenv("CLEAVE_REDUCE_SCATTER", algos[g], 1);
     cleave_rt_define_group(g, 1, axis);
   }
@@ -144,8 +144,8 @@ int runRank() {
     size_t per = count / size_t(n);
     std::vector<float> a(count, 1.0f), b(count, 1.0f), out(count);
     int iters = int(std::clamp<size_t>((32u << 20) / bytes, 3, 300));
-    double best[9];
-    std::fill(best, best + 9, 1e30);
+    double best[10];
+    std::fill(best, best + 10, 1e30);
     std::vector<int> rs(static_cast<size_t>(n), static_cast<int>(per));
     std::vector<float *> hdPtrs{b.data()};
     if (!hd.count(bytes))
@@ -174,6 +174,13 @@ int runRank() {
                         syncRt, iters));
           },
           [&] {
+            keep(9, timeIt(
+                        [&] {
+                          cleave_rt_reduce_scatter(3, CLEAVE_F32, CLEAVE_SUM,
+                                                   a.data(), out.data(),
+                                                   int64_t(per));
+                        },
+                        syncRt, iters));
             for (int g = 0; g < 3; ++g)
               keep(4 + g, timeIt(
                               [&] {
@@ -229,6 +236,10 @@ int runRank() {
              "gloo allreduce");
     printRow(n, {"all_gather", per * n * 4, best[2], best[3], gBus},
              "gloo allgather");
+    printRow(n, {"reduce_scatter auto", rsBytes, best[9], best[7], gBus},
+             "gloo allreduce+slice");
+    printRow(n, {"reduce_scatter auto", rsBytes, best[9], hdBest, gBus},
+             "gloo RS halv.-doubl.");
     printRow(n, {"reduce_scatter ring", rsBytes, best[4], best[7], gBus},
              "gloo allreduce+slice");
     printRow(n, {"reduce_scatter ring", rsBytes, best[4], hdBest, gBus},

@@ -15,6 +15,7 @@
 #include "cleave/CostModel/Schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <optional>
 
@@ -468,8 +469,14 @@ void Builder::finishRank() {
   if (!zero3 && !reduceOverlap && p.dp * p.cp > 1) {
     CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                            : CollectiveKind::ReduceScatter;
-    Task t =
-        commTask(kDpGatherStream, dpTime(kind, params * gradBytes), dpGroup());
+    // One collective per bucket of dpBucketParams, one after the other
+    // (the CPU runtime's cleave-bucket-collectives): each pays its latency.
+    double bucket = std::max(1.0, c.dpBucketParams);
+    double full = std::floor(params / bucket), rest = params - full * bucket;
+    double time = full * dpTime(kind, bucket * gradBytes);
+    if (rest > 0 || full == 0)
+      time += dpTime(kind, rest * gradBytes);
+    Task t = commTask(kDpGatherStream, time, dpGroup());
     cur.lastDp = push(t, {ref(cur.lastCompute)});
   }
   bool tiedSync =

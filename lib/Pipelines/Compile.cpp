@@ -111,6 +111,11 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   partition.verify = false;
   if (plan && !plan->automatic)
     partition.plan = plan->named;
+  // Buckets are for SPMD programs: a pipeline's stages are built later.
+  bool pipelined = plan ? plan->pipelines() : false;
+  for (MeshOp mesh : module.getOps<MeshOp>())
+    pipelined |= mesh.getAxisIndex("pp").has_value();
+  partition.bucketBytes = pipelined ? 0 : options.bucketBytes;
   if (llvm::Error err =
           runStages(module, partition, true, "partitioning the training step"))
     return err;
@@ -136,6 +141,9 @@ llvm::Error mlir::cleave::planAutomatically(ModuleOp module,
   o.gpus = options.world;
   o.fixedTp = plan.fixedTp;
   o.fixedZero = plan.fixedZero;
+  // The program runs with these buckets (0: one collective per tensor,
+  // priced as buckets of one parameter).
+  o.dpBucketBytes = double(options.bucketBytes);
   if (options.model && options.model->arch != ::cleave::Architecture::MLP)
     o.config = *options.model;
   ::cleave::cost::Result<::cleave::planner::AutoShardResult> r =

@@ -30,6 +30,11 @@ void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
   }
   if (options.pipeline)
     pm.addPass(createCleavePipelinePass());
+  else if (options.partition && options.bucketBytes > 0) {
+    CleaveBucketCollectivesPassOptions buckets;
+    buckets.bucketBytes = options.bucketBytes;
+    pm.addPass(createCleaveBucketCollectivesPass(buckets));
+  }
   if (options.verify)
     pm.addPass(createCleaveVerifyCollectivesPass());
 }

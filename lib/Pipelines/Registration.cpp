@@ -32,6 +32,11 @@ struct DistributeCLOptions : public PassPipelineOptions<DistributeCLOptions> {
   Option<bool> verify{*this, "verify",
                       llvm::cl::desc("End with cleave-verify-collectives"),
                       llvm::cl::init(true)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Largest gradient/ZeRO bucket in bytes "
+                     "(cleave-bucket-collectives; 0: none)"),
+      llvm::cl::init(25 * 1024 * 1024)};
 };
 
 /// The textual options of `cleave-lower-to-cuda`.
@@ -67,6 +72,7 @@ LogicalResult buildDistribute(OpPassManager &pm, StringRef text,
   options.trainStep = cl.trainStep;
   options.autodiff.optimizer = cl.optimizer;
   options.verify = cl.verify;
+  options.bucketBytes = cl.bucketBytes;
   if (!cl.plan.empty()) {
     llvm::Expected<PlanSpec> plan =
         parsePlan(cl.plan, cl.ranks, "cleave-distribute plan");

@@ -258,6 +258,14 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
   AutoShardResult res;
   res.cluster = p->cluster;
   res.searchOptions = searchOptions(o, p->cluster, p->batch, p->dtype);
+  if (o.dpBucketBytes) {
+    // Gradients are reduced in f32 on the CPU (4 bytes per parameter).
+    auto constants =
+        std::make_shared<cost::CostConstants>(cost::defaultConstants());
+    constants->dpBucketParams = std::max(1.0, *o.dpBucketBytes / 4.0);
+    res.constants = constants;
+    res.searchOptions.constants = constants.get();
+  }
   std::string error;
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())

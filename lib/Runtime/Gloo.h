@@ -21,16 +21,20 @@
 
 namespace cleave::rt {
 
-/// Reduce-scatter algorithms (CLEAVE_REDUCE_SCATTER selects one).
-enum class ReduceScatterAlgo { Ring, Direct, AllReduce };
+/// Reduce-scatter algorithms (CLEAVE_REDUCE_SCATTER selects one). Auto:
+/// direct up to the direct-size threshold, ring above.
+enum class ReduceScatterAlgo { Auto, Ring, Direct, AllReduce };
 
-/// Parses "ring", "direct", "allreduce"; throws RuntimeError otherwise.
+/// Parses "auto", "ring", "direct", "allreduce"; throws RuntimeError
+/// otherwise.
 ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name);
 
 /// Gloo slots of the runtime's own transfers: the top byte is outside the
 /// prefixes Gloo's collectives use (0x01..0x08).
 constexpr uint64_t kSendRecvSlot = 0x43ull << 56;
 constexpr uint64_t kReduceScatterSlot = 0x41ull << 56;
+constexpr uint64_t kDirectAllReduceSlot = 0x42ull << 56;
+constexpr uint64_t kDirectAllGatherSlot = 0x44ull << 56;
 
 /// Converts a Gloo exception into a CommError (timeout or peer failure).
 [[noreturn]] void rethrowGloo(const std::exception &e);
@@ -67,6 +71,17 @@ void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
                          int32_t op, uint32_t tag,
                          std::chrono::milliseconds timeout,
                          char *scratch /* group size * count elements */);
+
+/// One-round all-reduce (every rank sends its buffer to every other and
+/// sums all of them in rank order) and all-gather (every rank sends its
+/// block to every other); GlooDirect.cpp.
+void directAllReduce(const std::shared_ptr<gloo::Context> &ctx, const void *in,
+                     void *out, size_t count, int32_t dtype, int32_t op,
+                     uint32_t tag, std::chrono::milliseconds timeout,
+                     char *scratch /* group size * count elements */);
+void directAllGather(const std::shared_ptr<gloo::Context> &ctx, const void *in,
+                     void *out, size_t bytes, uint32_t tag,
+                     std::chrono::milliseconds timeout);
 
 } // namespace cleave::rt
 

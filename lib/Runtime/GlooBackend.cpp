@@ -54,6 +54,8 @@ void waitSends(gloo::transport::UnboundBuffer &buffer, int n,
 }
 
 ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name) {
+  if (name == "auto")
+    return ReduceScatterAlgo::Auto;
   if (name == "ring")
     return ReduceScatterAlgo::Ring;
   if (name == "direct")
@@ -61,10 +63,13 @@ ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name) {
   if (name == "allreduce")
     return ReduceScatterAlgo::AllReduce;
   throw RuntimeError(concat("CLEAVE_REDUCE_SCATTER='", name,
-                            "' is not one of ring, direct, allreduce"));
+                            "' is not one of auto, ring, direct, allreduce"));
 }
 
 namespace {
+
+/// Default of CLEAVE_DIRECT_BYTES (bench/runtime measures the crossover).
+constexpr int64_t kDefaultDirectBytes = 256 << 10;
 
 /// Calls fn(T*) with an unsigned type of dtype's size (Gloo only needs the
 /// element size; the reduction function knows the real type).
@@ -91,14 +96,23 @@ class GlooCommunicator final : public Communicator {
 public:
   GlooCommunicator(std::shared_ptr<gloo::Context> ctx,
                    std::chrono::milliseconds timeout, ReduceScatterAlgo algo,
-                   size_t segmentBytes)
+                   size_t segmentBytes, size_t directBytes)
       : ctx_(std::move(ctx)), timeout_(timeout), algo_(algo),
-        segmentBytes_(segmentBytes) {}
+        segmentBytes_(segmentBytes), directBytes_(directBytes) {}
 
   void allReduce(const void *in, void *out, size_t count, int32_t dtype,
                  int32_t op, uint32_t tag) override {
     if (count == 0)
       return;
+    size_t bytes = count * size_t(dtypeSize(dtype));
+    if (bytes <= directBytes_) {
+      directAllReduce(ctx_, in, out, count, dtype,
+                      op == CLEAVE_AVG ? CLEAVE_SUM : op, tag, timeout_,
+                      scratch(2, bytes * size_t(ctx_->size)));
+      if (op == CLEAVE_AVG)
+        scaleInPlace(dtype, out, count, 1.0 / ctx_->size);
+      return;
+    }
     withElementType(dtype, [&](auto *typed) {
       using T = std::remove_pointer_t<decltype(typed)>;
       gloo::AllreduceOptions o(ctx_);
@@ -123,6 +137,10 @@ public:
     char *mine = static_cast<char *>(out) + bytes * size_t(ctx_->rank);
     if (in != mine && overlaps(in, bytes, out, bytes * ctx_->size))
       in = copyOf(in, bytes);
+    if (bytes * size_t(ctx_->size) <= directBytes_) {
+      directAllGather(ctx_, in, out, bytes, tag, timeout_);
+      return;
+    }
     withElementType(dtype, [&](auto *typed) {
       using T = std::remove_pointer_t<decltype(typed)>;
       gloo::AllgatherOptions o(ctx_);
@@ -143,7 +161,12 @@ public:
     size_t total = bytes * size_t(ctx_->size);
     if (overlaps(in, total, out, bytes))
       in = copyOf(in, total);
-    switch (algo_) {
+    ReduceScatterAlgo algo = algo_;
+    if (algo == ReduceScatterAlgo::Auto)
+      algo = total <= directBytes_ ? ReduceScatterAlgo::Direct
+                                   : ReduceScatterAlgo::Ring;
+    switch (algo) {
+    case ReduceScatterAlgo::Auto:
     case ReduceScatterAlgo::Ring:
       ringReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_,
                         segmentBytes_, scratch(0, 4 * bytes));
@@ -258,8 +281,9 @@ public:
 
 private:
   /// Grow-only scratch memory (slot 0: algorithm buffers, slot 1: copies of
-  /// inputs that overlap outputs), reused across calls so that big
-  /// collectives do not page-fault fresh memory every time.
+  /// inputs that overlap outputs, slot 2: the direct all-reduce's blocks,
+  /// which the `allreduce` reduce-scatter calls on slot 0), reused across calls
+  /// so that big collectives do not page-fault fresh memory every time.
   char *scratch(int slot, size_t bytes) {
     if (scratchBytes_[slot] < bytes) {
       scratch_[slot].reset(new char[bytes]);
@@ -278,8 +302,11 @@ private:
   std::chrono::milliseconds timeout_;
   ReduceScatterAlgo algo_;
   size_t segmentBytes_;
-  std::unique_ptr<char[]> scratch_[2];
-  size_t scratchBytes_[2] = {0, 0};
+  /// All-reduces, all-gathers (and reduce-scatters under `auto`) of at most
+  /// this many bytes in all use the one-round direct algorithms.
+  size_t directBytes_;
+  std::unique_ptr<char[]> scratch_[3];
+  size_t scratchBytes_[3] = {0, 0, 0};
 };
 
 class CpuBackend final : public Backend {
@@ -306,11 +333,13 @@ public:
           concat("connecting the group through Gloo failed: ", e.what()));
     }
     ReduceScatterAlgo algo = parseReduceScatterAlgo(
-        getEnv("CLEAVE_REDUCE_SCATTER").value_or("ring"));
+        getEnv("CLEAVE_REDUCE_SCATTER").value_or("auto"));
     int64_t segment = envInt("CLEAVE_RS_SEGMENT_BYTES", 1 << 20);
     require(segment > 0, "CLEAVE_RS_SEGMENT_BYTES must be positive");
+    int64_t direct = envInt("CLEAVE_DIRECT_BYTES", kDefaultDirectBytes);
+    require(direct >= 0, "CLEAVE_DIRECT_BYTES must not be negative");
     return std::make_unique<GlooCommunicator>(ctx, timeout, algo,
-                                              size_t(segment));
+                                              size_t(segment), size_t(direct));
   }
 
   void gemm(const GemmArgs &args) override { cpuGemm(args); }

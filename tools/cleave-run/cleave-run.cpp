@@ -134,6 +134,13 @@ cl::opt<std::string> planSpec(
              "without --plan, several ranks and no mesh in the program: "
              "dp=<ranks>"));
 
+cl::opt<double> bucketMiB(
+    "bucket-mb", cl::init(25.0), cl::cat(parallelCat),
+    cl::desc("Largest gradient bucket in MiB: data-parallel gradients and "
+             "ZeRO's all-gathers and reduce-scatters are coalesced into one "
+             "collective per bucket (cleave-bucket-collectives); 0: one "
+             "collective per tensor"));
+
 int fail(const Twine &message) {
   outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
@@ -411,6 +418,10 @@ int main(int argc, char **argv) {
   CompileOptions compileOptions;
   compileOptions.target = backendOpt == "cuda" ? Target::CUDA : Target::CPU;
   RankCompileOptions rankOptions = rankCompileOptions(world);
+  if (!(bucketMiB >= 0.0) || bucketMiB > 1e6)
+    return fail("--bucket-mb=" + std::to_string(bucketMiB.getValue()) +
+                ": must be between 0 and 1e6 (MiB)");
+  rankOptions.bucketBytes = int64_t(bucketMiB * 1024.0 * 1024.0);
   if (!planSpec.empty()) {
     Expected<PlanSpec> plan = parsePlan(planSpec, world, "--plan");
     if (!plan)

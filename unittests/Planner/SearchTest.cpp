@@ -309,3 +309,29 @@ TEST(SearchTest, ReportExplainsEveryRankedPlan) {
 }
 
 } // namespace
+
+/// The cost model prices the gradient bucket size (cleave-run --bucket-mb
+/// reaches it through AutoShardOptions::dpBucketBytes): buckets of a
+/// thousand parameters pay one collective latency each and predict a
+/// slower step than the default buckets, on the same data-parallel plan.
+TEST(SearchTest, SmallGradientBucketsCostLatency) {
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("gpt2-small", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-a100-80gb", 1, c));
+  auto bestTime = [&](double bucketParams) {
+    PlannerOptions o = smallOptions(16);
+    o.fixedTp = 1;
+    o.maxPp = 1;
+    o.space.zeroStages = {0};
+    cost::CostConstants k = cost::defaultConstants();
+    k.dpBucketParams = bucketParams;
+    o.constants = &k;
+    cost::Result<SearchResult> r = searchPlans(m, c, o);
+    EXPECT_TRUE(r && r->best) << (r ? "no plan" : r.error());
+    return r && r->best ? r->best->stepTime : 0.0;
+  };
+  double small = bestTime(1e3), large = bestTime(40e6);
+  EXPECT_GT(large, 0.0);
+  EXPECT_GT(small, large * 1.01) << small << " vs " << large;
+}

@@ -289,6 +289,9 @@ struct WorldCase {
   int ranks;
   bool tcp;
   const char *reduceScatter;
+  /// CLEAVE_DIRECT_BYTES: "0" sends every all-reduce and all-gather through
+  /// Gloo's ring; null keeps the default (these small calls go direct).
+  const char *directBytes = nullptr;
 };
 
 class WorldCollectives : public ::testing::TestWithParam<WorldCase> {};
@@ -298,6 +301,8 @@ TEST_P(WorldCollectives, EveryCollectiveIsCorrect) {
   options.tcp = GetParam().tcp;
   options.env["CLEAVE_REDUCE_SCATTER"] = GetParam().reduceScatter;
   options.env["CLEAVE_RS_SEGMENT_BYTES"] = "24"; // Many segments per block.
+  if (GetParam().directBytes)
+    options.env["CLEAVE_DIRECT_BYTES"] = GetParam().directBytes;
   if (std::getenv("CLEAVE_TEST_DUMP"))
     options.env["CLEAVE_TEST_DUMP"] = "1";
   auto results = runRanks(GetParam().ranks, worldBody, options);
@@ -307,18 +312,19 @@ TEST_P(WorldCollectives, EveryCollectiveIsCorrect) {
     ASSERT_EQ(r.exitCode, 0) << describe(results);
 }
 
-INSTANTIATE_TEST_SUITE_P(Runtime, WorldCollectives,
-                         ::testing::Values(WorldCase{2, false, "ring"},
-                                           WorldCase{4, false, "ring"},
-                                           WorldCase{2, true, "direct"},
-                                           WorldCase{4, true, "direct"},
-                                           WorldCase{4, false, "allreduce"},
-                                           WorldCase{3, true, "ring"}),
-                         [](const auto &info) {
-                           return std::to_string(info.param.ranks) + "ranks_" +
-                                  (info.param.tcp ? "tcp_" : "file_") +
-                                  info.param.reduceScatter;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Runtime, WorldCollectives,
+    ::testing::Values(
+        WorldCase{2, false, "ring", "0"}, WorldCase{4, false, "ring", "0"},
+        WorldCase{2, true, "direct"}, WorldCase{4, true, "direct"},
+        WorldCase{4, false, "allreduce"}, WorldCase{4, false, "allreduce", "0"},
+        WorldCase{3, true, "ring", "0"}, WorldCase{2, false, "auto"},
+        WorldCase{3, true, "auto"}, WorldCase{4, true, "auto", "0"}),
+    [](const auto &info) {
+      return std::to_string(info.param.ranks) + "ranks_" +
+             (info.param.tcp ? "tcp_" : "file_") + info.param.reduceScatter +
+             (info.param.directBytes ? "_gloo" : "");
+    });
 
 /// Groups of a 2x2 mesh (dp, tp): along tp, along dp, both, both reversed.
 TEST(MeshGroups, SubgroupsOfA2x2Mesh) {

@@ -55,6 +55,9 @@ struct RankCompileOptions {
   /// The zoo configuration the program was built from, if it was (the
   /// planner's cost model uses it for `auto`).
   std::optional<::cleave::ModelConfig> model;
+  /// Largest gradient/ZeRO bucket in bytes (cleave-bucket-collectives);
+  /// 0: one collective per tensor. Pipelined programs are not bucketed.
+  int64_t bucketBytes = 25 * 1024 * 1024;
   /// Run cleave-verify-collectives at the end (the lowering pipelines
   /// begin with it anyway).
   bool verify = false;

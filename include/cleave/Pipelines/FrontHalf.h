@@ -33,6 +33,11 @@ struct FrontHalfOptions {
   /// Turn the stages into a schedule (cleave-pipeline); needs a mesh with a
   /// pipeline axis.
   bool pipeline = false;
+  /// Coalesce the partitioned program's gradient all-reduces and ZeRO
+  /// all-gathers/reduce-scatters into buckets of at most this many bytes
+  /// (cleave-bucket-collectives; after partitioning, not for pipelined
+  /// programs); 0: one collective per tensor.
+  int64_t bucketBytes = 25 * 1024 * 1024;
   /// Prove every rank's collectives match (cleave-verify-collectives). The
   /// lowering pipelines begin with it too.
   bool verify = true;

@@ -31,6 +31,7 @@
 #include "cleave/Planner/ShardingGraph.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <memory>
 #include <nlohmann/json.hpp>
 
 namespace cleave::planner {
@@ -77,6 +78,10 @@ struct AutoShardOptions {
   std::string function;
   int topK = 5;
   double ilpTimeLimit = 60;
+  /// Bytes per data-parallel gradient bucket the program will run with
+  /// (cleave-run --bucket-mb); the cost model prices one collective per
+  /// bucket. Unset: the cost constants' dp_bucket_params.
+  std::optional<double> dpBucketBytes;
   std::function<void(const SearchProgress &)> progress;
 };
 
@@ -93,6 +98,9 @@ struct StageSolution {
 };
 
 struct AutoShardResult {
+  /// The cost constants the search used when the options changed them
+  /// (searchOptions.constants points here).
+  std::shared_ptr<const cost::CostConstants> constants;
   bool transformerMode = false;
   /// The plan search priced the module's own ops (GraphWorkload.h): no
   /// preset matched, `model` was read from the module.

@@ -541,4 +541,52 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
   ];
 }
 
+def CleaveBucketCollectivesPass
+    : Pass<"cleave-bucket-collectives", "::mlir::ModuleOp"> {
+  let summary = "Coalesces gradient all-reduces and ZeRO all-gathers and "
+                "reduce-scatters into buckets: one collective per bucket.";
+  let description = [{
+    Runs on per-device programs (after `cleave-partition`). In every function
+    body, the `cleave.all_reduce` ops with the same mesh, axes, reduction and
+    element type, and the `cleave.reduce_scatter` and `cleave.all_gather` ops
+    along dimension 0 with the same mesh, axes (and reduction), are grouped
+    into buckets of at most `bucket-bytes` bytes (of the full-size tensor:
+    the all-reduce's, the reduce-scatter's input, the all-gather's result),
+    as PyTorch DDP and FSDP bucket gradients. Tensors join in the order in
+    which their operands become ready (the backward pass computes the last
+    layer's gradients first), and each bucket is placed right after its last
+    operand is computed, so it moves earlier than its members were; a tensor
+    joins a bucket only while the bucket can still be placed before every
+    member's first use. A bucket flattens its members, concatenates them,
+    runs one collective and slices the result back:
+
+    ```mlir
+    %a = cleave.all_reduce %ga on @mesh axes = [dp] : tensor<64x64xf32>
+    %b = cleave.all_reduce %gb on @mesh axes = [dp] : tensor<64xf32>
+    // becomes
+    %0 = cleave.reshape %ga : tensor<64x64xf32> to tensor<4096xf32>
+    %1 = cleave.concat %0, %gb dim = 0 : (tensor<4096xf32>, tensor<64xf32>) -> tensor<4160xf32>
+    %2 = cleave.all_reduce %1 on @mesh axes = [dp] : tensor<4160xf32>
+    %3 = cleave.slice %2 offsets = [0] sizes = [4096] strides = [1] : tensor<4160xf32> -> tensor<4096xf32>
+    %a = cleave.reshape %3 : tensor<4096xf32> to tensor<64x64xf32>
+    %b = cleave.slice %2 offsets = [4096] sizes = [64] strides = [1] : tensor<4160xf32> -> tensor<64xf32>
+    ```
+
+    A reduce-scatter's members are laid out as `[group size, elements per
+    device]` before the concatenation (dimension 1), and an all-gather's
+    result is cut the same way, so every device still gets its own block of
+    every member. Collectives whose operand is itself the result of a
+    collective, and collectives in nested regions, stay as they are; the
+    same operand gathered twice in one bucket is gathered once.
+    `bucket-bytes = 0` leaves the program unchanged. The order of the
+    collectives changes identically on every device; run
+    `cleave-verify-collectives` after it as usual.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"25 * 1024 * 1024",
+           "Largest bucket in bytes (0: no buckets)">
+  ];
+}
+
 #endif // CLEAVE_TRANSFORMS_PASSES_TD

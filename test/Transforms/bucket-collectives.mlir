@@ -1,0 +1,109 @@
+// RUN: cleave-opt %s -split-input-file --cleave-bucket-collectives | FileCheck %s
+// RUN: cleave-opt %s -split-input-file --cleave-bucket-collectives=bucket-bytes=16639 | FileCheck %s --check-prefix=SMALL
+// RUN: cleave-opt %s -split-input-file --cleave-bucket-collectives=bucket-bytes=0 | FileCheck %s --check-prefix=OFF
+// RUN: cleave-opt %s -split-input-file --cleave-bucket-collectives --cleave-verify-collectives -o /dev/null
+// RUN: not cleave-opt %s -split-input-file --cleave-bucket-collectives=bucket-bytes=-1 -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEG
+
+// NEG: bucket-bytes must be >= 0, got -1
+
+// Gradient all-reduces interleaved with their optimizer updates: one
+// bucket, placed right after the last gradient is computed (%gb), before
+// the first update.
+cleave.mesh @m(dp = 2 : ib)
+
+// CHECK-LABEL: func.func @grads
+// CHECK-SAME: (%[[X:.*]]: tensor<64x64xf32>, %[[Y:.*]]: tensor<64xf32>)
+// CHECK: %[[GA:.*]] = cleave.add %[[X]], %[[X]] : tensor<64x64xf32>
+// CHECK: %[[GB:.*]] = cleave.add %[[Y]], %[[Y]] : tensor<64xf32>
+// CHECK: %[[FA:.*]] = cleave.reshape %[[GA]] : tensor<64x64xf32> to tensor<4096xf32>
+// CHECK: %[[CAT:.*]] = cleave.concat %[[FA]], %[[GB]] dim = 0 : (tensor<4096xf32>, tensor<64xf32>) -> tensor<4160xf32>
+// CHECK: %[[SUM:.*]] = cleave.all_reduce %[[CAT]] on @m axes = [dp] reduction = avg : tensor<4160xf32>
+// CHECK: %[[SA:.*]] = cleave.slice %[[SUM]] offsets = [0] sizes = [4096] strides = [1] : tensor<4160xf32> -> tensor<4096xf32>
+// CHECK: %[[SB:.*]] = cleave.slice %[[SUM]] offsets = [4096] sizes = [64] strides = [1] : tensor<4160xf32> -> tensor<64xf32>
+// CHECK: %[[RA:.*]] = cleave.reshape %[[SA]] : tensor<4096xf32> to tensor<64x64xf32>
+// CHECK-NOT: cleave.all_reduce
+// CHECK: %[[UA:.*]] = cleave.mul %[[RA]], %[[X]]
+// CHECK: %[[UB:.*]] = cleave.mul %[[SB]], %[[Y]]
+// CHECK: return %[[UA]], %[[UB]]
+
+// With a bucket of 16639 bytes (one byte less than both gradients) the two
+// gradients do not fit together: both collectives stay.
+// SMALL-LABEL: func.func @grads
+// SMALL-NOT: cleave.concat
+// SMALL-COUNT-2: cleave.all_reduce
+
+// OFF-LABEL: func.func @grads
+// OFF-NOT: cleave.concat
+// OFF-COUNT-2: cleave.all_reduce
+func.func @grads(%x: tensor<64x64xf32>, %y: tensor<64xf32>) -> (tensor<64x64xf32>, tensor<64xf32>) {
+  %ga = cleave.add %x, %x : tensor<64x64xf32>
+  %gb = cleave.add %y, %y : tensor<64xf32>
+  %a = cleave.all_reduce %ga on @m axes = [dp] reduction = avg : tensor<64x64xf32>
+  %ua = cleave.mul %a, %x : tensor<64x64xf32>
+  %b = cleave.all_reduce %gb on @m axes = [dp] reduction = avg : tensor<64xf32>
+  %ub = cleave.mul %b, %y : tensor<64xf32>
+  return %ua, %ub : tensor<64x64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A result used before the next collective's operand is ready cannot wait
+// for it: two buckets of one (unchanged). Different reductions never share
+// a bucket.
+cleave.mesh @m(dp = 2 : ib)
+
+// CHECK-LABEL: func.func @dependent
+// CHECK-NOT: cleave.concat
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [dp]  : tensor<8xf32>
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [dp]  : tensor<8xf32>
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [dp] reduction = max : tensor<8xf32>
+func.func @dependent(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %a = cleave.all_reduce %x on @m axes = [dp] : tensor<8xf32>
+  %b = cleave.add %a, %a : tensor<8xf32>
+  %c = cleave.all_reduce %b on @m axes = [dp] : tensor<8xf32>
+  %d = cleave.all_reduce %x on @m axes = [dp] reduction = max : tensor<8xf32>
+  return %c, %d : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// ZeRO: reduce-scatters along dimension 0 keep each device's block of every
+// member ([group size, elements per device], concatenated along 1), and
+// all-gathers cut their result the same way. The same parameter gathered
+// twice is gathered once. Gathers along another dimension stay.
+cleave.mesh @m(dp = 2 : ib)
+
+// CHECK-LABEL: func.func @zero
+// CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[V:.*]]: tensor<2xf32>, %[[U:.*]]: tensor<4x2xf32>)
+// CHECK: %[[PW:.*]] = cleave.reshape %[[W]] : tensor<4x3xf32> to tensor<12xf32>
+// CHECK: %[[CAT:.*]] = cleave.concat %[[PW]], %[[V]] dim = 0 : (tensor<12xf32>, tensor<2xf32>) -> tensor<14xf32>
+// CHECK: %[[ALL:.*]] = cleave.all_gather %[[CAT]] on @m axes = [dp] dim = 0 : tensor<14xf32> -> tensor<28xf32>
+// CHECK: %[[ROWS:.*]] = cleave.reshape %[[ALL]] : tensor<28xf32> to tensor<2x14xf32>
+// CHECK: %[[SW:.*]] = cleave.slice %[[ROWS]] offsets = [0, 0] sizes = [2, 12] strides = [1, 1] : tensor<2x14xf32> -> tensor<2x12xf32>
+// CHECK: %[[SV:.*]] = cleave.slice %[[ROWS]] offsets = [0, 12] sizes = [2, 2] strides = [1, 1] : tensor<2x14xf32> -> tensor<2x2xf32>
+// CHECK: %[[FW:.*]] = cleave.reshape %[[SW]] : tensor<2x12xf32> to tensor<8x3xf32>
+// CHECK: %[[FV:.*]] = cleave.reshape %[[SV]] : tensor<2x2xf32> to tensor<4xf32>
+// CHECK: cleave.all_gather %[[U]] on @m axes = [dp] dim = 1
+// CHECK: %[[G1:.*]] = cleave.mul %[[FW]], %[[FW]] : tensor<8x3xf32>
+// CHECK: %[[G2:.*]] = cleave.mul %[[FV]], %[[FV]] : tensor<4xf32>
+// CHECK: %[[R1:.*]] = cleave.reshape %[[G1]] : tensor<8x3xf32> to tensor<2x12xf32>
+// CHECK: %[[R2:.*]] = cleave.reshape %[[G2]] : tensor<4xf32> to tensor<2x2xf32>
+// CHECK: %[[RCAT:.*]] = cleave.concat %[[R1]], %[[R2]] dim = 1 : (tensor<2x12xf32>, tensor<2x2xf32>) -> tensor<2x14xf32>
+// CHECK: %[[RFLAT:.*]] = cleave.reshape %[[RCAT]] : tensor<2x14xf32> to tensor<28xf32>
+// CHECK: %[[RS:.*]] = cleave.reduce_scatter %[[RFLAT]] on @m axes = [dp] dim = 0  : tensor<28xf32> -> tensor<14xf32>
+// CHECK: cleave.slice %[[RS]] offsets = [0] sizes = [12]
+// CHECK: cleave.slice %[[RS]] offsets = [12] sizes = [2]
+// CHECK-NOT: cleave.reduce_scatter
+// CHECK-NOT: cleave.all_gather %[[W]]
+// CHECK: return
+func.func @zero(%w: tensor<4x3xf32>, %v: tensor<2xf32>, %u: tensor<4x2xf32>) -> (tensor<4x3xf32>, tensor<2xf32>, tensor<8x3xf32>, tensor<4x4xf32>) {
+  %fw = cleave.all_gather %w on @m axes = [dp] dim = 0 : tensor<4x3xf32> -> tensor<8x3xf32>
+  %fv = cleave.all_gather %v on @m axes = [dp] dim = 0 : tensor<2xf32> -> tensor<4xf32>
+  %fu = cleave.all_gather %u on @m axes = [dp] dim = 1 : tensor<4x2xf32> -> tensor<4x4xf32>
+  %g1 = cleave.mul %fw, %fw : tensor<8x3xf32>
+  %g2 = cleave.mul %fv, %fv : tensor<4xf32>
+  %again = cleave.all_gather %w on @m axes = [dp] dim = 0 : tensor<4x3xf32> -> tensor<8x3xf32>
+  %s1 = cleave.reduce_scatter %g1 on @m axes = [dp] dim = 0 : tensor<8x3xf32> -> tensor<4x3xf32>
+  %s2 = cleave.reduce_scatter %g2 on @m axes = [dp] dim = 0 : tensor<4xf32> -> tensor<2xf32>
+  return %s1, %s2, %again, %fu : tensor<4x3xf32>, tensor<2xf32>, tensor<8x3xf32>, tensor<4x4xf32>
+}
