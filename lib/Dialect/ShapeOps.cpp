@@ -373,3 +373,17 @@ ShardingRule PadOp::getShardingRule() {
 }
 
 double PadOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// OptimizationBarrierOp
+//===----------------------------------------------------------------------===//
+
+ShardingRule OptimizationBarrierOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto type = cast<RankedTensorType>(getType());
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    rule.addFactor({d}, {d}, type.getDimSize(d));
+  return rule;
+}
+
+double OptimizationBarrierOp::getFlops() { return 0; }
