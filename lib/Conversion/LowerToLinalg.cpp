@@ -43,6 +43,9 @@ struct CleaveLowerToLinalgPass final
     // Per-device communication and meshes are lowered by later passes.
     target.addLegalOp<MeshOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
                       AllToAllOp, CollectivePermuteOp, SendOp, RecvOp>();
+    // Recomputation stays separate from the forward ops through the CSE
+    // that follows; cleave-prepare-bufferization removes the barriers.
+    target.addLegalOp<OptimizationBarrierOp>();
     target.addIllegalDialect<CleaveDialect>();
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Dialect/CleaveOps.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -28,6 +29,12 @@ struct CleavePrepareBufferizationPass final
   using Base::Base;
 
   void runOnOperation() override {
+    // Barriers kept recomputed ops apart from the forward ops through the
+    // tensor-level CSE; none runs from here on.
+    getOperation().walk([](OptimizationBarrierOp barrier) {
+      barrier.getResult().replaceAllUsesWith(barrier.getInput());
+      barrier.erase();
+    });
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || func.isPrivate())
         continue;

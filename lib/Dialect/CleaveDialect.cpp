@@ -103,9 +103,24 @@ static LogicalResult verifyPlanEntry(Operation *op, NamedAttribute entry) {
     return integer(1, std::numeric_limits<int32_t>::max());
   if (key == "recompute")
     return oneOf({"none", "selective", "full"});
+  if (key == "recompute_per_stage") {
+    auto kinds = dyn_cast<ArrayAttr>(entry.getValue());
+    bool ok =
+        kinds && !kinds.empty() && llvm::all_of(kinds, [](Attribute kind) {
+          auto name = dyn_cast<StringAttr>(kind);
+          return name && llvm::is_contained({"none", "selective", "full"},
+                                            name.getValue());
+        });
+    if (!ok)
+      return fail("must be a non-empty array of \"none\", \"selective\" "
+                  "or \"full\" (one per pipeline rank), got " +
+                  llvm::formatv("{0}", entry.getValue()).str());
+    return success();
+  }
   if (key == "schedule")
     return oneOf({"gpipe", "1f1b", "interleaved", "zb-h1"});
-  return fail("is unknown (known: zero, recompute, micro_batch, "
+  return fail("is unknown (known: zero, recompute, recompute_per_stage, "
+              "micro_batch, "
               "num_micro_batches, schedule, virtual_stages)");
 }
 

@@ -389,3 +389,17 @@ ShardingRule PadOp::getShardingRule() {
 OpWork PadOp::getWork(const OpShapes &s) {
   return streamingWork(s, 0, /*fusable=*/false);
 }
+
+//===----------------------------------------------------------------------===//
+// OptimizationBarrierOp
+//===----------------------------------------------------------------------===//
+
+ShardingRule OptimizationBarrierOp::getShardingRule() {
+  ShardingRule rule(*this);
+  auto type = cast<RankedTensorType>(getType());
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    rule.addFactor({d}, {d}, type.getDimSize(d));
+  return rule;
+}
+
+OpWork OptimizationBarrierOp::getWork(const OpShapes &) { return noWork(); }

@@ -25,6 +25,9 @@ void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
   if (options.plan)
     pm.addPass(createCleaveApplyPlanPass(*options.plan));
   if (options.partition) {
+    // Recomputation as the plan says, before propagation: the recomputed
+    // ops are sharded like the rest of the backward pass.
+    pm.addPass(createCleaveRematPass());
     pm.addPass(createCleavePropagateShardingPass());
     pm.addPass(createCleavePartitionPass());
   }

@@ -157,6 +157,8 @@ void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
                                             const CPUPipelineOptions &options) {
   addTensorLevel(pm);
   addBufferization(pm, Target::CPU);
+  // Buffers die at their last use, not at the end of the step.
+  pm.addPass(createCleaveEarlyDeallocPass());
   // Loops, one function per loop nest (for LLVM's sake).
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createCleaveOutlineKernelsPass());

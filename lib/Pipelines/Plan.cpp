@@ -10,7 +10,8 @@ using namespace mlir::cleave;
 
 const char *const mlir::cleave::kPlanSyntax =
     "dp=N, tp=N, sp, zero=K, pp=N, micro=N, "
-    "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N";
+    "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, "
+    "recompute=none|selective|full";
 
 static llvm::Error planError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -61,6 +62,10 @@ static bool parseNamedPart(llvm::StringRef part,
   if (key == "schedule") {
     o.schedule = value.str();
     return !value.empty();
+  }
+  if (key == "recompute") {
+    o.recompute = value.str();
+    return value == "none" || value == "selective" || value == "full";
   }
   int64_t *field = key == "dp"        ? &o.dp
                    : key == "tp"      ? &o.tp

@@ -370,8 +370,9 @@ private:
 
   void addPlanAttribute() {
     const cost::ParallelPlan &p = a.plan;
-    // docs/plans.md has one recomputation for the whole program: per-stage
-    // choices are written as the heaviest (it fits wherever they fit).
+    // `recompute` is the heaviest kind (it fits wherever the per-stage
+    // choices fit); `recompute_per_stage` has the kind of each pipeline rank,
+    // which cleave-remat carries out (docs/plans.md).
     cost::Recompute heaviest = p.recompute;
     if (!p.recomputePerStage.empty())
       heaviest = *std::max_element(p.recomputePerStage.begin(),
@@ -388,6 +389,13 @@ private:
                              builder.getStringAttr(cost::toString(p.schedule))),
         builder.getNamedAttr("virtual_stages",
                              builder.getI64IntegerAttr(p.chunks()))};
+    if (!p.recomputePerStage.empty()) {
+      SmallVector<Attribute> kinds;
+      for (cost::Recompute r : p.recomputePerStage)
+        kinds.push_back(builder.getStringAttr(cost::toString(r)));
+      fields.push_back(builder.getNamedAttr("recompute_per_stage",
+                                            builder.getArrayAttr(kinds)));
+    }
     module->setAttr(CleaveDialect::kPlanAttrName,
                     builder.getDictionaryAttr(fields));
   }

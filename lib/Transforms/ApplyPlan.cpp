@@ -42,7 +42,8 @@ class PlanWriter {
 public:
   PlanWriter(ModuleOp module, const CleaveApplyPlanPassOptions &o)
       : module(module), dp(o.dp), tp(o.tp), sp(o.sp), zero(o.zero), pp(o.pp),
-        micro(o.micro), schedule(o.schedule), virtualStages(o.virtualStages) {}
+        micro(o.micro), schedule(o.schedule), virtualStages(o.virtualStages),
+        recompute(o.recompute) {}
   LogicalResult run();
 
 private:
@@ -99,6 +100,7 @@ private:
   int64_t zero, pp, micro;
   std::string schedule;
   int64_t virtualStages;
+  std::string recompute;
   SmallVector<DictionaryAttr> argAttrs;
 };
 
@@ -365,6 +367,10 @@ LogicalResult PlanWriter::validate() {
     return module.emitError()
            << "cleave-apply-plan: unknown schedule '" << schedule
            << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
+  if (!llvm::is_contained({"none", "selective", "full"}, recompute))
+    return module.emitError()
+           << "cleave-apply-plan: unknown recompute '" << recompute
+           << "' (expected none, selective or full)";
   if (virtualStages < 1 || (virtualStages > 1 && schedule != "interleaved"))
     return module.emitError()
            << "cleave-apply-plan: virtual-stages=" << virtualStages
@@ -401,6 +407,8 @@ void PlanWriter::writePlanAttribute() {
           module->getAttrOfType<DictionaryAttr>(CleaveDialect::kPlanAttrName))
     entries.append(old.getValue());
   entries.set("zero", b.getI64IntegerAttr(zero));
+  if (recompute != "none")
+    entries.set("recompute", b.getStringAttr(recompute));
   if (microBatched()) {
     entries.set("num_micro_batches", b.getI64IntegerAttr(micro));
     entries.set("schedule", b.getStringAttr(schedule));
@@ -455,6 +463,7 @@ struct CleaveApplyPlanPass final
     o.micro = micro;
     o.schedule = schedule;
     o.virtualStages = virtualStages;
+    o.recompute = recompute;
     if (failed(PlanWriter(getOperation(), o).run()))
       signalPassFailure();
   }

@@ -1,16 +1,15 @@
 //===- PipelineStages.cpp - Pipeline stages by layer ----------------------===//
 //
 // Implements -cleave-pipeline-stages. See Passes.td for the contract. The
-// layer of an op is read from the names of the parameters it uses: the first
-// dot-separated component that is a number ("h.3.attn.q.weight",
-// "layers.3.attention.wq.weight", "transformer.h.3.mlp.fc.weight").
+// layer of an op is read from the names of the parameters it uses
+// (LayerNames.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "LayerNames.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringExtras.h"
 
 #include <map>
 
@@ -25,19 +24,6 @@ using namespace mlir;
 using namespace mlir::cleave;
 
 namespace {
-
-/// The layer number in a parameter name, if any.
-std::optional<int64_t> layerOf(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  for (StringRef part : parts) {
-    int64_t layer;
-    if (!part.empty() && llvm::all_of(part, llvm::isDigit) &&
-        !part.getAsInteger(10, layer))
-      return layer;
-  }
-  return std::nullopt;
-}
 
 struct CleavePipelineStagesPass final
     : cleave::impl::CleavePipelineStagesPassBase<CleavePipelineStagesPass> {
@@ -71,7 +57,7 @@ void CleavePipelineStagesPass::runOnOperation() {
   for (BlockArgument arg : func.getArguments())
     if (auto name = func.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), CleaveDialect::kParamAttrName))
-      if (std::optional<int64_t> layer = layerOf(name.getValue()))
+      if (std::optional<int64_t> layer = layerOfParamName(name.getValue()))
         layerStage[*layer] = 0;
   int64_t layers = layerStage.size();
   if (layers < stages) {
@@ -96,7 +82,7 @@ void CleavePipelineStagesPass::runOnOperation() {
   for (BlockArgument arg : func.getArguments())
     if (auto name = func.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), CleaveDialect::kParamAttrName))
-      if (std::optional<int64_t> layer = layerOf(name.getValue()))
+      if (std::optional<int64_t> layer = layerOfParamName(name.getValue()))
         stageOf[arg] = layerStage[*layer];
   Builder b(module.getContext());
   for (Operation &op : body.without_terminator()) {

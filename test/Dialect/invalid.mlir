@@ -175,6 +175,16 @@ module attributes {cleave.plan = {schedule = "2f2b"}} {}
 
 // -----
 
+// expected-error @below {{'cleave.plan' entry 'recompute_per_stage' must be a non-empty array of "none", "selective" or "full" (one per pipeline rank), got ["full", "some"]}}
+module attributes {cleave.plan = {recompute_per_stage = ["full", "some"]}} {}
+
+// -----
+
+// expected-error @below {{'cleave.plan' entry 'recompute_per_stage' must be a non-empty array}}
+module attributes {cleave.plan = {recompute_per_stage = "full"}} {}
+
+// -----
+
 // expected-error @below {{'cleave.plan' entry 'zeros' is unknown}}
 module attributes {cleave.plan = {zeros = 1}} {}
 
@@ -1032,4 +1042,12 @@ func.func @f(%x: tensor<8x4xf32>, %seed: tensor<i64>) -> tensor<8x4xf32> {
   // expected-error @below {{a block of a sharded tensor needs one block index per dimension and global_shape of rank 2}}
   %0 = cleave.dropout %x, %seed, %seed {global_shape = array<i64: 8, 8>, rate = 0.1 : f64, stream = 1 : i64} : (tensor<8x4xf32>, tensor<i64>, tensor<i64>) -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @barrier_changes_type(%x: tensor<4xf32>) -> tensor<2x2xf32> {
+  // expected-error @below {{'cleave.optimization_barrier' op requires the same type for all operands and results}}
+  %0 = "cleave.optimization_barrier"(%x) : (tensor<4xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
 }

@@ -98,6 +98,16 @@ func.func @reductions(%x: tensor<2x4x8xf32>) -> (tensor<8xf32>, tensor<2x8xf32>,
   return %0, %1, %2 : tensor<8xf32>, tensor<2x8xf32>, tensor<2x4xf32>
 }
 
+// The barrier of recomputation: the identity, on any tensor.
+// CHECK-LABEL: func.func @optimization_barrier
+func.func @optimization_barrier(%x: tensor<2x4xf32>, %i: tensor<2xi32>) -> (tensor<2x4xf32>, tensor<2xi32>) {
+  // CHECK: cleave.optimization_barrier %{{.*}} : tensor<2x4xf32>
+  %0 = cleave.optimization_barrier %x : tensor<2x4xf32>
+  // CHECK: cleave.optimization_barrier %{{.*}} : tensor<2xi32>
+  %1 = cleave.optimization_barrier %i : tensor<2xi32>
+  return %0, %1 : tensor<2x4xf32>, tensor<2xi32>
+}
+
 // CHECK-LABEL: func.func @shapes
 func.func @shapes(%x: tensor<2x4x12xf32>, %b: tensor<12xf32>) -> tensor<2x4x3x8xf32> {
   // CHECK: cleave.reshape %{{.*}} : tensor<2x4x12xf32> to tensor<2x4x3x4xf32>
@@ -233,9 +243,9 @@ func.func @per_device(%x: tensor<8x16xf32>, %table: tensor<5x8xf32>, %ids: tenso
 // Plan annotations (docs/plans.md).
 // CHECK-LABEL: module @planned
 // CHECK-SAME: cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}
-// CHECK-SAME: cleave.plan = {micro_batch = 1 : i64, num_micro_batches = 8 : i64, recompute = "selective", schedule = "1f1b", virtual_stages = 1 : i64, zero = 1 : i64}
+// CHECK-SAME: cleave.plan = {micro_batch = 1 : i64, num_micro_batches = 8 : i64, recompute = "selective", recompute_per_stage = ["selective", "none"], schedule = "1f1b", virtual_stages = 1 : i64, zero = 1 : i64}
 // CHECK: cleave.exp %{{.*}} {cleave.stage = 1 : i64}
-module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", micro_batch = 1, num_micro_batches = 8, schedule = "1f1b", virtual_stages = 1}, cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}, cleave.groups = [["dp"], ["dp", "tp"]]} {
+module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", recompute_per_stage = ["selective", "none"], micro_batch = 1, num_micro_batches = 8, schedule = "1f1b", virtual_stages = 1}, cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}, cleave.groups = [["dp"], ["dp", "tp"]]} {
   func.func @s0(%x: tensor<4xf32>) -> tensor<4xf32> {
     %0 = cleave.exp %x {cleave.stage = 1} : tensor<4xf32>
     return %0 : tensor<4xf32>

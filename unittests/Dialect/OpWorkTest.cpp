@@ -61,6 +61,7 @@ func.func @shapes(%x: tensor<2x4x12xf32>, %b: tensor<12xf32>) {
   %3 = cleave.slice %2 offsets = [0, 0, 2] sizes = [2, 4, 5] strides = [1, 1, 2] : tensor<2x4x12xf32> -> tensor<2x4x5xf32>
   %4 = cleave.concat %0, %0 dim = 3 : (tensor<2x4x3x4xf32>, tensor<2x4x3x4xf32>) -> tensor<2x4x3x8xf32>
   %5 = cleave.pad %3 low = [0, 1, 0] high = [0, 2, 1] interior = [0, 0, 1] : tensor<2x4x5xf32> -> tensor<2x7x10xf32>
+  %6 = cleave.optimization_barrier %x : tensor<2x4x12xf32>
   return
 }
 func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %g: tensor<8xf32>, %bb: tensor<8xf32>,
@@ -150,6 +151,8 @@ const llvm::StringMap<Expected> &expectations() {
       {"cleave.concat", {V, 0, 0, 0, 768, 768, false}},
       // 40 in, 2x7x10 = 140 out.
       {"cleave.pad", {V, 0, 0, 0, 160, 560, false}},
+      // The identity that no pass looks through: no kernel.
+      {"cleave.optimization_barrier", {N, 0, 0, 0, 0, 0, false}},
       // [2, 4, 8] x [16, 8]^T: 2 * (2*4) * 16 * 8 flops; reads 64 + 128
       // elements, writes 128.
       {"cleave.matmul", {G, 2048, 0, 0, 768, 512, false}},

@@ -70,6 +70,19 @@ TEST(PlanTest, PipelinedPlans) {
   EXPECT_EQ(parsed("pp=2,schedule=zb-h1", 2).named.schedule, "zb-h1");
 }
 
+TEST(PlanTest, Recomputation) {
+  EXPECT_EQ(parsed("dp=2", 2).named.recompute, "none");
+  EXPECT_EQ(parsed("recompute=full", 1).named.recompute, "full");
+  PlanSpec p = parsed("pp=2,micro=2,recompute=selective", 2);
+  EXPECT_EQ(p.named.recompute, "selective");
+  EXPECT_TRUE(p.pipelines());
+  std::string expected = std::string("(expected ") + kPlanSyntax + ")";
+  EXPECT_EQ(error("recompute=some"),
+            "--plan: cannot read 'recompute=some' " + expected);
+  EXPECT_EQ(error("recompute="),
+            "--plan: cannot read 'recompute=' " + expected);
+}
+
 TEST(PlanTest, PlannerPlans) {
   PlanSpec p = parsed("auto", 4);
   EXPECT_TRUE(p.automatic);

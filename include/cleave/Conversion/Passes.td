@@ -56,7 +56,10 @@ def CleaveLowerToLinalgPass
     tensors); data movement into `tensor` ops and `linalg.transpose`;
     matmuls (and attention's batched products) into `linalg.matmul` /
     `linalg.batch_matmul` named ops, which `cleave-linalg-to-runtime` turns
-    into GEMM calls after bufferization. Collectives are left in place.
+    into GEMM calls after bufferization. Collectives are left in place, and
+    so is `cleave.optimization_barrier`: the CSE after this pass must not
+    merge what `cleave-remat` recomputes with the forward ops
+    (`cleave-prepare-bufferization` removes the barriers).
 
     ```mlir
     %y = cleave.gelu %x : tensor<8x16xf32>
@@ -110,7 +113,8 @@ def CleavePrepareBufferizationPass
     to its own out-parameter. Finally it gives every user of a shared
     `linalg.fill` (CSE merges the zero fills that GEMMs accumulate into) its
     own fill: bufferization would otherwise fill once and copy the buffer
-    for every user.
+    for every user. It replaces every `cleave.optimization_barrier` by its
+    operand: no CSE runs after it, and bufferization needs no copy for it.
 
     ```mlir
     return %g, %g : tensor<4xf32>, tensor<4xf32>
@@ -124,6 +128,43 @@ def CleavePrepareBufferizationPass
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
   ];
+}
+
+def CleaveEarlyDeallocPass
+    : Pass<"cleave-early-dealloc", "::mlir::ModuleOp"> {
+  let summary = "Moves each buffer's deallocation to right after its last "
+                "use.";
+  let description = [{
+    MLIR's ownership-based buffer deallocation frees the buffers of a block
+    at the block's end, so a training step would hold every intermediate
+    buffer until it returns: its peak would be the sum of all of them, and
+    recomputation (`cleave-remat`) could only add to it. This pass, run
+    after the deallocation pipeline, moves every `memref.dealloc` of a
+    `memref.alloc` of the same block up to right after the last op of the
+    block that uses the buffer or anything computed from it (views, and the
+    pointers and integers GEMM calls take), so a buffer lives from its
+    allocation to its last use, as in PyTorch's caching allocator.
+
+    ```mlir
+    %a = memref.alloc() : memref<4xf32>
+    linalg.generic ... outs(%a : memref<4xf32>)
+    linalg.generic ... ins(%a : memref<4xf32>) outs(%b : memref<4xf32>)
+    ... // ops not touching %a
+    memref.dealloc %a : memref<4xf32>
+    // becomes
+    %a = memref.alloc() : memref<4xf32>
+    linalg.generic ... outs(%a : memref<4xf32>)
+    linalg.generic ... ins(%a : memref<4xf32>) outs(%b : memref<4xf32>)
+    memref.dealloc %a : memref<4xf32>
+    ... // ops not touching %a
+    ```
+
+    A buffer with a use outside the dealloc's block (other than inside ops
+    of that block) keeps its deallocation where it is. The CPU pipeline
+    runs it; the CUDA pipeline keeps block-end deallocation, whose frees
+    happen after every kernel of the step is queued.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
 def CleaveApproximateMathPass

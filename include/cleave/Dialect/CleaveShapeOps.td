@@ -128,4 +128,29 @@ def Cleave_PadOp : Cleave_ModelOp<"pad",
   }];
 }
 
+def Cleave_OptimizationBarrierOp : Cleave_ModelOp<"optimization_barrier",
+    [Pure, SameOperandsAndResultType], ["getWork"]> {
+  let summary = "The identity, which no pass looks through.";
+  let description = [{
+    Returns its operand. No pass folds it away or sees that its result is
+    the operand, so ops computed from the result are never merged by CSE
+    with the same ops computed from the operand. `cleave-remat` builds the
+    recomputed forward ops of a layer from barriers on the layer's inputs:
+    without them CSE would merge the recomputation with the original
+    forward ops, and the forward values would stay alive until the backward
+    pass after all (XLA's and StableHLO's `optimization_barrier` serve the
+    same purpose for JAX's `remat`). Its sharding rule passes every
+    dimension through; it costs nothing. The tensor-level lowering keeps it
+    until `cleave-prepare-bufferization` replaces it by its operand, after
+    the last CSE.
+
+    ```mlir
+    %x1 = cleave.optimization_barrier %x : tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input);
+  let results = (outs Cleave_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 #endif // CLEAVE_DIALECT_CLEAVESHAPEOPS_TD

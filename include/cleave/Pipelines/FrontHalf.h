@@ -27,8 +27,9 @@ struct FrontHalfOptions {
   CleaveAutodiffPassOptions autodiff;
   /// Write this named plan into the module (cleave-apply-plan).
   std::optional<CleaveApplyPlanPassOptions> plan;
-  /// Complete the shardings and partition (cleave-propagate-sharding,
-  /// cleave-partition); needs a mesh, the plan's or the program's.
+  /// Recompute as the plan says, complete the shardings and partition
+  /// (cleave-remat, cleave-propagate-sharding, cleave-partition); needs a
+  /// mesh, the plan's or the program's.
   bool partition = true;
   /// Turn the stages into a schedule (cleave-pipeline); needs a mesh with a
   /// pipeline axis.

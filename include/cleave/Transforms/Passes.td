@@ -263,6 +263,8 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       (docs/pipeline.md). The schedule, micro-batch count and virtual stages
       are recorded in `cleave.plan`; the stages themselves are `cleave.stage`
       annotations (`cleave-pipeline-stages`).
+    * `recompute = selective | full`: recorded in `cleave.plan` for
+      `cleave-remat`, which runs before propagation and carries it out.
 
     Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices, `pp=2
     dp=2 tp=2 micro=4` on 8). The pass only writes annotations. A global
@@ -286,7 +288,69 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
-           "Model chunks per pipeline rank (interleaved)">
+           "Model chunks per pipeline rank (interleaved)">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Activation recomputation: none, selective or full "
+           "(cleave-remat carries it out)">
+  ];
+}
+
+def CleaveRematPass : Pass<"cleave-remat", "::mlir::ModuleOp"> {
+  let summary = "Recomputes layers (or their attention core) in the backward "
+                "pass instead of keeping their activations.";
+  let description = [{
+    Activation recomputation (Chen et al. 2016; Korthikanti et al. 2022) on
+    the training step `entry` (`cleave-autodiff`'s output, before
+    `cleave-propagate-sharding`), as the plan's `recompute` says
+    (docs/plans.md): the forward values that the backward pass reads are
+    computed a second time, right before the first backward op that reads
+    them, and the forward pass drops them as soon as the forward pass is
+    done with them.
+
+    * `full`: only each layer's inputs stay alive between the forward and
+      the backward pass (the residual stream entering it, and what earlier
+      layers computed that it reads); the backward pass of the layer begins
+      by running the layer's forward ops again.
+    * `selective`: the attention core: every `cleave.attention` and the
+      view ops that only reshape its output. Its inputs (q, k, v) stay; its
+      output, which the output projection's weight gradient reads, is
+      recomputed. (The attention op never keeps its S x S probabilities:
+      `cleave.attention_grad` recomputes them, as flash attention does.)
+    * `none`: nothing changes.
+
+    A layer is found from the parameter names, as `cleave-pipeline-stages`
+    does (`h.3.`, `layers.3.`): the forward ops (those the loss depends on)
+    computed from that layer's parameters and from the layer's own results
+    and inputs. Ops computed from parameters alone (casts, ZeRO-3 gathers)
+    are not recomputed. The recomputed ops read their inputs through
+    `cleave.optimization_barrier`, so that no CSE merges them with the
+    forward ops; they keep their attributes (`cleave.stage`, sharding
+    constraints), so the partitioner and the pipeline pass treat them like
+    the rest of the layer's backward pass.
+
+    ```mlir
+    // full, one layer:
+    %h = cleave.layer_norm %x, %g, %b ...          // forward
+    %y = cleave.matmul %h, %w ...
+    ...
+    %x1 = cleave.optimization_barrier %x : tensor<2x32x64xf32>
+    %h1 = cleave.layer_norm %x1, %g, %b ...        // recomputed
+    %dw = cleave.matmul %dy, %h1 ...               // backward reads %h1
+    ```
+
+    With a pipeline, `recompute_per_stage = ["full", "none"]` in
+    `cleave.plan` (one entry per pipeline rank, as the planner chooses them)
+    gives each layer the kind of the rank its `cleave.stage` runs on
+    (stage `k` runs on rank `k mod pp`). A kind other than `none` on a
+    program whose parameters name no layers, or `selective` on a program
+    without `cleave.attention`, is an error naming the option; so is a
+    per-stage list on ops without stages.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The training step">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
+           "none, selective or full (default: the module's cleave.plan)">
   ];
 }
 
