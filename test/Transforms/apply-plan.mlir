@@ -12,6 +12,7 @@
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 cp=2" | FileCheck %s --check-prefix=CP
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 cp=2" --cleave-propagate-sharding --cleave-partition | FileCheck %s --check-prefix=CP-PART
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="cp=2 tp=2 sp=true" | FileCheck %s --check-prefix=CP-SP
+// RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="cp=2 tp=2 sp=true" --cleave-propagate-sharding --cleave-partition | FileCheck %s --check-prefix=CP-SP-PART
 
 // Named plans on the training step of a one-layer transformer-style block
 // (layer norm, MLP up and down, residual, dropout, output head,
@@ -80,6 +81,13 @@
 // CP-SP-LABEL: func.func @train_step
 // CP-SP: cleave.sharding_constraint %{{.*}} <@mesh, [_, (cp, tp), _]> : tensor<4x8x16xf32>
 // CP-SP-NEXT: cleave.layer_norm
+
+// Per device, the norm's output is gathered over tp only: the MLP runs on
+// the device's cp block of the sequence.
+// CP-SP-PART-LABEL: func.func @train_step
+// CP-SP-PART: %[[LN:.*]] = cleave.layer_norm %{{.*}} -> tensor<4x2x16xf32>
+// CP-SP-PART-NEXT: %[[G:.*]] = cleave.all_gather %[[LN]] on @mesh axes = [tp] dim = 1 : tensor<4x2x16xf32> -> tensor<4x4x16xf32>
+// CP-SP-PART-NEXT: cleave.matmul %[[G]], %{{.*}} {transpose_rhs} : (tensor<4x4x16xf32>, tensor<32x16xf32>) -> tensor<4x4x32xf32>
 
 // Sequence parallelism: the inputs of the layer norm and of the dropouts
 // are pinned to split the sequence over tp.
