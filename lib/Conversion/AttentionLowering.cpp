@@ -85,8 +85,10 @@ Value sumGroups(OpBuilder &b, Location loc, Value x, const AttnShape &a,
 }
 
 /// P = softmax(mask(scores * scale)) over the last dim of [BH, S, Skv].
+/// With `queryBlock` (an i64 scalar tensor `b`), query row `i` is at
+/// position `b * S + i` (a device's block of a split sequence).
 Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
-                    bool causal) {
+                    bool causal, Value queryBlock = {}) {
   MLIRContext *ctx = b.getContext();
   auto t = tensorTypeOf(scores);
   auto masked = [=](OpBuilder &nb, Location l, Value x) -> Value {
@@ -96,6 +98,14 @@ Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
       return v;
     Value i = nb.create<linalg::IndexOp>(l, 1);
     Value j = nb.create<linalg::IndexOp>(l, 2);
+    if (queryBlock) {
+      Value block = nb.create<arith::IndexCastOp>(
+          l, nb.getIndexType(),
+          nb.create<tensor::ExtractOp>(l, queryBlock, ValueRange{}));
+      Value rows = nb.create<arith::ConstantIndexOp>(l, t.getDimSize(1));
+      i = nb.create<arith::AddIOp>(l, i,
+                                   nb.create<arith::MulIOp>(l, block, rows));
+    }
     Value future = nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::ugt, j, i);
     return nb.create<arith::SelectOp>(
         l, future,
@@ -136,7 +146,7 @@ struct AttentionLowering : OpRewritePattern<AttentionOp> {
     Value v = toHeadMajor(rewriter, loc, op.getValue(), a.hq, a.groups());
     Value scores = buildMatmul(rewriter, loc, q, k, false, true, elem);
     Value p = probabilities(rewriter, loc, scores, op.getScaleOrDefault(),
-                            op.getCausal());
+                            op.getCausal(), op.getQueryBlock());
     Value out = buildMatmul(rewriter, loc, p, v, false, false, elem);
     rewriter.replaceOp(op, fromHeadMajor(rewriter, loc, out, a.b, a.hq));
     return success();
@@ -157,7 +167,8 @@ struct AttentionGradLowering : OpRewritePattern<AttentionGradOp> {
     Value v = toHeadMajor(rewriter, loc, op.getValue(), a.hq, a.groups());
     Value dO = toHeadMajor(rewriter, loc, op.getGrad(), a.hq, 1);
     Value scores = buildMatmul(rewriter, loc, q, k, false, true, elem);
-    Value p = probabilities(rewriter, loc, scores, scale, op.getCausal());
+    Value p = probabilities(rewriter, loc, scores, scale, op.getCausal(),
+                            op.getQueryBlock());
     Value dV = buildMatmul(rewriter, loc, p, dO, true, false, elem);
     Value dP = buildMatmul(rewriter, loc, dO, v, false, true, elem);
     auto pt = tensorTypeOf(p);

@@ -73,6 +73,16 @@ struct RotaryLowering : OpRewritePattern<RotaryOp> {
           };
           Value s = b.create<linalg::IndexOp>(l, 1);
           Value d = b.create<linalg::IndexOp>(l, 3);
+          // A block of a split sequence: row s is at b * S + s.
+          Value pos = s;
+          if (Value block = op.getBlock()) {
+            Value index = b.create<arith::IndexCastOp>(
+                l, b.getIndexType(),
+                b.create<tensor::ExtractOp>(l, block, ValueRange{}));
+            pos = b.create<arith::AddIOp>(
+                l, s,
+                b.create<arith::MulIOp>(l, index, idx(type.getDimSize(1))));
+          }
           // Pair index i, partner element, and the sign of the partner term.
           Value pair, partner, first;
           if (interleaved) {
@@ -106,7 +116,7 @@ struct RotaryLowering : OpRewritePattern<RotaryOp> {
           Value invFreq = b.create<arith::DivFOp>(
               l, floatConst(b, l, ct, 1.0),
               b.create<math::PowFOp>(l, floatConst(b, l, ct, theta), exponent));
-          Value angle = b.create<arith::MulFOp>(l, toFloat(s), invFreq);
+          Value angle = b.create<arith::MulFOp>(l, toFloat(pos), invFreq);
           Value cos = b.create<math::CosOp>(l, angle);
           Value sin = b.create<math::SinOp>(l, angle);
           if (inverse)

@@ -382,17 +382,21 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange dys,
 LogicalResult RotaryOp::buildVJP(OpBuilder &b, ValueRange dys,
                                  SmallVectorImpl<Value> &dxs) {
   // A rotation's transpose is the rotation by the opposite angle.
-  dxs.push_back(b.create<RotaryOp>(getLoc(), dys[0], getTheta(),
+  dxs.push_back(b.create<RotaryOp>(getLoc(), dys[0], getBlock(), getTheta(),
                                    getInterleaved(), !getInverse()));
+  if (getBlock())
+    dxs.push_back(Value());
   return success();
 }
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange dys,
                                     SmallVectorImpl<Value> &dxs) {
-  auto op =
-      b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
-                                dys[0], getCausal(), getScaleAttr());
+  auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(),
+                                      getValue(), dys[0], getQueryBlock(),
+                                      getCausal(), getScaleAttr());
   dxs.append(op->result_begin(), op->result_end());
+  if (getQueryBlock())
+    dxs.push_back(Value());
   return success();
 }
 

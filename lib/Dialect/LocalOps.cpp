@@ -292,3 +292,62 @@ LogicalResult ConstantOp::buildLocalOp(OpBuilder &b,
   results.push_back(whole);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Sequence positions: causal attention and rotary embeddings
+//===----------------------------------------------------------------------===//
+
+/// The block index of the query sequence (dimension 1 of operand 0) when it
+/// is split, else null: the per-device op then needs no position.
+static Value sequenceBlock(OpBuilder &b, Location loc,
+                           const LocalOpContext &context) {
+  const TensorFactors &query = context.getRule().getOperand(0);
+  if (context.getDimAxes(query, 1).empty())
+    return {};
+  return context.buildBlockIndex(b, loc, query, 1);
+}
+
+LogicalResult AttentionOp::buildLocalOp(OpBuilder &b,
+                                        const LocalOpContext &context,
+                                        SmallVectorImpl<Value> &results) {
+  Value block = getCausal() ? sequenceBlock(b, getLoc(), context) : Value();
+  if (!block)
+    return buildLocalClone(*this, b, context, results);
+  if (getQueryBlock())
+    return emitOpError() << "is already a per-device query block";
+  ValueRange operands = context.getOperands();
+  results.push_back(b.create<AttentionOp>(getLoc(), operands[0], operands[1],
+                                          operands[2], block, getCausalAttr(),
+                                          getScaleAttr()));
+  return success();
+}
+
+LogicalResult AttentionGradOp::buildLocalOp(OpBuilder &b,
+                                            const LocalOpContext &context,
+                                            SmallVectorImpl<Value> &results) {
+  Value block = getCausal() ? sequenceBlock(b, getLoc(), context) : Value();
+  if (!block)
+    return buildLocalClone(*this, b, context, results);
+  if (getQueryBlock())
+    return emitOpError() << "is already a per-device query block";
+  ValueRange operands = context.getOperands();
+  auto local = b.create<AttentionGradOp>(
+      getLoc(), context.getResultTypes(), operands[0], operands[1], operands[2],
+      operands[3], block, getCausalAttr(), getScaleAttr());
+  results.append(local->result_begin(), local->result_end());
+  return success();
+}
+
+LogicalResult RotaryOp::buildLocalOp(OpBuilder &b,
+                                     const LocalOpContext &context,
+                                     SmallVectorImpl<Value> &results) {
+  Value block = sequenceBlock(b, getLoc(), context);
+  if (!block)
+    return buildLocalClone(*this, b, context, results);
+  if (getBlock())
+    return emitOpError() << "is already a per-device sequence block";
+  results.push_back(b.create<RotaryOp>(
+      getLoc(), context.getResultTypes()[0], context.getOperands()[0], block,
+      getThetaAttr(), getInterleavedAttr(), getInverseAttr()));
+  return success();
+}

@@ -441,10 +441,17 @@ LogicalResult RotaryOp::verify() {
 ShardingRule RotaryOp::getShardingRule() {
   ShardingRule rule(*this);
   ArrayRef<int64_t> shape = getType().getShape();
-  rule.addFactor({0}, {0}, shape[0]);
-  rule.addFactor({1}, {1}, shape[1], FactorKind::NeedReplication);
-  rule.addFactor({2}, {2}, shape[2]);
-  rule.addFactor({3}, {3}, shape[3], FactorKind::NeedReplication);
+  // The block operand (a scalar) has no factor.
+  auto dims = [&](int64_t d) {
+    SmallVector<int64_t> operandDims = {d};
+    if (getBlock())
+      operandDims.push_back(kNoDim);
+    return operandDims;
+  };
+  rule.addFactor(dims(0), {0}, shape[0]);
+  rule.addFactor(dims(1), {1}, shape[1]);
+  rule.addFactor(dims(2), {2}, shape[2]);
+  rule.addFactor(dims(3), {3}, shape[3], FactorKind::NeedReplication);
   return rule;
 }
 
@@ -459,7 +466,8 @@ OpWork RotaryOp::getWork(const OpShapes &s) {
 static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
                                              StringRef name, RankedTensorType q,
                                              RankedTensorType k,
-                                             RankedTensorType v, bool causal) {
+                                             RankedTensorType v, bool causal,
+                                             bool queryBlock) {
   auto fail = [&](const Twine &msg) {
     return inferError(loc, "'cleave." + name + "' op " + msg);
   };
@@ -486,9 +494,13 @@ static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
   if (q.getDimSize(3) != k.getDimSize(3))
     return fail("q and k head dimensions differ: " + Twine(q.getDimSize(3)) +
                 " vs " + Twine(k.getDimSize(3)));
-  if (causal && q.getDimSize(1) != k.getDimSize(1))
+  if (causal && !queryBlock && q.getDimSize(1) != k.getDimSize(1))
     return fail("causal attention needs equal query and key lengths, got " +
                 Twine(q.getDimSize(1)) + " and " + Twine(k.getDimSize(1)));
+  if (queryBlock && k.getDimSize(1) % q.getDimSize(1) != 0)
+    return fail("with query_block, the query length (" +
+                Twine(q.getDimSize(1)) + ") must divide the key length (" +
+                Twine(k.getDimSize(1)) + ")");
   return success();
 }
 
@@ -506,7 +518,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   auto q = tensorType(adaptor.getQuery()), k = tensorType(adaptor.getKey()),
        v = tensorType(adaptor.getValue());
   if (failed(verifyAttentionOperands(loc, "attention", q, k, v,
-                                     adaptor.getCausal())))
+                                     adaptor.getCausal(),
+                                     bool(adaptor.getQueryBlock()))))
     return failure();
   inferred.push_back(attentionResultType(q, v));
   return success();
@@ -528,6 +541,8 @@ static void addAttentionFactors(ShardingRule &rule, RankedTensorType q,
   //         'v' [B,Skv,Hkv,Dv], 'o' [B,S,(Hkv,G),Dv].
   int64_t groups = q.getDimSize(2) / k.getDimSize(2);
   auto dimOf = [](char shape, AttnDim f) -> int64_t {
+    if (shape == 'n') // the query_block scalar
+      return kNoDim;
     bool queryLike = shape == 'q' || shape == 'o';
     switch (f) {
     case B:
@@ -566,7 +581,7 @@ static void addAttentionFactors(ShardingRule &rule, RankedTensorType q,
     rule.addFactor(od, rd, size, kind);
   };
   add(B, q.getDimSize(0), true);
-  add(S, q.getDimSize(1), false);
+  add(S, q.getDimSize(1), true);
   add(Skv, k.getDimSize(1), false);
   add(Hkv, k.getDimSize(2), true);
   if (groups > 1)
@@ -577,8 +592,11 @@ static void addAttentionFactors(ShardingRule &rule, RankedTensorType q,
 
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule rule(*this);
+  SmallVector<char> operands = {'q', 'k', 'v'};
+  if (getQueryBlock())
+    operands.push_back('n');
   addAttentionFactors(rule, getQuery().getType(), getKey().getType(),
-                      getValue().getType(), {'q', 'k', 'v'}, {'o'});
+                      getValue().getType(), operands, {'o'});
   return rule;
 }
 
@@ -624,7 +642,8 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   auto q = tensorType(adaptor.getQuery()), k = tensorType(adaptor.getKey()),
        v = tensorType(adaptor.getValue());
   if (failed(verifyAttentionOperands(loc, "attention_grad", q, k, v,
-                                     adaptor.getCausal())))
+                                     adaptor.getCausal(),
+                                     bool(adaptor.getQueryBlock()))))
     return failure();
   RankedTensorType out = attentionResultType(q, v);
   if (adaptor.getGrad().getType() != out)
@@ -639,9 +658,11 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
 
 ShardingRule AttentionGradOp::getShardingRule() {
   ShardingRule rule(*this);
+  SmallVector<char> operands = {'q', 'k', 'v', 'o'};
+  if (getQueryBlock())
+    operands.push_back('n');
   addAttentionFactors(rule, getQuery().getType(), getKey().getType(),
-                      getValue().getType(), {'q', 'k', 'v', 'o'},
-                      {'q', 'k', 'v'});
+                      getValue().getType(), operands, {'q', 'k', 'v'});
   return rule;
 }
 

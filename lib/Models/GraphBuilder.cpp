@@ -161,11 +161,13 @@ Value GraphBuilder::embedding(Value table, Value ids) {
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, bool causal) {
-  return builder.create<AttentionOp>(loc, q, k, v, causal, FloatAttr());
+  return builder.create<AttentionOp>(loc, q, k, v, /*query_block=*/Value(),
+                                     causal, FloatAttr());
 }
 
 Value GraphBuilder::rotary(Value x, double theta) {
-  return builder.create<RotaryOp>(loc, x, llvm::APFloat(theta));
+  return builder.create<RotaryOp>(loc, x, /*block=*/Value(),
+                                  llvm::APFloat(theta));
 }
 
 Value GraphBuilder::crossEntropy(Value logits, Value labels) {

@@ -9,7 +9,7 @@ using namespace mlir;
 using namespace mlir::cleave;
 
 const char *const mlir::cleave::kPlanSyntax =
-    "dp=N, tp=N, sp, zero=K, pp=N, micro=N, "
+    "dp=N, tp=N, cp=N, sp, zero=K, pp=N, micro=N, "
     "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, "
     "recompute=none|selective|full";
 
@@ -69,6 +69,7 @@ static bool parseNamedPart(llvm::StringRef part,
   }
   int64_t *field = key == "dp"        ? &o.dp
                    : key == "tp"      ? &o.tp
+                   : key == "cp"      ? &o.cp
                    : key == "zero"    ? &o.zero
                    : key == "pp"      ? &o.pp
                    : key == "micro"   ? &o.micro
@@ -105,8 +106,8 @@ mlir::cleave::parsePlan(llvm::StringRef text, int world, llvm::StringRef what) {
   }
   if (o.virtualStages > 1 && o.schedule == "1f1b")
     o.schedule = "interleaved";
-  if (!dpGiven && world > 0 && o.tp > 0 && o.pp > 0 &&
-      world % (o.tp * o.pp) == 0)
-    o.dp = world / (o.tp * o.pp);
+  if (!dpGiven && world > 0 && o.tp > 0 && o.cp > 0 && o.pp > 0 &&
+      world % (o.tp * o.cp * o.pp) == 0)
+    o.dp = world / (o.tp * o.cp * o.pp);
   return plan;
 }

@@ -155,6 +155,18 @@ FactorAxes mlir::cleave::assignFactors(Operation *op, const ShardingRule &rule,
           otherAxes = assigned[it->second];
         }
       }
+      // A proposal whose minor axes another factor holds keeps its free
+      // major axes (a sequence split over [cp, tp] whose tp the heads hold
+      // keeps cp): the blocks of the major axes stay where they are.
+      if (other >= 0 && owner[f] < 0 && assigned[f].empty()) {
+        size_t free = 0;
+        while (free < p.axes.size() && !axisFactor.count(p.axes[free]))
+          ++free;
+        if (free > 0 && free < p.axes.size()) {
+          p.axes.resize(free);
+          other = -1;
+        }
+      }
       // One split refining the other (the optimizer state of ZeRO is split
       // further than its parameter) is compatible; the finer user
       // annotation wins.

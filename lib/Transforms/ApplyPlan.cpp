@@ -27,7 +27,8 @@ using namespace mlir::cleave;
 
 namespace {
 
-constexpr StringLiteral kDp = "dp", kTp = "tp", kPp = "pp", kMb = "mb";
+constexpr StringLiteral kDp = "dp", kCp = "cp", kTp = "tp", kPp = "pp",
+                        kMb = "mb";
 
 using DimAxes = SmallVector<SmallVector<StringRef>>;
 
@@ -41,9 +42,9 @@ DimAxes dimsOf(ShardingAttr s) {
 class PlanWriter {
 public:
   PlanWriter(ModuleOp module, const CleaveApplyPlanPassOptions &o)
-      : module(module), dp(o.dp), tp(o.tp), sp(o.sp), zero(o.zero), pp(o.pp),
-        micro(o.micro), schedule(o.schedule), virtualStages(o.virtualStages),
-        recompute(o.recompute) {}
+      : module(module), dp(o.dp), tp(o.tp), cp(o.cp), sp(o.sp), zero(o.zero),
+        pp(o.pp), micro(o.micro), schedule(o.schedule),
+        virtualStages(o.virtualStages), recompute(o.recompute) {}
   LogicalResult run();
 
 private:
@@ -95,7 +96,7 @@ private:
 
   ModuleOp module;
   MeshOp mesh;
-  int64_t dp, tp;
+  int64_t dp, tp, cp;
   bool sp;
   int64_t zero, pp, micro;
   std::string schedule;
@@ -123,6 +124,14 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
     }
     DimAxes dims(type.getRank());
     dims[0] = batchAxes();
+    if (cp > 1 && type.getRank() >= 2) {
+      if (type.getDimSize(1) % cp != 0)
+        return emitError(arg.getLoc())
+               << "context parallelism (cp=" << cp << ") needs the sequence "
+               << "(dimension 1) of input '" << name.getValue() << "' ("
+               << type.getDimSize(1) << ") to be divisible by " << cp;
+      dims[1].push_back(kCp);
+    }
     setArgSharding(f, arg.getArgNumber(), dims);
   }
   return success();
@@ -261,11 +270,14 @@ void PlanWriter::pinSequence(func::FuncOp f) {
   });
   for (Operation *op : targets) {
     auto type = cast<RankedTensorType>(op->getOperand(0).getType());
-    if (type.getRank() != 3 || type.getDimSize(1) % tp != 0)
+    if (type.getRank() != 3 || type.getDimSize(1) % (cp * tp) != 0)
       continue;
     DimAxes dims(3);
     if (type.getDimSize(0) % (dp * micro) == 0)
       dims[0] = batchAxes();
+    // The sequence is split over cp everywhere; sp splits each block again.
+    if (cp > 1)
+      dims[1].push_back(kCp);
     dims[1].push_back(kTp);
     OpBuilder b(op);
     op->setOperand(0, pin(b, op->getLoc(), op->getOperand(0), dims));
@@ -354,8 +366,8 @@ LogicalResult PlanWriter::validate() {
   if (!module.getOps<MeshOp>().empty())
     return module.emitError()
            << "cleave-apply-plan: the module already has a cleave.mesh";
-  if (dp < 1 || tp < 1 || pp < 1 || micro < 1 || zero < 0 || zero > 3)
-    return module.emitError() << "cleave-apply-plan: dp, tp, pp and micro "
+  if (dp < 1 || tp < 1 || cp < 1 || pp < 1 || micro < 1 || zero < 0 || zero > 3)
+    return module.emitError() << "cleave-apply-plan: dp, tp, cp, pp and micro "
                                  "must be >= 1 and zero in 0..3";
   if (sp && tp == 1)
     return module.emitError()
@@ -389,11 +401,13 @@ void PlanWriter::createMesh() {
   };
   if (microBatched())
     add(kPp, pp, LinkKind::InfiniBand);
-  if (dp > 1 || tp == 1)
+  if (dp > 1 || (tp == 1 && cp == 1))
     add(kDp, dp, LinkKind::InfiniBand);
   // Not devices: micro-batches, which cleave-pipeline runs one after another.
   if (microBatched())
     add(kMb, micro, LinkKind::Host);
+  if (cp > 1)
+    add(kCp, cp, LinkKind::InfiniBand);
   if (tp > 1)
     add(kTp, tp, LinkKind::NVLink);
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
@@ -436,7 +450,7 @@ LogicalResult PlanWriter::run() {
     if (f.isExternal())
       continue;
     loadArgAttrs(f);
-    if (!batchAxes().empty() && failed(splitInputs(f)))
+    if ((!batchAxes().empty() || cp > 1) && failed(splitInputs(f)))
       return failure();
     if (tp > 1 && failed(splitContractions(f)))
       return failure();
@@ -457,6 +471,7 @@ struct CleaveApplyPlanPass final
     CleaveApplyPlanPassOptions o;
     o.dp = dp;
     o.tp = tp;
+    o.cp = cp;
     o.sp = sp;
     o.zero = zero;
     o.pp = pp;

@@ -710,6 +710,40 @@ func.func @f(%q: tensor<2x8x4x16xf32>, %k: tensor<2x6x4x16xf32>) {
 
 // -----
 
+func.func @f(%q: tensor<2x3x4x16xf32>, %k: tensor<2x8x4x16xf32>, %b: tensor<i64>) {
+  // expected-error @below {{'cleave.attention' op with query_block, the query length (3) must divide the key length (8)}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.attention %q, %k, %k, %b {causal} : (tensor<2x3x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<i64>) -> tensor<2x3x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x4x16xf32>, %k: tensor<2x8x4x16xf32>, %b: tensor<i32>) {
+  // expected-error @below {{operand #3 must be 0D tensor of 64-bit signless integer values}}
+  %0 = cleave.attention %q, %k, %k, %b {causal} : (tensor<2x4x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<i32>) -> tensor<2x4x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x3x4x16xf32>, %k: tensor<2x8x4x16xf32>, %b: tensor<i64>) {
+  // expected-error @below {{'cleave.attention_grad' op with query_block, the query length (3) must divide the key length (8)}}
+  // expected-error @below {{failed to infer returned types}}
+  %0:3 = cleave.attention_grad %q, %k, %k, %q, %b {causal} : (tensor<2x3x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x3x4x16xf32>, tensor<i64>) -> (tensor<2x3x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x16xf32>, %b: tensor<2xi64>) {
+  // expected-error @below {{operand #1 must be 0D tensor of 64-bit signless integer values}}
+  %0 = cleave.rotary %x block %b : tensor<2xi64> : tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<2x8x4x16xf32>, %do: tensor<2x8x4x8xf32>) {
   // expected-error @below {{'cleave.attention_grad' op grad must have the forward result type [2, 8, 4, 16], got [2, 8, 4, 8]}}
   // expected-error @below {{failed to infer returned types}}

@@ -191,6 +191,19 @@ func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: ten
   return
 }
 
+// A device's block of a sequence split for context parallelism: the rotary
+// block and the query block of a causal attention.
+// CHECK-LABEL: func.func @attention_blocks
+func.func @attention_blocks(%q: tensor<2x4x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>, %b: tensor<i64>) {
+  // CHECK: cleave.rotary %{{.*}} block %{{.*}} : tensor<i64> {theta = 5.000000e+05 : f64} : tensor<2x4x4x16xf32>
+  %0 = cleave.rotary %q block %b : tensor<i64> {theta = 500000.0 : f64} : tensor<2x4x4x16xf32>
+  // CHECK: cleave.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal} : (tensor<2x4x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<i64>) -> tensor<2x4x4x16xf32>
+  %1 = cleave.attention %0, %k, %v, %b {causal} : (tensor<2x4x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<i64>) -> tensor<2x4x4x16xf32>
+  // CHECK: cleave.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal} : (tensor<2x4x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x4x16xf32>, tensor<i64>) -> (tensor<2x4x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+  %2:3 = cleave.attention_grad %0, %k, %v, %1, %b {causal} : (tensor<2x4x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x4x16xf32>, tensor<i64>) -> (tensor<2x4x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+  return
+}
+
 // CHECK-LABEL: func.func @optimizers
 func.func @optimizers(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %gb: tensor<4x4xbf16>,
                       %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {

@@ -11,4 +11,4 @@
 // GPT: cleave.attention %{{.*}} {causal}
 // GPT-COUNT-2: cleave.dropout
 
-// RULES: remark: sharding rule: ([i, j, l, m], [i, k, l, m], [i, k, l, n]) -> ([i, j, l, n]) {i=4, j=32, k=32, l=4, m=32, n=32} need-replication={j, k, m}
+// RULES: remark: sharding rule: ([i, j, l, m], [i, k, l, m], [i, k, l, n]) -> ([i, j, l, n]) {i=4, j=32, k=32, l=4, m=32, n=32} need-replication={k, m}

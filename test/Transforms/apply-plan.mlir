@@ -9,6 +9,10 @@
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 zero=3" | FileCheck %s --check-prefix=Z3
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 zero=3" --cleave-propagate-sharding --cleave-partition | FileCheck %s --check-prefix=Z3-PART
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 tp=2 zero=1" | FileCheck %s --check-prefix=TPZ1
+// RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 cp=2" | FileCheck %s --check-prefix=CP
+// RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="dp=2 cp=2" --cleave-propagate-sharding --cleave-partition | FileCheck %s --check-prefix=CP-PART
+// RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="cp=2 tp=2 sp=true" | FileCheck %s --check-prefix=CP-SP
+// RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="cp=2 tp=2 sp=true" --cleave-propagate-sharding --cleave-partition | FileCheck %s --check-prefix=CP-SP-PART
 
 // Named plans on the training step of a one-layer transformer-style block
 // (layer norm, MLP up and down, residual, dropout, output head,
@@ -55,6 +59,35 @@
 // TP-PART: cleave.all_reduce %{{.*}} on @mesh axes = [dp] : tensor<32x16xf32>
 // TP-PART: cleave.all_reduce %{{.*}} on @mesh axes = [dp] : tensor<16x32xf32>
 // TP-PART-NOT: cleave.reduce_scatter
+
+// Context parallelism: data inputs split their sequence (dimension 1) over
+// cp as well; the mesh orders dp before cp.
+// CP: cleave.mesh @mesh(dp = 2 : ib, cp = 2 : ib)
+// CP-LABEL: func.func @train_step
+// CP-SAME: {cleave.input = "x", cleave.sharding = #cleave.sharding<@mesh, [dp, cp, _]>}
+// CP-SAME: {cleave.input = "y", cleave.sharding = #cleave.sharding<@mesh, [dp, cp]>}
+// CP-NOT: cleave.sharding_constraint
+
+// Per device, every token-wise op runs on a 2 x 4 block; the norm's weight
+// gradients and the loss are summed over dp and cp.
+// CP-PART-LABEL: func.func @train_step
+// CP-PART-SAME: %{{[^:]+}}: tensor<2x4x16xf32> {cleave.input = "x", cleave.layout = #cleave.sharding<@mesh, [dp, cp, _]>}
+// CP-PART: cleave.layer_norm %{{.*}} -> tensor<2x4x16xf32>
+// CP-PART: cleave.matmul %{{.*}} {transpose_rhs} : (tensor<2x4x16xf32>, tensor<64x16xf32>) -> tensor<2x4x64xf32>
+// CP-PART: cleave.all_reduce %gamma_grad on @mesh axes = [dp, cp]
+// CP-PART: cleave.all_reduce %beta_grad on @mesh axes = [dp, cp]
+
+// With sp, the norms' sequence is split over tp inside each cp block.
+// CP-SP-LABEL: func.func @train_step
+// CP-SP: cleave.sharding_constraint %{{.*}} <@mesh, [_, (cp, tp), _]> : tensor<4x8x16xf32>
+// CP-SP-NEXT: cleave.layer_norm
+
+// Per device, the norm's output is gathered over tp only: the MLP runs on
+// the device's cp block of the sequence.
+// CP-SP-PART-LABEL: func.func @train_step
+// CP-SP-PART: %[[LN:.*]] = cleave.layer_norm %{{.*}} -> tensor<4x2x16xf32>
+// CP-SP-PART-NEXT: %[[G:.*]] = cleave.all_gather %[[LN]] on @mesh axes = [tp] dim = 1 : tensor<4x2x16xf32> -> tensor<4x4x16xf32>
+// CP-SP-PART-NEXT: cleave.matmul %[[G]], %{{.*}} {transpose_rhs} : (tensor<4x4x16xf32>, tensor<32x16xf32>) -> tensor<4x4x32xf32>
 
 // Sequence parallelism: the inputs of the layer norm and of the dropouts
 // are pinned to split the sequence over tp.

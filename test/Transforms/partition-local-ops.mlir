@@ -166,3 +166,71 @@ func.func @reduce_mean_split(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sha
   %m = cleave.reduce_mean %x dims = [0] : tensor<8x16xf32> -> tensor<16xf32>
   return %m : tensor<16xf32>
 }
+
+// -----
+
+// Context parallelism: a causal attention whose queries are split over cp
+// keeps its block of queries, all-gathers the keys and values over cp and
+// masks by global positions (its query block index); the rotary embedding
+// of a block rotates by global positions too.
+cleave.mesh @m(cp = 2 : ib)
+
+// CHECK-LABEL: func.func @attention_query_block
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<2x4x2x16xf32> {cleave.layout = #cleave.sharding<@m, [_, cp, _, _]>}
+// CHECK-SAME: %[[K:[^:]+]]: tensor<2x4x2x16xf32> {cleave.layout = #cleave.sharding<@m, [_, cp, _, _]>}
+// CHECK-SAME: %[[V:[^:]+]]: tensor<2x4x2x16xf32> {cleave.layout = #cleave.sharding<@m, [_, cp, _, _]>}
+// CHECK: %[[B0:.*]] = cleave.axis_index on @m axes = [cp] : tensor<i64>
+// CHECK: %[[RQ:.*]] = cleave.rotary %[[Q]] block %[[B0]] : tensor<i64> : tensor<2x4x2x16xf32>
+// CHECK: %[[B1:.*]] = cleave.axis_index on @m axes = [cp] : tensor<i64>
+// CHECK: %[[RK:.*]] = cleave.rotary %[[K]] block %[[B1]] : tensor<i64> : tensor<2x4x2x16xf32>
+// CHECK: %[[KF:.*]] = cleave.all_gather %[[RK]] on @m axes = [cp] dim = 1 : tensor<2x4x2x16xf32> -> tensor<2x8x2x16xf32>
+// CHECK: %[[VF:.*]] = cleave.all_gather %[[V]] on @m axes = [cp] dim = 1 : tensor<2x4x2x16xf32> -> tensor<2x8x2x16xf32>
+// CHECK: %[[B2:.*]] = cleave.axis_index on @m axes = [cp] : tensor<i64>
+// CHECK: cleave.attention %[[RQ]], %[[KF]], %[[VF]], %[[B2]] {causal} : (tensor<2x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<i64>) -> tensor<2x4x2x16xf32>
+func.func @attention_query_block(
+    %q: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+    %k: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+    %v: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>}) -> tensor<2x8x2x16xf32> {
+  %rq = cleave.rotary %q : tensor<2x8x2x16xf32>
+  %rk = cleave.rotary %k : tensor<2x8x2x16xf32>
+  %o = cleave.attention %rq, %rk, %v {causal} : (tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> tensor<2x8x2x16xf32>
+  return %o : tensor<2x8x2x16xf32>
+}
+
+// -----
+
+// Its gradient: dq stays a block of queries; dk and dv are each device's
+// partial sums over its queries, reduce-scattered into the sequence split.
+cleave.mesh @m(cp = 2 : ib)
+
+// CHECK-LABEL: func.func @attention_grad_query_block
+// CHECK: %[[B:.*]] = cleave.axis_index on @m axes = [cp] : tensor<i64>
+// CHECK: %{{.*}}, %[[DK:.*]], %[[DV:.*]] = cleave.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[B]] {causal} : (tensor<2x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x2x16xf32>, tensor<i64>) -> (tensor<2x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+// CHECK-DAG: cleave.reduce_scatter %[[DK]] on @m axes = [cp] dim = 1 : tensor<2x8x2x16xf32> -> tensor<2x4x2x16xf32>
+// CHECK-DAG: cleave.reduce_scatter %[[DV]] on @m axes = [cp] dim = 1 : tensor<2x8x2x16xf32> -> tensor<2x4x2x16xf32>
+func.func @attention_grad_query_block(
+    %q: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+    %k: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+    %v: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+    %do: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>})
+    -> (tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+        tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+        tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>}) {
+  %g:3 = cleave.attention_grad %q, %k, %v, %do {causal} : (tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> (tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+  return %g#0, %g#1, %g#2 : tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+}
+
+// -----
+
+// Non-causal attention does not depend on positions: the plain op.
+cleave.mesh @m(cp = 2 : ib)
+
+// CHECK-LABEL: func.func @attention_not_causal
+// CHECK-NOT: cleave.axis_index
+// CHECK: cleave.attention %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> tensor<2x4x2x16xf32>
+func.func @attention_not_causal(
+    %q: tensor<2x8x2x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, cp, _, _]>},
+    %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>) -> tensor<2x8x2x16xf32> {
+  %o = cleave.attention %q, %k, %v : (tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> tensor<2x8x2x16xf32>
+  return %o : tensor<2x8x2x16xf32>
+}

@@ -14,9 +14,9 @@ func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %q: tensor<2x8x4x1
   %3 = cleave.reshape %2 : tensor<2x4x2x4xf32> to tensor<8x8xf32>
   // CHECK: remark: sharding rule: ([i, j]) -> ([k, l]) {i=6, j=4, k=4, l=6} need-replication={i, j, k, l}
   %4 = cleave.reshape %a : tensor<6x4xf32> to tensor<4x6xf32>
-  // CHECK: remark: sharding rule: ([i, j, (l, m), n], [i, k, l, n], [i, k, l, o]) -> ([i, j, (l, m), o]) {i=2, j=8, k=8, l=2, m=2, n=16, o=16} need-replication={j, k, n}
+  // CHECK: remark: sharding rule: ([i, j, (l, m), n], [i, k, l, n], [i, k, l, o]) -> ([i, j, (l, m), o]) {i=2, j=8, k=8, l=2, m=2, n=16, o=16} need-replication={k, n}
   %5 = cleave.attention %q, %k, %k {causal} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) -> tensor<2x8x4x16xf32>
-  // CHECK: remark: sharding rule: ([i, j, (l, m), n], [i, k, l, n], [i, k, l, o], [i, j, (l, m), o]) -> ([i, j, (l, m), n], [i, k, l, n], [i, k, l, o]) {i=2, j=8, k=8, l=2, m=2, n=16, o=16} reduction={m, o} need-replication={j, k, n}
+  // CHECK: remark: sharding rule: ([i, j, (l, m), n], [i, k, l, n], [i, k, l, o], [i, j, (l, m), o]) -> ([i, j, (l, m), n], [i, k, l, n], [i, k, l, o]) {i=2, j=8, k=8, l=2, m=2, n=16, o=16} reduction={j, m, o} need-replication={k, n}
   %6:3 = cleave.attention_grad %q, %k, %k, %5 : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
   // CHECK: remark: sharding rule: ([i, j, k], [k], [i, j, k]) -> ([i, j, k], [k], [k]) {i=2, j=4, k=8} reduction={i, j} need-replication={k}
   %7:3 = cleave.layer_norm_grad %x, %g, %x : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)

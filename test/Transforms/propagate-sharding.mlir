@@ -313,3 +313,21 @@ func.func @refine_coarser_second(%s: tensor<16x16xf32> {cleave.sharding = #cleav
   %y = cleave.add %p, %s : tensor<16x16xf32>
   return %y : tensor<16x16xf32>
 }
+
+// -----
+
+// A proposal whose minor axes another factor already holds keeps its free
+// major axes: the rows arrive split over (cp, tp) (propagated, as after a
+// sequence-parallel norm) and meet a weight whose output features hold tp
+// (a user annotation, which proposes first), so the rows keep cp instead of
+// nothing and the product is split [cp] x [tp].
+cleave.mesh @m(cp = 2 : ib, tp = 2 : nvlink)
+
+// CHECK-LABEL: func.func @minor_axis_taken
+// CHECK: cleave.matmul {{.*}}cleave.shardings = [#cleave.sharding<@m, [_, cp, tp]>]
+func.func @minor_axis_taken(%x0: tensor<2x8x16xf32> {cleave.sharding = #cleave.sharding<@m, [_, (cp, tp), _]>},
+                            %w: tensor<32x16xf32> {cleave.sharding = #cleave.sharding<@m, [tp, _]>}) -> tensor<2x8x32xf32> {
+  %x = cleave.exp %x0 : tensor<2x8x16xf32>
+  %0 = cleave.matmul %x, %w {transpose_rhs} : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}

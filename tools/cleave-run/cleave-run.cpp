@@ -125,10 +125,11 @@ cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
                              "environment"));
 cl::opt<std::string> planSpec(
     "plan", cl::init(""), cl::cat(parallelCat),
-    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1 or "
+    cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1, dp=2,cp=2 (context "
+             "parallel: the sequence split) or "
              "pp=2,dp=2,schedule=1f1b,micro=4 (cleave-apply-plan; pipelines: "
              "pp, micro, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=V); "
-             "dp defaults to the ranks left over by tp and pp; or 'auto' "
+             "dp defaults to the ranks left over by tp, cp and pp; or 'auto' "
              "(optionally auto,tp=N,zero=K): the planner's choice for the "
              "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
              "without --plan, several ranks and no mesh in the program: "

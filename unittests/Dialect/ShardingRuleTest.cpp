@@ -147,11 +147,43 @@ TEST_F(ShardingRuleTest, GroupedQueryAttentionSplitsHeadsConsistently) {
   EXPECT_EQ(rule.getOperand(1)[2][0], qHeads[0]);
   EXPECT_EQ(rule.getFactorSize(qHeads[0]), 2);
   EXPECT_EQ(rule.getFactorSize(qHeads[1]), 4);
+  // Context parallelism: the query sequence may be split (each device keeps
+  // its queries), the key sequence may not (keys are gathered).
   EXPECT_EQ(rule.getFactorKind(rule.getOperand(0)[1][0]),
+            FactorKind::PassThrough);
+  EXPECT_EQ(rule.getFactorKind(rule.getOperand(1)[1][0]),
             FactorKind::NeedReplication);
   EXPECT_DOUBLE_EQ(cast<CostOpInterface>(op.getOperation()).getFlops(),
                    2.0 * 2 * 8 * 8 * 8 * (16 + 16));
   EXPECT_DOUBLE_EQ(op.getScaleOrDefault(), 0.25);
+}
+
+TEST_F(ShardingRuleTest, AttentionGradSumsKeyGradientsOverQueryBlocks) {
+  auto op = first<AttentionGradOp>(R"mlir(
+    func.func @f(%q: tensor<2x4x2x16xf32>, %k: tensor<2x8x2x16xf32>, %b: tensor<i64>) {
+      %0:3 = cleave.attention_grad %q, %k, %k, %q, %b {causal} : (tensor<2x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x2x16xf32>, tensor<i64>) -> (tensor<2x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
+      return
+    })mlir");
+  ASSERT_TRUE(op);
+  ShardingRule rule = op.getShardingRule();
+  EXPECT_TRUE(succeeded(rule.verify(op)));
+  // The query sequence j is absent from dk and dv: pending sums there.
+  EXPECT_EQ(rule.toString(),
+            "([i, j, l, m], [i, k, l, m], [i, k, l, n], [i, j, l, n], []) -> "
+            "([i, j, l, m], [i, k, l, m], [i, k, l, n]) {i=2, j=4, k=8, l=2, "
+            "m=16, n=16} reduction={j, n} need-replication={k, m}");
+}
+
+TEST_F(ShardingRuleTest, RotarySplitsTheSequence) {
+  auto op = first<RotaryOp>(R"mlir(
+    func.func @f(%x: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
+      %0 = cleave.rotary %x : tensor<2x8x4x16xf32>
+      return %0 : tensor<2x8x4x16xf32>
+    })mlir");
+  ASSERT_TRUE(op);
+  ShardingRule rule = op.getShardingRule();
+  EXPECT_EQ(rule.toString(), "([i, j, k, l]) -> ([i, j, k, l]) {i=2, j=8, "
+                             "k=4, l=16} need-replication={l}");
 }
 
 TEST_F(ShardingRuleTest, WeightGradientsOfNormsArePartialOverRows) {

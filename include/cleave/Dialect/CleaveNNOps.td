@@ -215,7 +215,8 @@ def Cleave_EmbeddingGradOp : Cleave_ModelOp<"embedding_grad",
 }
 
 def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
-    [Pure, SameOperandsAndResultType, Cleave_Differentiable], ["getWork"]> {
+    [Pure, AllTypesMatch<["input", "result"]>, Cleave_Differentiable],
+    ["getWork"], ["buildLocalOp"]> {
   let summary = "Rotary position embedding (RoPE).";
   let description = [{
     `x` is `[B, S, N, D]` (batch, sequence, heads, head dim; `D` even).
@@ -228,17 +229,31 @@ def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
     ```mlir
     %q2 = cleave.rotary %q {theta = 500000.0 : f64} : tensor<8x128x32x128xf32>
     ```
+
+    Sharding rule: batch and heads are pass-through, and so is the sequence:
+    a device holding rows `[b * S, (b + 1) * S)` of a split sequence (context
+    or sequence parallelism) rotates them by their global positions. The
+    partitioner writes that per-device op with the optional `block` operand
+    (an i64 scalar `b`): row `s` is then at position `b * S + s`.
+
+    ```mlir
+    %b = cleave.axis_index on @mesh axes = [cp] : tensor<i64>
+    %q2 = cleave.rotary %q block %b : tensor<i64> {theta = 500000.0 : f64} : tensor<8x64x32x128xf32>
+    ```
   }];
   let arguments = (ins Cleave_FloatTensor:$input,
+                       Optional<Cleave_I64Scalar>:$block,
                        DefaultValuedAttr<F64Attr, "10000.0">:$theta,
                        UnitAttr:$interleaved, UnitAttr:$inverse);
   let results = (outs Cleave_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$input (`block` $block^ `:` type($block))? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
 def Cleave_AttentionOp : Cleave_ModelOp<"attention",
-    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"]> {
+    [Pure, InferTypeOpAdaptor, Cleave_Differentiable], ["getWork"],
+    ["buildLocalOp"]> {
   let summary = "Scaled dot-product attention, optionally causal, with GQA.";
   let description = [{
     `q` is `[B, S, Hq, D]`, `k` is `[B, Skv, Hkv, D]`, `v` is
@@ -255,11 +270,26 @@ def Cleave_AttentionOp : Cleave_ModelOp<"attention",
 
     Sharding rule: batch and heads are pass-through (heads as two factors,
     key/value head and group, so GQA heads split consistently across q and
-    k/v); sequence and head dimensions need replication.
+    k/v), and so is the query sequence (context parallelism: each device
+    keeps its block of queries and attends to every key); the key/value
+    sequence and the head dimensions need replication, so a sequence split
+    over `cp` all-gathers K and V before the op.
+
+    With `causal`, a device's queries are masked by their global positions.
+    The partitioner writes that per-device op with the optional
+    `query_block` operand (an i64 scalar `b`): the `S` queries are rows
+    `[b * S, (b + 1) * S)` of the `Skv` keys (`S` divides `Skv`), and query
+    `i` sees keys `j <= b * S + i`.
+
+    ```mlir
+    %b = cleave.axis_index on @mesh axes = [cp] : tensor<i64>
+    %o = cleave.attention %q, %k, %v, %b {causal} : (tensor<8x64x32x128xf32>, tensor<8x128x8x128xf32>, tensor<8x128x8x128xf32>, tensor<i64>) -> tensor<8x64x32x128xf32>
+    ```
   }];
   let arguments = (ins Cleave_FloatTensor:$query, Cleave_FloatTensor:$key,
-                       Cleave_FloatTensor:$value, UnitAttr:$causal,
-                       OptionalAttr<F64Attr>:$scale);
+                       Cleave_FloatTensor:$value,
+                       Optional<Cleave_I64Scalar>:$query_block,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{
@@ -269,7 +299,7 @@ def Cleave_AttentionOp : Cleave_ModelOp<"attention",
 }
 
 def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
-    [Pure, InferTypeOpAdaptor], ["getWork"]> {
+    [Pure, InferTypeOpAdaptor], ["getWork"], ["buildLocalOp"]> {
   let summary = "Gradients of `cleave.attention`.";
   let description = [{
     From the forward operands and the result gradient `dout`, returns the
@@ -280,9 +310,16 @@ def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
     ```mlir
     %dq, %dk, %dv = cleave.attention_grad %q, %k, %v, %do {causal} : (tensor<8x128x32x128xf32>, tensor<8x128x8x128xf32>, tensor<8x128x8x128xf32>, tensor<8x128x32x128xf32>) -> (tensor<8x128x32x128xf32>, tensor<8x128x8x128xf32>, tensor<8x128x8x128xf32>)
     ```
+
+    Sharding rule: as `cleave.attention`'s; the query sequence is a
+    reduction factor of `dk` and `dv` (each device's queries contribute
+    partial key/value gradients), so under context parallelism they are
+    reduce-scattered into the sequence split. `query_block` is the forward
+    op's.
   }];
   let arguments = (ins Cleave_FloatTensor:$query, Cleave_FloatTensor:$key,
                        Cleave_FloatTensor:$value, Cleave_FloatTensor:$grad,
+                       Optional<Cleave_I64Scalar>:$query_block,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
   let results = (outs Cleave_FloatTensor:$query_grad,
                       Cleave_FloatTensor:$key_grad,

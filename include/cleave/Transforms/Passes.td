@@ -222,7 +222,8 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     The manual plans of Megatron-LM and ZeRO, as annotations in the form of
     docs/plans.md on a training step (`cleave-autodiff`'s output), for
     `cleave-propagate-sharding` and `cleave-partition` to carry out. Adds the
-    mesh `@mesh(dp = D : ib, tp = T : nvlink)` (axes of size 1 left out) and:
+    mesh `@mesh(dp = D : ib, cp = C : ib, tp = T : nvlink)` (axes of size 1
+    left out) and:
 
     * `dp > 1` (data parallel): every data input splits its first (batch)
       dimension over `dp`.
@@ -248,6 +249,16 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       residual stream between tensor-parallel regions is split by sequence
       and the all-reduces become a reduce-scatter before and an all-gather
       after each norm.
+    * `cp > 1` (context parallel): every data input of rank 2 or more also
+      splits its second (sequence) dimension over `cp`, so every token-wise
+      op runs on a block of the sequence. Attention keeps its block of
+      queries and all-gathers the keys and values over `cp` (its sharding
+      rule: the key sequence needs replication), and its gradient
+      reduce-scatters `dk` and `dv` back; causal masks and rotary
+      embeddings of a block use its global positions (the ops'
+      `query_block` and `block` operands, written by the partitioner).
+      With `sp`, the norms' sequence is split over `[cp, tp]`. A sequence
+      that `cp` does not divide is an error naming `cp` and the input.
     * `zero = 1, 2, 3` (with `dp`): optimizer state (1), also gradients (2,
       a reduce-scatter instead of an all-reduce), also parameters (3, an
       all-gather before every use, FSDP) are split over `dp` on their first
@@ -277,6 +288,8 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel degree">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel degree">,
+    Option<"cp", "cp", "int64_t", /*default=*/"1",
+           "Context-parallel degree (splits the sequence)">,
     Option<"sp", "sp", "bool", /*default=*/"false",
            "Megatron sequence parallelism (needs tp > 1)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
