@@ -225,9 +225,19 @@ void bucketBlock(Block &block, int64_t capBytes) {
     for (auto &bucket : buckets) {
       if (bucket.size() < 2)
         continue;
-      int64_t at = -1;
-      for (const Candidate &c : bucket)
+      int64_t at = -1, firstUse = std::numeric_limits<int64_t>::max();
+      for (const Candidate &c : bucket) {
         at = std::max(at, c.ready);
+        firstUse = std::min(firstUse, c.deadline);
+      }
+      // Gradients are reduced as soon as the bucket is complete; gathers
+      // (ZeRO-3's parameters, ready at the start of the step) run just
+      // before their first use, so that at most one bucket of gathered
+      // parameters is alive ahead of time, as FSDP prefetches, rather than
+      // every parameter from the start of the step.
+      if (bucket.front().kind == Kind::AllGather &&
+          firstUse != std::numeric_limits<int64_t>::max())
+        at = firstUse - 1;
       LLVM_DEBUG(llvm::dbgs()
                  << "bucket of " << bucket.size() << " "
                  << bucket.front().op->getName() << " after #" << at << "\n");

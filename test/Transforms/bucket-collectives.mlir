@@ -75,6 +75,9 @@ cleave.mesh @m(dp = 2 : ib)
 
 // CHECK-LABEL: func.func @zero
 // CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[V:.*]]: tensor<2xf32>, %[[U:.*]]: tensor<4x2xf32>)
+// The bucket of gathers runs just before its first use (%g1), after the
+// gather along dimension 1.
+// CHECK: cleave.all_gather %[[U]] on @m axes = [dp] dim = 1
 // CHECK: %[[PW:.*]] = cleave.reshape %[[W]] : tensor<4x3xf32> to tensor<12xf32>
 // CHECK: %[[CAT:.*]] = cleave.concat %[[PW]], %[[V]] dim = 0 : (tensor<12xf32>, tensor<2xf32>) -> tensor<14xf32>
 // CHECK: %[[ALL:.*]] = cleave.all_gather %[[CAT]] on @m axes = [dp] dim = 0 : tensor<14xf32> -> tensor<28xf32>
@@ -83,7 +86,6 @@ cleave.mesh @m(dp = 2 : ib)
 // CHECK: %[[SV:.*]] = cleave.slice %[[ROWS]] offsets = [0, 12] sizes = [2, 2] strides = [1, 1] : tensor<2x14xf32> -> tensor<2x2xf32>
 // CHECK: %[[FW:.*]] = cleave.reshape %[[SW]] : tensor<2x12xf32> to tensor<8x3xf32>
 // CHECK: %[[FV:.*]] = cleave.reshape %[[SV]] : tensor<2x2xf32> to tensor<4xf32>
-// CHECK: cleave.all_gather %[[U]] on @m axes = [dp] dim = 1
 // CHECK: %[[G1:.*]] = cleave.mul %[[FW]], %[[FW]] : tensor<8x3xf32>
 // CHECK: %[[G2:.*]] = cleave.mul %[[FV]], %[[FV]] : tensor<4xf32>
 // CHECK: %[[R1:.*]] = cleave.reshape %[[G1]] : tensor<8x3xf32> to tensor<2x12xf32>
@@ -106,4 +108,24 @@ func.func @zero(%w: tensor<4x3xf32>, %v: tensor<2xf32>, %u: tensor<4x2xf32>) -> 
   %s1 = cleave.reduce_scatter %g1 on @m axes = [dp] dim = 0 : tensor<8x3xf32> -> tensor<4x3xf32>
   %s2 = cleave.reduce_scatter %g2 on @m axes = [dp] dim = 0 : tensor<4xf32> -> tensor<2xf32>
   return %s1, %s2, %again, %fu : tensor<4x3xf32>, tensor<2xf32>, tensor<8x3xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// ZeRO-3's parameter gathers (ready at the start of the step) run as one
+// bucket just before the first use of any member, not at the start of the
+// step: only one bucket of gathered parameters is alive ahead of time.
+cleave.mesh @m(dp = 2 : ib)
+// CHECK-LABEL: func.func @gather_just_in_time
+// CHECK: %[[A:.*]] = cleave.add %{{.*}}, %{{.*}} : tensor<4xf32>
+// CHECK: %[[B:.*]] = cleave.add %[[A]], %[[A]] : tensor<4xf32>
+// CHECK: cleave.all_gather %{{.*}} on @m axes = [dp] dim = 0 : tensor<14xf32> -> tensor<28xf32>
+// CHECK: cleave.add %{{.*}}, %[[B]] : tensor<4xf32>
+func.func @gather_just_in_time(%x: tensor<4xf32>, %w: tensor<4x3xf32>, %v: tensor<2xf32>) -> (tensor<4xf32>, tensor<8x3xf32>, tensor<4xf32>) {
+  %a = cleave.add %x, %x : tensor<4xf32>
+  %b = cleave.add %a, %a : tensor<4xf32>
+  %fw = cleave.all_gather %w on @m axes = [dp] dim = 0 : tensor<4x3xf32> -> tensor<8x3xf32>
+  %fv = cleave.all_gather %v on @m axes = [dp] dim = 0 : tensor<2xf32> -> tensor<4xf32>
+  %c = cleave.add %fv, %b : tensor<4xf32>
+  return %b, %fw, %c : tensor<4xf32>, tensor<8x3xf32>, tensor<4xf32>
 }
