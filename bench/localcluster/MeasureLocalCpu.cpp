@@ -294,6 +294,11 @@ cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
   g.smCount = 1;
   g.gemmEfficiency = 1.0;
   g.memoryEfficiency = 1.0;
+  // The program's buffers are what cleave-run counts (the runtime's
+  // allocator): a CPU rank has no CUDA context and no NCCL buffers, and
+  // Gloo's buffers are outside the count.
+  g.runtimeReservedBytes = 0;
+  g.communicatorBufferBytes = 0;
   c.intra.kind = cleave::cost::IntraNodeKind::PCIe;
   if (n > 1) {
     const json &ar = m["collectives"]["all_reduce"];

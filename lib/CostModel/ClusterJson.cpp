@@ -147,7 +147,8 @@ private:
 void readGpu(const json &j, GpuSpec &gpu, bool required, std::string &err) {
   ObjectReader r(j, "cluster.gpu", required, err);
   r.onlyKeys({"name", "peak_tflops", "hbm_gb", "hbm_tb_per_s", "sm_count",
-              "gemm_efficiency", "gemm_efficiency_fp8", "memory_efficiency"});
+              "gemm_efficiency", "gemm_efficiency_fp8", "memory_efficiency",
+              "runtime_reserved_gb", "communicator_buffer_mb"});
   r.string("name", gpu.name);
   if (const json *peaks = r.child("peak_tflops")) {
     // Individual dtypes are optional (0 = unsupported); bf16 is checked by
@@ -167,6 +168,16 @@ void readGpu(const json &j, GpuSpec &gpu, bool required, std::string &err) {
   if (j.is_object() && j.contains("gemm_efficiency_fp8"))
     r.number("gemm_efficiency_fp8", gpu.gemmEfficiencyF8, 1, Check::Fraction);
   r.number("memory_efficiency", gpu.memoryEfficiency, 1, Check::Fraction);
+  auto optional = [&](const char *key, std::optional<double> &out,
+                      double scale) {
+    if (!j.is_object() || !j.contains(key))
+      return;
+    double value = 0;
+    r.number(key, value, scale, Check::NonNegative);
+    out = value;
+  };
+  optional("runtime_reserved_gb", gpu.runtimeReservedBytes, 1e9);
+  optional("communicator_buffer_mb", gpu.communicatorBufferBytes, 1e6);
 }
 
 void readIntra(const json &j, IntraNodeLink &link, bool required,
@@ -283,6 +294,10 @@ std::string clusterToJson(const ClusterSpec &c) {
               {"memory_efficiency", g.memoryEfficiency}};
   if (g.gemmEfficiencyF8 > 0)
     j["gpu"]["gemm_efficiency_fp8"] = g.gemmEfficiencyF8;
+  if (g.runtimeReservedBytes)
+    j["gpu"]["runtime_reserved_gb"] = *g.runtimeReservedBytes / 1e9;
+  if (g.communicatorBufferBytes)
+    j["gpu"]["communicator_buffer_mb"] = *g.communicatorBufferBytes / 1e6;
   j["intra_node"] = {{"kind", toString(c.intra.kind)},
                      {"gb_per_s", c.intra.bandwidth / 1e9},
                      {"latency_us", c.intra.latency * 1e6},

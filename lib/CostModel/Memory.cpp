@@ -171,7 +171,8 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
 
   int communicators =
       (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.pp > 1 ? 2 : 0);
-  mem.communication = communicators * c.ncclBufferBytesPerCommunicator;
+  mem.communication = communicators * cl.gpu.communicatorBufferBytes.value_or(
+                                          c.ncclBufferBytesPerCommunicator);
   if (p.zeroStage >= 3) {
     // ZeRO-3 gathers module by module: the weight in use and the prefetched
     // next one (DeepSpeed's live-parameter limit), never more than what
@@ -188,7 +189,7 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
     mem.communication +=
         std::min(c.dpBucketParams, params * (1 - 1 / shard)) * gradBytes;
   }
-  mem.reserved = c.runtimeReservedBytes;
+  mem.reserved = cl.gpu.runtimeReservedBytes.value_or(c.runtimeReservedBytes);
   return mem;
 }
 

@@ -6,7 +6,6 @@
 #include "llvm/Support/Process.h"
 #include <algorithm>
 #include <dlfcn.h>
-#include <fstream>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -253,34 +252,6 @@ static void logStep(int64_t s, double loss, const StepTimes &times,
   llvm::outs().flush();
 }
 
-/// This process's resident memory in bytes from /proc/self/status: `key` is
-/// "VmRSS" (now) or "VmHWM" (peak); -1 where /proc cannot tell.
-static double residentBytes(llvm::StringRef key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    llvm::StringRef l(line);
-    if (!l.consume_front(key) || !l.consume_front(":"))
-      continue;
-    long long kb = 0;
-    if (l.trim().split(' ').first.getAsInteger(10, kb))
-      return -1;
-    return double(kb) * 1024;
-  }
-  return -1;
-}
-
-/// Starts counting this rank's peak memory from now: resets the kernel's
-/// peak-RSS mark (clear_refs 5) and returns the resident bytes, or -1.
-static double startPeakMemory() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  if (!clear)
-    return -1;
-  return residentBytes("VmRSS");
-}
-
 /// One rank: connect, set up the trainer, train, save. Errors are printed
 /// here (forked ranks have no one else to tell).
 static int runRank(TrainJob &job, const RunOptions &options) {
@@ -295,11 +266,10 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   if (cleave_rt_init(&rtOptions) != 0)
     return fail(cleave_rt_error_message());
   int rank = cleave_rt_rank(), world = cleave_rt_world_size();
-  // Memory that training adds to the process (parameters, gradients,
-  // optimizer state, activations, communication buffers): the peak above
-  // what the process held before setting up the trainer, which for a forked
-  // rank includes the compiler's pages shared with the parent.
-  double baseBytes = startPeakMemory();
+  // The training program's memory (parameters, gradients, optimizer state,
+  // activations, temporaries) is counted by the runtime's allocator, from a
+  // peak reset here.
+  cleave_rt_reset_peak_memory();
   auto trainer = setUpTrainer(job, options, rank);
   if (!trainer)
     return fail(toString(trainer.takeError()));
@@ -323,19 +293,19 @@ static int runRank(TrainJob &job, const RunOptions &options) {
                  << " ms (warm-up), then median "
                  << llvm::format("%.1f", 1000.0 * times.steadyMedian())
                  << " ms/step over " << options.steps - 1 << " steps\n";
-  if (baseBytes >= 0 && options.steps > 0) {
-    double grown[2] = {residentBytes("VmHWM") - baseBytes, baseBytes};
-    double worst[2] = {grown[0], grown[1]};
+  if (options.steps > 0) {
+    int64_t peak = 0;
+    cleave_rt_memory_stats(nullptr, &peak);
+    double mine[1] = {double(peak)}, worst[1] = {double(peak)};
     if (world > 1)
-      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, grown,
-                           worst, 2);
+      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, mine,
+                           worst, 1);
     if (rank == 0 && !cleave_rt_failed())
       llvm::outs() << "peak memory: "
                    << llvm::format("%.1f", worst[0] / (1 << 20))
-                   << " MiB per rank for training (largest over ranks; peak "
-                      "RSS above the "
-                   << llvm::format("%.1f", worst[1] / (1 << 20))
-                   << " MiB resident before the trainer was set up)\n";
+                   << " MiB per rank for training (largest over ranks; the "
+                      "most bytes of parameters, gradients, optimizer state, "
+                      "activations and temporaries live at once)\n";
   }
   if (!options.savePath.empty()) {
     if (Error err =

@@ -133,7 +133,12 @@ static void addHostLowering(OpPassManager &pm, Target target) {
   }
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // CPU buffers come from the runtime's allocator, which counts them
+  // (cleave_rt_memory_stats); CUDA host code's malloc/free become device
+  // allocations in cleave-cuda-lower-launches.
+  FinalizeMemRefToLLVMConversionPassOptions memrefOptions;
+  memrefOptions.useGenericFunctions = target == Target::CPU;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOptions));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   ConvertFuncToLLVMPassOptions funcOptions;

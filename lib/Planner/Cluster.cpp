@@ -26,6 +26,10 @@ cost::ClusterSpec localCpu(int ranks) {
   g.smCount = 1;
   g.gemmEfficiency = 0.7;
   g.memoryEfficiency = 0.5;
+  // cleave-run's memory is the program's buffers, as the runtime's
+  // allocator counts them: no CUDA context, no NCCL buffers.
+  g.runtimeReservedBytes = 0;
+  g.communicatorBufferBytes = 0;
   c.intra.kind = cost::IntraNodeKind::PCIe;
   c.intra.bandwidth = 1e9;
   c.intra.latency = 50e-6;

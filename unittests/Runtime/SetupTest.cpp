@@ -260,3 +260,31 @@ TEST(SingleRankTest, CollectivesAreCopiesAndErrorsAreSticky) {
 }
 
 } // namespace
+
+// The runtime counts the bytes its allocator hands out: live blocks and the
+// peak since the last reset, which is what cleave-run reports per rank.
+TEST(MemoryTest, AllocatorCountsLiveAndPeakBytes) {
+  int64_t live0 = -1, peak0 = -1;
+  cleave_rt_memory_stats(&live0, &peak0);
+  ASSERT_GE(live0, 0);
+  cleave_rt_reset_peak_memory();
+  void *a = cleave_rt_alloc(1000);
+  void *b = cleave_rt_alloc(3000);
+  int64_t live = 0, peak = 0;
+  cleave_rt_memory_stats(&live, &peak);
+  EXPECT_EQ(live, live0 + 4000);
+  EXPECT_EQ(peak, live0 + 4000);
+  cleave_rt_free(b);
+  void *c = cleave_rt_alloc(500);
+  cleave_rt_memory_stats(&live, &peak);
+  EXPECT_EQ(live, live0 + 1500);
+  EXPECT_EQ(peak, live0 + 4000) << "the peak outlives the free";
+  cleave_rt_reset_peak_memory();
+  cleave_rt_memory_stats(nullptr, &peak);
+  EXPECT_EQ(peak, live0 + 1500);
+  cleave_rt_free(a);
+  cleave_rt_free(c);
+  cleave_rt_free(nullptr);
+  cleave_rt_memory_stats(&live, nullptr);
+  EXPECT_EQ(live, live0);
+}

@@ -17,6 +17,7 @@
 #include "cleave/CostModel/Result.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ struct GpuSpec {
   double gemmEfficiencyF8 = 0;
   /// Fraction of `hbmBandwidth` a streaming kernel reaches.
   double memoryEfficiency = 0;
+  /// Memory the device's runtime holds outside the program's buffers (a
+  /// CUDA context, cuBLAS workspaces), and the buffers of each
+  /// communicator. Unset: CostConstants' values for a CUDA GPU with NCCL.
+  /// A local CPU rank has neither: its runtime counts only the program's
+  /// buffers, which is what cleave-run reports.
+  std::optional<double> runtimeReservedBytes;
+  std::optional<double> communicatorBufferBytes;
 
   /// Dense peak for `dtype`; 0 if unsupported.
   double peakFlops(DType dtype) const;

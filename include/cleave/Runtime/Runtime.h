@@ -197,6 +197,16 @@ int cleave_rt_fill(int32_t dtype, void *out, int64_t count, int32_t kind,
 /** 64-byte aligned host memory (device memory on the cuda backend). */
 void *cleave_rt_alloc(int64_t bytes);
 void cleave_rt_free(void *ptr);
+/** Bytes requested through cleave_rt_alloc and not yet freed (`live`), and
+ *  the most live at once since the process started or since the last
+ *  cleave_rt_reset_peak_memory (`peak`). Compiled CPU programs allocate their
+ *  buffers here too, so this is the program's own memory: parameters,
+ *  gradients, optimizer state, activations and temporaries, without the
+ *  allocator's slack or the runtime's communication buffers. Either pointer
+ *  may be null. */
+void cleave_rt_memory_stats(int64_t *live, int64_t *peak);
+/** Starts a new peak at the bytes live now. */
+void cleave_rt_reset_peak_memory(void);
 /** Seconds on a monotonic clock. */
 double cleave_rt_now(void);
 
