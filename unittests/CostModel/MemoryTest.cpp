@@ -83,6 +83,29 @@ TEST(MemoryTest, Zero3ModelStatePerGpu) {
               1e-6 * params);
 }
 
+/// A device without a CUDA context or NCCL (a local CPU rank) reserves
+/// nothing and has no communicator buffers; a GPU uses the constants.
+TEST(MemoryTest, DeviceRuntimeMemoryComesFromTheDevice) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  ParallelPlan p = test::plan(2, 1, 32);
+  CostConstants k;
+  Workload w = buildWorkload(m, c, p, k);
+  MemoryBreakdown gpu = stageMemory(m, c, p, w, 0, k);
+  EXPECT_DOUBLE_EQ(gpu.reserved, k.runtimeReservedBytes);
+  EXPECT_DOUBLE_EQ(gpu.communication, 2 * k.ncclBufferBytesPerCommunicator);
+  c.gpu.runtimeReservedBytes = 0;
+  c.gpu.communicatorBufferBytes = 0;
+  MemoryBreakdown cpu = stageMemory(m, c, p, w, 0, k);
+  EXPECT_EQ(cpu.reserved, 0);
+  EXPECT_EQ(cpu.communication, 0);
+  EXPECT_DOUBLE_EQ(cpu.activations, gpu.activations);
+  Result<ClusterSpec> back = clusterFromJson(clusterToJson(c));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->gpu.runtimeReservedBytes, 0.0);
+  EXPECT_EQ(back->gpu.communicatorBufferBytes, 0.0);
+}
+
 /// fp8 (Transformer Engine) keeps every layer weight's fp8 casts for the
 /// step, row- and column-major: 2 more bytes per layer parameter.
 TEST(MemoryTest, Fp8KeepsTheWeightCasts) {
