@@ -86,25 +86,83 @@ static llvm::Error buildTrainStep(ModuleOp module,
   return llvm::Error::success();
 }
 
+/// The named plan that runs `p` (a plan of the planner).
+static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
+  PlanSpec spec;
+  CleaveApplyPlanPassOptions &o = spec.named;
+  o.dp = p.dp;
+  o.tp = p.tp;
+  o.cp = p.cp;
+  o.sp = p.sequenceParallel;
+  o.zero = p.zeroStage;
+  o.pp = p.pp;
+  o.micro = p.numMicroBatches;
+  o.schedule = ::cleave::cost::toString(p.schedule);
+  o.virtualStages = p.chunks();
+  o.recompute = ::cleave::cost::toString(p.recompute);
+  return spec;
+}
+
+/// cleave-apply-plan's spelling of `o`, for the log.
+static std::string describeNamed(const CleaveApplyPlanPassOptions &o) {
+  std::string s = "dp=" + std::to_string(o.dp) + ",tp=" + std::to_string(o.tp);
+  if (o.cp > 1)
+    s += ",cp=" + std::to_string(o.cp);
+  if (o.sp)
+    s += ",sp";
+  if (o.zero)
+    s += ",zero=" + std::to_string(o.zero);
+  s += ",pp=" + std::to_string(o.pp) + ",micro=" + std::to_string(o.micro) +
+       ",schedule=" + o.schedule;
+  if (o.virtualStages > 1)
+    s += ",virtual=" + std::to_string(o.virtualStages);
+  if (o.recompute != "none")
+    s += ",recompute=" + o.recompute;
+  return s;
+}
+
 llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                           const RankCompileOptions &options) {
-  if (llvm::Error err = buildTrainStep(module, options))
+  std::optional<PlanSpec> plan = options.plan;
+  if (plan && plan->automatic && module.getOps<MeshOp>().empty()) {
+    // The planner plans the training step. A plan without pipeline is
+    // written into it as shardings; a pipelined one runs as its named plan,
+    // whose stages are cut from the forward function before differentiation
+    // (as for --plan pp=...), so the step is built again.
+    OwningOpRef<ModuleOp> planned = module.clone();
+    RankCompileOptions stepOnly = options;
+    stepOnly.plan.reset();
+    if (llvm::Error err = buildTrainStep(*planned, stepOnly))
+      return err;
+    llvm::Expected<::cleave::cost::ParallelPlan> best =
+        choosePlan(*planned, *plan, options);
+    if (!best)
+      return best.takeError();
+    if (best->pp > 1) {
+      plan = namedPlanOf(*best);
+      if (options.log)
+        *options.log << "pipelined: compiled as --plan "
+                     << describeNamed(plan->named) << "\n";
+    } else {
+      module.getBodyRegion().takeBody(planned->getBodyRegion());
+    }
+  }
+  RankCompileOptions built = options;
+  built.plan = plan;
+  if (llvm::Error err = buildTrainStep(module, built))
     return err;
   bool hasMesh = !module.getOps<MeshOp>().empty();
-  std::optional<PlanSpec> plan = options.plan;
+  bool plannerAnnotated = plan && plan->automatic;
   if (!plan && !hasMesh && options.world > 1) {
     plan.emplace();
     plan->named.dp = options.world;
   }
-  if (plan && hasMesh)
+  if (plan && hasMesh && !plannerAnnotated)
     return compileError(options.planName +
                         ": the program already has a mesh and sharding "
                         "annotations");
   if (!plan && !hasMesh)
     return llvm::Error::success();
-  if (plan && plan->automatic)
-    if (llvm::Error err = planAutomatically(module, *plan, options))
-      return err;
 
   FrontHalfOptions partition;
   partition.trainStep = false;
@@ -132,14 +190,15 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                      : "verifying the collectives");
 }
 
-llvm::Error mlir::cleave::planAutomatically(ModuleOp module,
-                                            const PlanSpec &plan,
-                                            const RankCompileOptions &options) {
+llvm::Expected<::cleave::cost::ParallelPlan>
+mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
+                         const RankCompileOptions &options) {
   std::string what = options.planName + " auto: ";
   ::cleave::planner::AutoShardOptions o;
   o.cluster = "local-cpu";
   o.gpus = options.world;
   o.fixedTp = plan.fixedTp;
+  o.fixedPp = plan.fixedPp;
   o.fixedZero = plan.fixedZero;
   // The program runs with these buckets (0: one collective per tensor,
   // priced as buckets of one parameter).
@@ -165,5 +224,5 @@ llvm::Error mlir::cleave::planAutomatically(ModuleOp module,
                  << llvm::format("%.2f", best.stepTime * 1e3) << " ms, "
                  << llvm::format("%.2f", best.peakMemory / 1e9)
                  << " GB per rank\n";
-  return llvm::Error::success();
+  return best.plan;
 }

@@ -35,18 +35,19 @@ splitPlan(llvm::StringRef text, llvm::StringRef what) {
   return parts;
 }
 
-/// "auto[,tp=N][,zero=K]".
+/// "auto[,tp=N][,pp=P][,zero=K]".
 static llvm::Error parseAuto(llvm::ArrayRef<llvm::StringRef> constraints,
                              PlanSpec &plan, llvm::StringRef what) {
   plan.automatic = true;
   for (llvm::StringRef part : constraints) {
     auto [key, value] = part.split('=');
     int *field = key == "tp"     ? &plan.fixedTp
+                 : key == "pp"   ? &plan.fixedPp
                  : key == "zero" ? &plan.fixedZero
                                  : nullptr;
     if (!field || value.getAsInteger(10, *field) || *field < 0)
       return planError(what + " auto: cannot read '" + part +
-                       "' (expected tp=N or zero=K)");
+                       "' (expected tp=N, pp=P or zero=K)");
   }
   return llvm::Error::success();
 }
@@ -98,7 +99,7 @@ mlir::cleave::parsePlan(llvm::StringRef text, int world, llvm::StringRef what) {
   for (llvm::StringRef part : *parts) {
     if (part == "auto")
       return planError(what + ": 'auto' comes first and alone, with at most "
-                              "tp=N and zero=K after it");
+                              "tp=N, pp=P and zero=K after it");
     if (!parseNamedPart(part, o))
       return planError(what + ": cannot read '" + part + "' (expected " +
                        kPlanSyntax + ")");

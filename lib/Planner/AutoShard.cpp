@@ -160,7 +160,8 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   so.fixedTp = o.fixedTp;
   if (o.fixedZero >= 0)
     so.space.zeroStages = {o.fixedZero};
-  so.maxPp = o.maxPp >= 0 ? o.maxPp : (pc.host ? 1 : 0);
+  so.maxPp = std::max(0, o.maxPp);
+  so.fixedPp = o.fixedPp;
   so.memoryHeadroom = o.memoryHeadroom;
   so.topK = o.topK;
   so.progress = o.progress;

@@ -126,7 +126,9 @@ std::vector<std::string> explainInfeasible(const ModelConfig &model,
   if (options.space.zeroStages.size() == 1)
     limits.push_back("ZeRO stage fixed at " +
                      std::to_string(options.space.zeroStages[0]));
-  if (options.maxPp)
+  if (options.fixedPp)
+    limits.push_back("pp fixed at " + std::to_string(options.fixedPp));
+  else if (options.maxPp)
     limits.push_back("pp at most " + std::to_string(options.maxPp));
   if (options.gpus)
     limits.push_back(std::to_string(options.gpus) + " GPUs");

@@ -109,7 +109,12 @@ void Space::enumerate() {
         continue;
       for (int64_t pp : divisors(gpus / (tp * cp))) {
         Mesh m{int(tp), int(cp), int(gpus / (tp * cp * pp)), int(pp)};
-        if (pp > maxPp) {
+        if (options.fixedPp && pp != options.fixedPp) {
+          reject("pp=" + str(pp) + " is not the fixed pipeline size " +
+                 str(options.fixedPp));
+          continue;
+        }
+        if (!options.fixedPp && pp > maxPp) {
           reject("pp=" + str(pp) + " is above the largest pipeline size " +
                  str(maxPp));
           continue;

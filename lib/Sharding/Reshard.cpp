@@ -240,6 +240,12 @@ Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
   StringRef meshName = mesh.getSymName();
   for (const ReshardStep &step : steps) {
     ArrayAttr axes = b.getStrArrayAttr(step.axes);
+    // Moving data over axes of size 1 moves nothing: the layout changes,
+    // the local value does not. (Sums over them stay: a pipeline finds its
+    // micro-batch boundary at the sum over 'mb', even of one micro-batch.)
+    bool noData = mesh.getGroupSize(step.axes) == 1 &&
+                  step.kind != ReshardStep::Kind::AllReduce &&
+                  step.kind != ReshardStep::Kind::ReduceScatter;
     switch (step.kind) {
     case ReshardStep::Kind::AllReduce:
       local = b.create<AllReduceOp>(loc, local, meshName, axes);
@@ -252,19 +258,22 @@ Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
       continue;
     case ReshardStep::Kind::Shard:
       llvm::append_range(dims[step.dim], step.axes);
-      local = b.create<ShardOp>(loc, localType(global, dims, mesh), local,
-                                meshName, axes, step.dim);
+      if (!noData)
+        local = b.create<ShardOp>(loc, localType(global, dims, mesh), local,
+                                  meshName, axes, step.dim);
       continue;
     case ReshardStep::Kind::AllGather:
       dims[step.dim].resize(dims[step.dim].size() - step.axes.size());
-      local = b.create<AllGatherOp>(loc, localType(global, dims, mesh), local,
-                                    meshName, axes, step.dim);
+      if (!noData)
+        local = b.create<AllGatherOp>(loc, localType(global, dims, mesh), local,
+                                      meshName, axes, step.dim);
       continue;
     case ReshardStep::Kind::AllToAll:
       dims[step.concatDim].pop_back();
       dims[step.dim].push_back(step.axes.front());
-      local = b.create<AllToAllOp>(loc, localType(global, dims, mesh), local,
-                                   meshName, axes, step.dim, step.concatDim);
+      if (!noData)
+        local = b.create<AllToAllOp>(loc, localType(global, dims, mesh), local,
+                                     meshName, axes, step.dim, step.concatDim);
       continue;
     }
   }

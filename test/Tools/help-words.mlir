@@ -10,7 +10,7 @@
 // PLAN-DAG: --global-batch=<{{long|int64_t}}>{{ +}}- Sequences per step (default: {{.*}}; the report prints it)
 // PLAN-DAG: --tp=<int>{{ +}}- Fix the tensor-parallel size (default: search)
 // PLAN-DAG: --zero=<int>{{ +}}- Fix the ZeRO stage 0-3 (default: search)
-// PLAN-DAG: --max-pp=<int>{{ +}}- Largest pipeline size (default: the layer count; 1 on local-cpu)
+// PLAN-DAG: --max-pp=<int>{{ +}}- Largest pipeline size (default: the layer count)
 // PLAN-DAG: --max-micro-batches=<{{long|int64_t}}>{{ +}}- Largest micro-batch count (default: any)
 // PLAN-DAG: --json=<string>{{ +}}- Write the report as JSON to this file
 // SHARED-DAG: --headroom=<number>{{ +}}- Fraction of device memory kept free (default: 0)

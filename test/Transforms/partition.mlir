@@ -95,6 +95,23 @@ func.func @all_to_all(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@
 
 // -----
 
+// Axes of size 1 (a pipeline's 'mb' with one micro-batch) move no data: the
+// layout changes and the value stays, with no all-to-all, all-gather or
+// slice over them (a collective over 'mb' would not be pipelined).
+cleave.mesh @m(dp = 2 : ib, mb = 1 : host)
+
+// CHECK-LABEL: func.func @unit_axes
+// CHECK-SAME: %[[X:.*]]: tensor<4x16xf32> {cleave.layout = #cleave.sharding<@m, [(dp, mb), _]>}
+// CHECK-SAME: -> (tensor<4x16xf32> {cleave.layout = #cleave.sharding<@m, [dp, mb]>})
+// CHECK-NOT: cleave.
+// CHECK: return %[[X]]
+func.func @unit_axes(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [(dp, mb), _]>})
+    -> (tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, mb]>}) {
+  return %x : tensor<8x16xf32>
+}
+
+// -----
+
 // A constraint between producer and consumer reshards in place; consumers
 // of the same layout share the collective.
 cleave.mesh @m(dp = 2 : ib, tp = 2 : nvlink)

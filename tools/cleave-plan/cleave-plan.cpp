@@ -86,7 +86,7 @@ cl::opt<int> zero("zero", cl::desc("Fix the ZeRO stage 0-3 (default: search)"),
                   cl::init(-1), cl::cat(category));
 cl::opt<int> maxPp("max-pp",
                    cl::desc("Largest pipeline size (default: the layer "
-                            "count; 1 on local-cpu)"),
+                            "count)"),
                    cl::init(-1), cl::cat(category));
 cl::opt<double> headroom("headroom", cl::desc(cleave::cost::help::kHeadroom),
                          cl::init(cleave::cost::kDefaultMemoryHeadroom),

@@ -130,7 +130,7 @@ cl::opt<std::string> planSpec(
              "pp=2,dp=2,schedule=1f1b,micro=4 (cleave-apply-plan; pipelines: "
              "pp, micro, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=V); "
              "dp defaults to the ranks left over by tp, cp and pp; or 'auto' "
-             "(optionally auto,tp=N,zero=K): the planner's choice for the "
+             "(optionally auto,tp=N,pp=P,zero=K): the planner's choice for the "
              "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
              "without --plan, several ranks and no mesh in the program: "
              "dp=<ranks>"));

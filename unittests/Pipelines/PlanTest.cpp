@@ -105,12 +105,12 @@ TEST(PlanTest, EachInvalidFormSaysWhatIsWrong) {
   EXPECT_EQ(error("dp=2,,tp=2"), "--plan: 'dp=2,,tp=2' has an empty part");
   EXPECT_EQ(error(""), std::string("--plan: the plan is empty (expected ") +
                            kPlanSyntax + ", or auto)");
-  EXPECT_EQ(error("auto,pp=2"),
-            "--plan auto: cannot read 'pp=2' (expected tp=N or zero=K)");
-  EXPECT_EQ(error("auto,tp=-1"),
-            "--plan auto: cannot read 'tp=-1' (expected tp=N or zero=K)");
+  EXPECT_EQ(error("auto,cp=2"), "--plan auto: cannot read 'cp=2' (expected "
+                                "tp=N, pp=P or zero=K)");
+  EXPECT_EQ(error("auto,tp=-1"), "--plan auto: cannot read 'tp=-1' (expected "
+                                 "tp=N, pp=P or zero=K)");
   EXPECT_EQ(error("dp=2,auto"), "--plan: 'auto' comes first and alone, with "
-                                "at most tp=N and zero=K after it");
+                                "at most tp=N, pp=P and zero=K after it");
 }
 
 } // namespace

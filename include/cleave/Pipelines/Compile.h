@@ -14,6 +14,7 @@
 #ifndef CLEAVE_PIPELINES_COMPILE_H
 #define CLEAVE_PIPELINES_COMPILE_H
 
+#include "cleave/CostModel/Plan.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Pipelines/Plan.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -74,10 +75,13 @@ struct RankCompileOptions {
 llvm::Error compileForRanks(ModuleOp module, const RankCompileOptions &options);
 
 /// Runs the planner for `world` processes of this machine (cluster
-/// local-cpu) under `plan`'s constraints and writes its plan into `module`;
-/// reports the chosen plan and its predicted step time to `log`.
-llvm::Error planAutomatically(ModuleOp module, const PlanSpec &plan,
-                              const RankCompileOptions &options);
+/// local-cpu) under `plan`'s constraints on the training step in `module`,
+/// writes its plan into it (shardings of a plan without pipeline), reports
+/// the chosen plan and its predicted step time to `log`, and returns it.
+/// compileForRanks runs a pipelined choice as its named plan.
+llvm::Expected<::cleave::cost::ParallelPlan>
+choosePlan(ModuleOp module, const PlanSpec &plan,
+           const RankCompileOptions &options);
 
 } // namespace mlir::cleave
 

@@ -22,9 +22,11 @@ struct PlanSpec {
   bool automatic = false;
   /// The named plan as cleave-apply-plan options.
   CleaveApplyPlanPassOptions named;
-  /// The planner's constraints ("auto,tp=N,zero=K"): a fixed tensor-parallel
-  /// degree (0: search) and ZeRO stage (-1: search).
+  /// The planner's constraints ("auto,tp=N,pp=P,zero=K"): a fixed
+  /// tensor-parallel and pipeline-parallel degree (0: search) and ZeRO stage
+  /// (-1: search).
   int fixedTp = 0;
+  int fixedPp = 0;
   int fixedZero = -1;
 
   /// Whether the step is pipelined or micro-batched (a named plan with

@@ -58,10 +58,11 @@ struct AutoShardOptions {
   /// leading dimension). Must equal it when given.
   int64_t globalBatch = 0;
   int fixedTp = 0;
+  /// Fix the pipeline-parallel size; 0: search.
+  int fixedPp = 0;
   /// Fix the ZeRO stage (0-3); -1: search.
   int fixedZero = -1;
-  /// Largest pipeline size; -1: the layer count on GPU clusters, 1 on
-  /// local CPU clusters (pipelines do not run there yet).
+  /// Largest pipeline size; -1: the layer count.
   int maxPp = -1;
   double memoryHeadroom = cost::kDefaultMemoryHeadroom;
   /// Largest micro-batch count (0: any).

@@ -77,6 +77,8 @@ struct PlannerOptions {
   int fixedTp = 0;
   /// Largest pipeline-parallel size; 0: up to the layer count.
   int maxPp = 0;
+  /// Pipeline-parallel size to use; 0: search (up to maxPp).
+  int fixedPp = 0;
   /// Fraction of each GPU's memory to keep free (0.1: plan for 90%).
   double memoryHeadroom = cost::kDefaultMemoryHeadroom;
   /// Implementation choices every plan shares (precision, attention

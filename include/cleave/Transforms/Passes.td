@@ -600,8 +600,7 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
     Option<"zero", "zero", "int", /*default=*/"-1",
            "Fix the ZeRO stage 0-3 (default: search)">,
     Option<"maxPp", "max-pp", "int", /*default=*/"-1",
-           "Largest pipeline size (default: the layer count; 1 on "
-           "local-cpu)">,
+           "Largest pipeline size (default: the layer count)">,
     Option<"headroom", "headroom", "double",
            /*default=*/"CLEAVE_DEFAULT_MEMORY_HEADROOM",
            "Fraction of device memory kept free (default: 0)">,
