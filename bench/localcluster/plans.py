@@ -115,10 +115,13 @@ def planner_plan(chosen, ranks):
     """cleave-run's 'tp=2 pp=1 dp=2 ... zero=1 ...' line as a plan dict."""
     fields = dict(re.findall(r"(\w+)=(\w+)", chosen))
     text = ",".join(f"{k}={fields[k]}" for k in ("dp", "tp", "pp", "zero") if k in fields)
-    if "micro" in fields:
-        text += f",micro={fields['micro']}"
+    if "m" in fields:
+        text += f",micro={fields['m']}"
     if re.search(r"\bsp\b", chosen):
         text += ",sp"
+    schedule = re.search(r"\b(gpipe|1f1b|interleaved|zb-h1)\b", chosen)
+    if schedule and fields.get("pp", "1") != "1":
+        text += f",schedule={schedule.group(1)}"
     return parse_plan(text, ranks)
 
 
