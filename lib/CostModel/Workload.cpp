@@ -389,8 +389,6 @@ PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
   return cost;
 }
 
-namespace {
-
 double conventionFlops(const std::vector<WorkItem> &items, Phase phase,
                        bool coreOnly) {
   double f = 0;
@@ -413,6 +411,8 @@ PassCost recomputeCost(const std::vector<WorkItem> &items,
       core.push_back(it);
   return costPhase(core, Phase::Forward, cl, p, c);
 }
+
+namespace {
 
 /// Parameters of one layer on one rank (after TP); norms and the biases of
 /// row-parallel layers are replicated.

@@ -812,34 +812,6 @@ cost::Result<GraphItems> deriveGraphItems(const ForwardView &v,
   return g;
 }
 
-namespace {
-
-double conventionFlops(const std::vector<WorkItem> &items, Phase phase,
-                       bool coreOnly) {
-  double f = 0;
-  for (const WorkItem &it : items)
-    if (it.phase == phase && (!coreOnly || it.attentionCore))
-      f += it.conventionFlops;
-  return f;
-}
-
-cost::PassCost recomputeCost(const std::vector<WorkItem> &items,
-                             const cost::ClusterSpec &cl,
-                             const cost::ParallelPlan &p, cost::Recompute kind,
-                             const cost::CostConstants &c) {
-  if (kind == cost::Recompute::Full)
-    return cost::costPhase(items, Phase::Forward, cl, p, c);
-  if (kind == cost::Recompute::None)
-    return {};
-  std::vector<WorkItem> core;
-  for (const WorkItem &it : items)
-    if (it.phase == Phase::Forward && it.attentionCore && !it.isComm)
-      core.push_back(it);
-  return cost::costPhase(core, Phase::Forward, cl, p, c);
-}
-
-} // namespace
-
 cost::Result<cost::Workload> buildGraphWorkload(const ForwardView &v,
                                                 const ModelConfig &m,
                                                 const cost::ClusterSpec &cl,
@@ -862,7 +834,8 @@ cost::Workload workloadFromItems(const GraphItems &g, const ModelConfig &m,
   for (cost::Recompute kind :
        {cost::Recompute::None, cost::Recompute::Selective,
         cost::Recompute::Full})
-    w.layerRecomputeOf[size_t(kind)] = recomputeCost(g.layer, cl, p, kind, c);
+    w.layerRecomputeOf[size_t(kind)] =
+        cost::recomputeCost(g.layer, cl, p, kind, c);
   w.layerRecompute = w.layerRecomputeOf[size_t(p.recompute)];
   w.embeddingForward = cost::costPhase(g.embedding, Phase::Forward, cl, p, c);
   w.embeddingBackward = cost::costPhase(g.embedding, Phase::Backward, cl, p, c);
@@ -884,10 +857,12 @@ cost::Workload workloadFromItems(const GraphItems &g, const ModelConfig &m,
   w.p2pBytes = g.layerOutputBytes / (shard ? p.tp : 1);
   // Whole-model FLOPs: the local items times the tp split, per sequence.
   double perRank = double(p.tp) / double(p.microBatchSize);
-  double layerFwd = conventionFlops(g.layer, Phase::Forward, false) * perRank;
-  double headFwd = conventionFlops(g.head, Phase::Forward, false) * perRank;
+  double layerFwd =
+      cost::conventionFlops(g.layer, Phase::Forward, false) * perRank;
+  double headFwd =
+      cost::conventionFlops(g.head, Phase::Forward, false) * perRank;
   double perSeq = 3 * (double(m.layers) * layerFwd + headFwd);
-  double core = conventionFlops(g.layer, Phase::Forward, true) * perRank;
+  double core = cost::conventionFlops(g.layer, Phase::Forward, true) * perRank;
   double recomputed = 0;
   for (int s = 0; s < p.pp; ++s) {
     cost::Recompute kind = p.recomputeOf(s);

@@ -104,6 +104,18 @@ PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
                    const ClusterSpec &cluster, const ParallelPlan &plan,
                    const CostConstants &c);
 
+/// The FLOPs of `phase` by the published convention (WorkItem::
+/// conventionFlops), of the attention core only if `coreOnly`.
+double conventionFlops(const std::vector<WorkItem> &items, Phase phase,
+                       bool coreOnly);
+
+/// The extra forward work that recomputation `kind` runs before the
+/// backward pass of a layer made of `items`: all of its forward (full), its
+/// attention core (selective) or nothing.
+PassCost recomputeCost(const std::vector<WorkItem> &items,
+                       const ClusterSpec &cluster, const ParallelPlan &plan,
+                       Recompute kind, const CostConstants &c);
+
 /// Builds the workload of `plan`; the plan must be valid (validatePlan).
 Workload buildWorkload(const ModelConfig &model, const ClusterSpec &cluster,
                        const ParallelPlan &plan, const CostConstants &c);
