@@ -264,6 +264,41 @@ CollectiveCost twoLevel(double bytes, const GroupPlacement &g,
   return r;
 }
 
+/// In-network (IB SHARP, NCCL CollNet) reduce-scatter or all-gather: the
+/// node's members split the buffer over NVLink (a ring reduce-scatter or
+/// all-gather of the whole buffer among the k members) and each sends (or
+/// receives) its 1/k once through its own NIC, reduced (or multicast) by the
+/// switches, in one network step instead of a ring's N - 1. NCCL >= 2.20
+/// with SHARP 3.5.2 (HPC-X 2.18.1) runs reduce-scatter and all-gather this
+/// way (SHARP 3.5.2 release notes).
+CollectiveCost collNetScatterGather(CollectiveKind kind, double bytes,
+                                    const GroupPlacement &g,
+                                    const ClusterSpec &cl,
+                                    const CostConstants &c,
+                                    const CollectiveOptions &o) {
+  CollectiveOptions one = o;
+  one.railAggregation = false;
+  Links l = linkBandwidths(g, cl, c, one);
+  GroupPlacement in = intraPart(g);
+  double t = 0, lat = 0;
+  if (in.size > 1) {
+    CollectiveCost node = ring(kind, bytes, in, cl, l);
+    t += node.time;
+    lat += node.latency;
+  }
+  double sLat =
+      kBaseLat[CollNetRow][2] * kUs + hwLatency(cl, Net, CollNetRow, 2);
+  t += sLat + bytes / in.size / l.perGpuNet;
+  lat += sLat;
+  CollectiveCost r;
+  r.time = t;
+  r.latency = lat;
+  r.busBandwidth = bytes * busFactor(kind, g.size) / std::max(t - lat, 1e-30);
+  r.algo = CollectiveAlgo::CollNet;
+  r.protocol = Protocol::Simple;
+  return r;
+}
+
 CollectiveCost allToAll(double bytes, const GroupPlacement &g,
                         const ClusterSpec &cl, const Links &l) {
   double n = g.size, k = g.ranksPerNode;
@@ -306,6 +341,11 @@ CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
   };
   if (want(CollectiveAlgo::Ring))
     consider(ring(kind, bytes, g, cl, l));
+  bool scatterGather = kind == CollectiveKind::ReduceScatter ||
+                       kind == CollectiveKind::AllGather;
+  if (scatterGather && g.nodes > 1 && cl.inter.sharp &&
+      want(CollectiveAlgo::CollNet))
+    consider(collNetScatterGather(kind, bytes, g, cl, c, o));
   if (kind == CollectiveKind::AllReduce) {
     bool multiNode = g.nodes > 1;
     if (multiNode && want(CollectiveAlgo::Tree))

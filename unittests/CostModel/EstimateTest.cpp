@@ -330,4 +330,22 @@ TEST(EstimateTest, Fp8LinearsPayForTheirCasts) {
   EXPECT_GT(e8->stepTime, 0.5 * eb->stepTime);
 }
 
+/// "sharp": true changes ZeRO-1: its gradient reduce-scatter and parameter
+/// all-gather across nodes, 8 members per node (tp 1), go through the
+/// switches on every NIC of the node instead of a flat ring.
+TEST(EstimateTest, SharpSpeedsUpZero1AcrossNodes) {
+  ModelConfig m = test::model("llama3-8b");
+  ClusterSpec c = test::preset("dgx-h100", 4);
+  ParallelPlan p = test::plan(1, 1, 32, 4);
+  p.zeroStage = 1;
+  Result<Estimate> plain = estimate(m, c, p);
+  c.inter.sharp = true;
+  Result<Estimate> sharp = estimate(m, c, p);
+  ASSERT_TRUE(plain && sharp);
+  double dp = plain->breakdown.exposedComm[size_t(Axis::DP)];
+  EXPECT_GT(dp, 0);
+  EXPECT_LT(sharp->breakdown.exposedComm[size_t(Axis::DP)], 0.5 * dp);
+  EXPECT_LT(sharp->stepTime, plain->stepTime);
+}
+
 } // namespace
