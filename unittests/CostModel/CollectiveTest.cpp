@@ -169,18 +169,54 @@ TEST(CollectiveTest, SharpSpeedsUpReduceScatterAndAllGatherAcrossNodes) {
   }
 }
 
-TEST(CollectiveTest, OversubscriptionSlowsTrafficLeavingAPod) {
+/// Bandwidth-bound time of one collective (its latency removed).
+double transferTime(CollectiveKind kind, const GroupPlacement &g,
+                    const ClusterSpec &c, const CostConstants &k) {
+  CollectiveCost cost = collectiveCost(kind, 1e9, g, c, k);
+  return cost.time - cost.latency;
+}
+
+/// Above a pod the uplinks carry 1/oversubscription of the pod's NIC
+/// bandwidth. A ring leaves a pod once per segment of members inside it, so
+/// with every GPU of the pod in such a ring the uplinks carry one flow per
+/// m members: slower by r / m when that exceeds 1.
+TEST(CollectiveTest, OversubscriptionSlowsRingsWithFewMembersPerPod) {
   ClusterSpec c = test::preset("dgx-h100", 16);
   CostConstants k;
-  GroupPlacement inPod = placeGroup(4, 8, 8), across = placeGroup(16, 8, 8);
-  double base =
-      collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k).time;
+  auto ag = CollectiveKind::AllGather;
+  GroupPlacement dense = placeGroup(16, 8, 8); // one member per node
+  EXPECT_EQ(dense.span, 16);
+  GroupPlacement sparse = placeGroup(4, 32, 8); // every fourth node
+  EXPECT_EQ(sparse.nodes, 4);
+  EXPECT_EQ(sparse.span, 13);
+  double denseBase = transferTime(ag, dense, c, k);
+  double sparseBase = transferTime(ag, sparse, c, k);
   c.inter.podNodes = 4;
   c.inter.oversubscription = 2;
-  EXPECT_GT(collectiveCost(CollectiveKind::AllGather, 1e9, across, c, k).time,
-            1.8 * base);
-  EXPECT_LT(collectiveCost(CollectiveKind::AllGather, 1e9, inPod, c, k).time,
-            base);
+  // Four members in each pod: 2 / 4 < 1, the uplinks keep up.
+  EXPECT_DOUBLE_EQ(transferTime(ag, dense, c, k), denseBase);
+  // 4 x 4 / 13 members per pod: 2 / 1.23 slower.
+  EXPECT_NEAR(transferTime(ag, sparse, c, k) / sparseBase, 2 * 13.0 / 16, 1e-9);
+  c.inter.oversubscription = 8; // 8 / 4
+  EXPECT_NEAR(transferTime(ag, dense, c, k) / denseBase, 2, 1e-9);
+  // A group inside one pod never uses the uplinks.
+  GroupPlacement inPod = placeGroup(4, 8, 8);
+  ClusterSpec flat = test::preset("dgx-h100", 16);
+  EXPECT_DOUBLE_EQ(transferTime(ag, inPod, c, k),
+                   transferTime(ag, inPod, flat, k));
+}
+
+/// All-to-all sends the share of its bytes bound outside the pod through
+/// the uplinks: 1 - 4/16 of it with 4-node pods, slower by 2 x 0.75.
+TEST(CollectiveTest, OversubscriptionSlowsAllToAllByItsShareLeavingThePod) {
+  ClusterSpec c = test::preset("dgx-h100", 16);
+  CostConstants k;
+  GroupPlacement g = placeGroup(16, 8, 8);
+  double base = transferTime(CollectiveKind::AllToAll, g, c, k);
+  c.inter.podNodes = 4;
+  c.inter.oversubscription = 2;
+  EXPECT_NEAR(transferTime(CollectiveKind::AllToAll, g, c, k) / base, 1.5,
+              1e-9);
 }
 
 /// More bandwidth (per GPU link or per NIC) is never slower, for every
