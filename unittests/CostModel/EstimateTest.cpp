@@ -348,4 +348,25 @@ TEST(EstimateTest, SharpSpeedsUpZero1AcrossNodes) {
   EXPECT_LT(sharp->stepTime, plain->stepTime);
 }
 
+/// Gradient clipping all-reduces one fp32 scalar (the sum of squares) over
+/// every GPU and reads it on the host before the optimizer's kernels: the
+/// optimizer of an unsharded replica costs that much more on 64 GPUs than
+/// on one, with the same parameters per GPU.
+TEST(EstimateTest, GradientClippingPaysItsNormAllReduce) {
+  ModelConfig m = test::model("gpt2-medium");
+  CostConstants k;
+  EstimateOptions o;
+  o.constants = &k;
+  Result<Estimate> one =
+      estimate(m, test::preset("dgx-h100", 1), test::plan(1, 1, 1), o);
+  ClusterSpec c = test::preset("dgx-h100", 8);
+  Result<Estimate> many = estimate(m, c, test::plan(1, 1, 64), o);
+  ASSERT_TRUE(one && many);
+  double norm =
+      collectiveCost(CollectiveKind::AllReduce, 4, placeGroup(64, 1, 8), c, k)
+          .time;
+  EXPECT_GT(norm, 0);
+  EXPECT_NEAR(many->breakdown.optimizer - one->breakdown.optimizer, norm, 1e-9);
+}
+
 } // namespace
