@@ -13,7 +13,10 @@
 //
 // Usage: cleave-costmodel-calibration [--gpu NAME:GEMM:MEMORY]...
 //            [--constants FILE] [--detail ROW] [--quick] [--no-validation]
-//            [--validation-json FILE] [published_runs.json]
+//            [--validation-json FILE] [--check-memory] [published_runs.json]
+//
+// --check-memory prints each row's peak memory per GPU beside its device's
+// and fails if a published plan, which ran, is predicted not to fit.
 //
 // The rows are read, and the fields they leave out derived, by
 // bench/common/PublishedRuns.cpp (shared with the planner's bench).
@@ -118,7 +121,7 @@ void printDetail(const PublishedRun &run) {
 /// The options besides the rows' file.
 struct Options {
   std::optional<size_t> detail;
-  bool quick = false, validate = true;
+  bool quick = false, validate = true, checkMemory = false;
   std::string validationJson;
 };
 
@@ -126,8 +129,12 @@ struct Options {
 bool parseOptions(int &argc, char **&argv, Options &o) {
   while (argc > 1 && std::string(argv[1]).rfind("--", 0) == 0) {
     std::string opt = argv[1];
-    if (opt == "--quick" || opt == "--no-validation") {
-      (opt == "--quick" ? o.quick : o.validate) = opt == "--quick";
+    if (opt == "--quick" || opt == "--no-validation" ||
+        opt == "--check-memory") {
+      if (opt == "--check-memory")
+        o.checkMemory = true;
+      else
+        (opt == "--quick" ? o.quick : o.validate) = opt == "--quick";
       argc -= 1;
       argv += 1;
       continue;
@@ -207,6 +214,35 @@ std::optional<double> runRow(const PublishedRun &run) {
   return err;
 }
 
+/// Every published plan ran, so each must fit its GPU: prints the peak
+/// memory per GPU of every row and returns the number that do not fit.
+int checkMemory(const std::vector<PublishedRun> &runs) {
+  int failures = 0;
+  std::printf("%-3s %-11s %-5s %-8s %9s %9s %s\n", "row", "source", "model",
+              "gpu", "peak GB", "usable", "stage");
+  for (const PublishedRun &run : runs) {
+    Result<ClusterSpec> cluster = clusterWithOverrides(run);
+    EstimateOptions eo;
+    eo.constants = &gConstants;
+    Result<Estimate> e = cluster ? estimate(run.model, *cluster, run.plan, eo)
+                                 : Result<Estimate>::failure(cluster.error());
+    if (!e) {
+      std::printf("%-3zu error: %s\n", run.row, e.error().c_str());
+      ++failures;
+      continue;
+    }
+    const MemoryBreakdown &m = e->peakMemory();
+    std::printf("%-3zu %-11s %-5s %-8.8s %9.2f %9.2f %d%s\n", run.row,
+                shortName(run.source), run.model.name.c_str(),
+                cluster->gpu.name.c_str(), m.total() / 1e9, m.usable() / 1e9,
+                e->peakMemoryStage, m.fits() ? "" : "  DOES NOT FIT");
+    failures += !m.fits();
+  }
+  std::printf("\n%d of %zu published plans predicted not to fit\n", failures,
+              runs.size());
+  return failures;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -229,6 +265,8 @@ int main(int argc, char **argv) {
     printDetail((*runs)[*opts.detail]);
     return 0;
   }
+  if (opts.checkMemory)
+    return checkMemory(*runs) == 0 ? 0 : 1;
   std::printf("%-3s %-11s %-5s %5s  %-44s %-8s %9s %9s %7s  %5s %5s %5s %5s "
               "%4s\n",
               "row", "source", "model", "GPUs", "plan", "quantity", "measured",

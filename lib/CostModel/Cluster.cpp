@@ -89,6 +89,12 @@ std::string ClusterSpec::validate() const {
 namespace {
 
 constexpr double kTera = 1e12, kGiga = 1e9, kMicro = 1e-6;
+/// Device memory is what CUDA reports as the device's total
+/// (cudaDeviceProp::totalGlobalMem, torch.cuda.get_device_properties) in
+/// MiB: A100-SXM4-40GB 40,536; A100-SXM4-80GB 81,117 (85,056,798,720 B);
+/// H100 80GB HBM3 81,082-81,090; H200 143,156. nvidia-smi prints 40,960 /
+/// 81,920 / 81,559 / 143,771 MiB, including what the driver keeps.
+constexpr double kMebi = 1024.0 * 1024.0;
 
 /// NVIDIA A100 Tensor Core GPU datasheet (2021): 19.5 / 156 / 312 / 312
 /// TFLOP/s dense, no fp8, 108 SMs; 40 GB at 1,555 GB/s or 80 GB at
@@ -101,7 +107,7 @@ GpuSpec a100(bool big) {
   g.peakTF32 = 156 * kTera;
   g.peakBF16 = g.peakF16 = 312 * kTera;
   g.peakF8 = 0;
-  g.hbmBytes = (big ? 80 : 40) * kGiga;
+  g.hbmBytes = (big ? 81117 : 40536) * kMebi;
   g.hbmBandwidth = (big ? 2039 : 1555) * kGiga;
   g.smCount = 108;
   g.gemmEfficiency = 0.72;
@@ -124,7 +130,7 @@ GpuSpec h100(bool h200) {
   g.peakTF32 = 494.7 * kTera;
   g.peakBF16 = g.peakF16 = 989.4 * kTera;
   g.peakF8 = 1978.9 * kTera;
-  g.hbmBytes = (h200 ? 141 : 80) * kGiga;
+  g.hbmBytes = (h200 ? 143156 : 81090) * kMebi;
   g.hbmBandwidth = (h200 ? 4800 : 3350) * kGiga;
   g.smCount = 132;
   g.gemmEfficiency = 0.60;

@@ -100,6 +100,9 @@ GroupPlacement placeGroup(int size, int stride, int gpusPerNode) {
     g.ranksPerNode = std::max(1, gpusPerNode / stride);
   }
   g.nodes = (g.size + g.ranksPerNode - 1) / g.ranksPerNode;
+  g.span = g.nodes;
+  if (stride >= gpusPerNode)
+    g.span = (g.size - 1) * (stride / gpusPerNode) + 1;
   return g;
 }
 
@@ -154,22 +157,49 @@ struct Links {
   double intra; ///< bus bandwidth inside a node
   double net;   ///< bus bandwidth the group gets across nodes
   double perGpuNet;
+  double allToAllNet; ///< per GPU across nodes, for all-to-all traffic
 };
+
+/// How much slower the uplinks above a pod make a group's traffic, when
+/// every GPU of the pod runs a collective of the same kind at once (the
+/// data-parallel phase). A rail-optimized fabric is non-blocking inside a
+/// pod, and `oversubscription` times less above it; a fabric that is not
+/// rail-optimized sends every inter-node flow through oversubscribed
+/// uplinks. A ring (NCCL orders it by rank, so pods are contiguous
+/// segments) leaves a pod once per segment: the pod's GPUs in segments of
+/// m members send podGPUs/m ring flows through uplinks of podGPUs/r NIC
+/// shares, slower by r/m (times the rails a flow drives) when above 1.
+/// All-to-all sends the share of its bytes bound outside the pod, 1 -
+/// pod/span, through the uplinks: slower by r (1 - pod/span) when above 1.
+std::pair<double, double> podPenalties(const GroupPlacement &g,
+                                       const ClusterSpec &cl, double rails) {
+  double r = cl.inter.oversubscription;
+  if (g.nodes <= 1)
+    return {1, 1};
+  if (!cl.inter.railOptimized)
+    return {r, r};
+  int pod = cl.inter.podNodes;
+  if (pod <= 0 || g.span <= pod)
+    return {1, 1};
+  double membersPerPod = double(g.size) * pod / g.span;
+  double ringPenalty = std::max(1.0, r * rails / membersPerPod);
+  double allToAllPenalty =
+      std::max(1.0, r * (1 - double(pod) / double(g.span)));
+  return {ringPenalty, allToAllPenalty};
+}
 
 Links linkBandwidths(const GroupPlacement &g, const ClusterSpec &cl,
                      const CostConstants &c, const CollectiveOptions &o) {
   Links l;
   l.intra = cl.intra.bandwidth * c.intraNodeBusEfficiency * o.bandwidthShare;
-  // A rail-optimized fabric is non-blocking inside a pod; otherwise every
-  // inter-node flow crosses the oversubscribed uplinks.
-  double penalty = 1;
-  bool leavesPod = cl.inter.podNodes > 0 && g.nodes > cl.inter.podNodes;
-  if (g.nodes > 1 && (leavesPod || !cl.inter.railOptimized))
-    penalty = cl.inter.oversubscription;
-  l.perGpuNet = cl.nicBandwidthPerGpu() * c.interNodeBusEfficiency *
-                o.bandwidthShare / penalty;
   bool rails = o.railAggregation.value_or(c.ringRailAggregation);
-  l.net = l.perGpuNet * (rails ? g.ranksPerNode : 1);
+  double railsPerFlow = rails ? g.ranksPerNode : 1;
+  auto [ring, allToAll] = podPenalties(g, cl, railsPerFlow);
+  double nic =
+      cl.nicBandwidthPerGpu() * c.interNodeBusEfficiency * o.bandwidthShare;
+  l.perGpuNet = nic / ring;
+  l.net = l.perGpuNet * railsPerFlow;
+  l.allToAllNet = nic / allToAll;
   return l;
 }
 
@@ -221,10 +251,10 @@ CollectiveCost tree(double bytes, const GroupPlacement &g,
 }
 
 GroupPlacement intraPart(const GroupPlacement &g) {
-  return {g.ranksPerNode, g.ranksPerNode, 1};
+  return {g.ranksPerNode, g.ranksPerNode, 1, 1};
 }
 GroupPlacement interPart(const GroupPlacement &g) {
-  return {g.nodes, 1, g.nodes};
+  return {g.nodes, 1, g.nodes, g.span};
 }
 
 /// Reduce-scatter inside the node, all-reduce of 1/k across nodes (ring, or
@@ -264,6 +294,41 @@ CollectiveCost twoLevel(double bytes, const GroupPlacement &g,
   return r;
 }
 
+/// In-network (IB SHARP, NCCL CollNet) reduce-scatter or all-gather: the
+/// node's members split the buffer over NVLink (a ring reduce-scatter or
+/// all-gather of the whole buffer among the k members) and each sends (or
+/// receives) its 1/k once through its own NIC, reduced (or multicast) by the
+/// switches, in one network step instead of a ring's N - 1. NCCL >= 2.20
+/// with SHARP 3.5.2 (HPC-X 2.18.1) runs reduce-scatter and all-gather this
+/// way (SHARP 3.5.2 release notes).
+CollectiveCost collNetScatterGather(CollectiveKind kind, double bytes,
+                                    const GroupPlacement &g,
+                                    const ClusterSpec &cl,
+                                    const CostConstants &c,
+                                    const CollectiveOptions &o) {
+  CollectiveOptions one = o;
+  one.railAggregation = false;
+  Links l = linkBandwidths(g, cl, c, one);
+  GroupPlacement in = intraPart(g);
+  double t = 0, lat = 0;
+  if (in.size > 1) {
+    CollectiveCost node = ring(kind, bytes, in, cl, l);
+    t += node.time;
+    lat += node.latency;
+  }
+  double sLat =
+      kBaseLat[CollNetRow][2] * kUs + hwLatency(cl, Net, CollNetRow, 2);
+  t += sLat + bytes / in.size / l.perGpuNet;
+  lat += sLat;
+  CollectiveCost r;
+  r.time = t;
+  r.latency = lat;
+  r.busBandwidth = bytes * busFactor(kind, g.size) / std::max(t - lat, 1e-30);
+  r.algo = CollectiveAlgo::CollNet;
+  r.protocol = Protocol::Simple;
+  return r;
+}
+
 CollectiveCost allToAll(double bytes, const GroupPlacement &g,
                         const ClusterSpec &cl, const Links &l) {
   double n = g.size, k = g.ranksPerNode;
@@ -273,7 +338,7 @@ CollectiveCost allToAll(double bytes, const GroupPlacement &g,
                (g.nodes > 1 ? hwLatency(cl, Net, RingRow, 2)
                             : hwLatency(cl, NVLink, RingRow, 2));
   double t = std::max(intraBytes / l.intra,
-                      g.nodes > 1 ? interBytes / l.perGpuNet : 0.0);
+                      g.nodes > 1 ? interBytes / l.allToAllNet : 0.0);
   CollectiveCost r{lat + t, lat, 0, CollectiveAlgo::Ring, Protocol::Simple};
   r.busBandwidth =
       bytes * busFactor(CollectiveKind::AllToAll, g.size) / std::max(t, 1e-30);
@@ -306,6 +371,11 @@ CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
   };
   if (want(CollectiveAlgo::Ring))
     consider(ring(kind, bytes, g, cl, l));
+  bool scatterGather = kind == CollectiveKind::ReduceScatter ||
+                       kind == CollectiveKind::AllGather;
+  if (scatterGather && g.nodes > 1 && cl.inter.sharp &&
+      want(CollectiveAlgo::CollNet))
+    consider(collNetScatterGather(kind, bytes, g, cl, c, o));
   if (kind == CollectiveKind::AllReduce) {
     bool multiNode = g.nodes > 1;
     if (multiNode && want(CollectiveAlgo::Tree))

@@ -25,8 +25,7 @@ const NumberField kNumbers[] = {
     {"adam_bytes_per_param", &CostConstants::adamBytesPerParam},
     {"dp_bucket_params", &CostConstants::dpBucketParams},
     {"runtime_reserved_bytes", &CostConstants::runtimeReservedBytes},
-    {"nccl_buffer_bytes_per_communicator",
-     &CostConstants::ncclBufferBytesPerCommunicator},
+    {"nccl_channels", &CostConstants::ncclChannels},
 };
 
 struct BoolField {

@@ -127,6 +127,20 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
 
 } // namespace
 
+double ncclBufferBytes(const ParallelPlan &p, const CostConstants &c) {
+  // NCCL src/init.cc: DEFAULT_BUFFSIZE (Simple, 4 MiB),
+  // DEFAULT_LL128_BUFFSIZE (120 elements x 640 threads x 8 steps x 8 B) and
+  // DEFAULT_LL_BUFFSIZE (8 lines x 512 threads x 8 steps x 16 B).
+  constexpr double kSimple = 4194304, kLL128 = 4915200, kLL = 524288;
+  // Point-to-point: NCCL_NCHANNELS_PER_NET_PEER (2) channels per peer, each
+  // with one Simple buffer of at most NCCL_BUFFSIZE.
+  constexpr double kP2pChannelsPerPeer = 2;
+  int collectives = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1);
+  double perCollective = c.ncclChannels * (kSimple + kLL128 + kLL);
+  double p2pPeers = p.pp > 1 ? 2 : 0; // the previous and the next stage
+  return collectives * perCollective + p2pPeers * kP2pChannelsPerPeer * kSimple;
+}
+
 namespace {
 
 MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
@@ -169,10 +183,12 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   }
   mem.transient = transientBytes(m, own, stage == p.pp - 1);
 
+  // A device without NCCL (a local CPU rank) states its own buffers.
   int communicators =
       (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.pp > 1 ? 2 : 0);
-  mem.communication = communicators * cl.gpu.communicatorBufferBytes.value_or(
-                                          c.ncclBufferBytesPerCommunicator);
+  mem.communication = cl.gpu.communicatorBufferBytes
+                          ? communicators * *cl.gpu.communicatorBufferBytes
+                          : ncclBufferBytes(p, c);
   if (p.zeroStage >= 3) {
     // ZeRO-3 gathers module by module: the weight in use and the prefetched
     // next one (DeepSpeed's live-parameter limit), never more than what

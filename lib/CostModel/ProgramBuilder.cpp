@@ -119,6 +119,7 @@ private:
   void reduceBucket(double params, bool force, int32_t after);
   void emitSend(const PassRef &r, int vs);
   void finishRank();
+  double gradNormTime() const;
   Program resolve();
 
   const ModelConfig &m;
@@ -464,6 +465,22 @@ void Builder::emitSend(const PassRef &r, int vs) {
   sends[key] = ref(idx);
 }
 
+/// Gradient clipping needs the global gradient norm: Megatron-Core
+/// (optimizer/clip_grads.py, get_grad_norm_fp32) all-reduces the local sum
+/// of squares, one fp32 scalar, over the model-parallel group (and the
+/// data-parallel one under the distributed optimizer: every GPU), then
+/// reads it on the host (`.item()`), so the GPU drains and waits for the
+/// next launch before the clip and Adam kernels run. The sum of squares
+/// itself reads every gradient once (in adamBytesPerParam).
+double Builder::gradNormTime() const {
+  int gpus = p.numGpus();
+  if (gpus <= 1)
+    return c.kernelOverhead;
+  GroupPlacement world = placeGroup(gpus, 1, cl.gpusPerNode);
+  return collectiveCost(CollectiveKind::AllReduce, 4, world, cl, c).time +
+         c.kernelOverhead;
+}
+
 void Builder::finishRank() {
   double params = stageParameters(m, p, w, cur.stage);
   if (!zero3 && !reduceOverlap && p.dp * p.cp > 1) {
@@ -498,6 +515,8 @@ void Builder::finishRank() {
   opt.category = TaskCategory::Optimizer;
   opt.duration = c.kernelOverhead * 8 +
                  memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
+  if (params > 0) // no gradients, nothing to clip
+    opt.duration += gradNormTime();
   // fp8 (Transformer Engine): cast-transpose every weight once per step
   // (read 16-bit, write fp8 twice) and update the amax histories and
   // scales (one fused kernel per step).

@@ -16,7 +16,7 @@
 // lost; the intra-op sharding of each stage; JSON and the annotated module.
 
 // CHECK: model    gpt3-175b (175B parameters, 96 layers, seq 2048)
-// CHECK: cluster  dgx-a100-80gb: 64 x a100-sxm4-80gb (8 per node), 80.0 GB usable of 80.0 GB (0% headroom) per GPU
+// CHECK: cluster  dgx-a100-80gb: 64 x a100-sxm4-80gb (8 per node), 85.1 GB usable of 85.1 GB (0% headroom) per GPU
 // CHECK: search   {{[0-9]+}} candidate plans on {{[0-9]+}} meshes; {{[0-9]+}} visited, {{[0-9]+}} simulated
 // CHECK: chosen plan
 // CHECK-NEXT:   mesh         pp={{[0-9]+}} dp={{[0-9]+}} cp={{[0-9]+}} tp={{[0-9]+}}
@@ -45,7 +45,7 @@
 // GPT-3 does not fit one node with at most two pipeline stages: the report
 // says which constraint fails and by how much.
 // NOFIT: no plan fits:
-// NOFIT-NEXT: memory: the plan needing the least memory ({{.*}}) needs {{[0-9.]+}} GB per GPU on stage {{[0-9]+}} (parameters {{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the 80.0 GB usable of 80.0 GB (0% headroom)
+// NOFIT-NEXT: memory: the plan needing the least memory ({{.*}}) needs {{[0-9.]+}} GB per GPU on stage {{[0-9]+}} (parameters {{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the 85.1 GB usable of 85.1 GB (0% headroom)
 // NOFIT-NEXT: constraints in effect: pp at most 2, 8 GPUs (relaxing them may help)
 
 // BAD: cleave-plan: error: cluster: unknown cluster preset 'tpu-v5'

@@ -61,10 +61,12 @@ cl::opt<int64_t> seqLen("seq", cl::init(-1), cl::cat(category),
 cl::opt<bool> untiedEmbeddings(
     "untied-embeddings", cl::cat(category),
     cl::desc("A separate output layer (default: the preset's choice)"));
-cl::opt<std::string> dtype("dtype",
-                           cl::desc("Compute type of a --model program: f32, "
-                                    "bf16 (default), f16"),
-                           cl::init("bf16"), cl::cat(category));
+cl::opt<std::string>
+    dtype("dtype",
+          cl::desc("Compute type of a --model program: f32, bf16 (default), "
+                   "f16, f8e4m3 or fp8 (Transformer Engine fp8 linear "
+                   "layers, the rest bf16; needs a GPU with an fp8 rate)"),
+          cl::init("bf16"), cl::cat(category));
 cl::opt<std::string> cluster("cluster",
                              cl::desc(cleave::cost::help::kClusterForPlanning),
                              cl::init(cleave::cost::kDefaultCluster),
@@ -191,9 +193,11 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
                                   "' (cleave-models --list shows them)";
       return nullptr;
     }
-    std::optional<cleave::DType> d = cleave::parseDType(dtype);
+    std::optional<cleave::DType> d =
+        dtype == "fp8" ? cleave::DType::F8E4M3 : cleave::parseDType(dtype);
     if (!d) {
-      error = "--dtype: expected f32, bf16 or f16, got '" + dtype + "'";
+      error = "--dtype: expected f32, bf16, f16, f8e4m3 or fp8, got '" + dtype +
+              "'";
       return nullptr;
     }
     config->dtype = *d;

@@ -13,7 +13,8 @@ TEST(ClusterTest, PresetsCarryDatasheetNumbers) {
   ClusterSpec a100 = test::preset("dgx-a100-80gb", 4);
   EXPECT_EQ(a100.numGpus(), 32);
   EXPECT_DOUBLE_EQ(a100.gpu.peakFlops(DType::BF16), 312e12);
-  EXPECT_DOUBLE_EQ(a100.gpu.hbmBytes, 80e9);
+  // Device memory as CUDA reports it (totalGlobalMem), in MiB.
+  EXPECT_DOUBLE_EQ(a100.gpu.hbmBytes, 81117 * 1048576.0);
   EXPECT_DOUBLE_EQ(a100.gpu.hbmBandwidth, 2039e9);
   EXPECT_EQ(a100.gpu.peakFlops(DType::F8E4M3), 0);
   EXPECT_DOUBLE_EQ(a100.nicBandwidthPerGpu(), 25e9); // 8 x 200 Gb/s / 8
@@ -21,8 +22,11 @@ TEST(ClusterTest, PresetsCarryDatasheetNumbers) {
   EXPECT_DOUBLE_EQ(h100.gpu.peakFlops(DType::F8E4M3), 1978.9e12);
   EXPECT_DOUBLE_EQ(h100.intra.bandwidth, 450e9);
   EXPECT_TRUE(h100.intra.nvls);
-  EXPECT_DOUBLE_EQ(test::preset("dgx-h200", 1).gpu.hbmBytes, 141e9);
-  EXPECT_DOUBLE_EQ(test::preset("dgx-a100-40gb", 1).gpu.hbmBytes, 40e9);
+  EXPECT_DOUBLE_EQ(h100.gpu.hbmBytes, 81090 * 1048576.0);
+  EXPECT_DOUBLE_EQ(test::preset("dgx-h200", 1).gpu.hbmBytes,
+                   143156 * 1048576.0);
+  EXPECT_DOUBLE_EQ(test::preset("dgx-a100-40gb", 1).gpu.hbmBytes,
+                   40536 * 1048576.0);
   for (const std::string &name : clusterPresetNames())
     EXPECT_EQ(test::preset(name, 3).validate(), "") << name;
 }
@@ -62,7 +66,7 @@ TEST(ClusterTest, BaseOverridesOnlyTheGivenFields) {
   EXPECT_EQ(c->numGpus(), 32);
   EXPECT_TRUE(c->inter.sharp);
   EXPECT_DOUBLE_EQ(c->inter.nicBandwidth, 12.5e9);
-  EXPECT_DOUBLE_EQ(c->gpu.hbmBytes, 80e9);
+  EXPECT_DOUBLE_EQ(c->gpu.hbmBytes, 81117 * 1048576.0);
 }
 
 /// Every bad file is rejected with a message that names the field.
@@ -79,7 +83,7 @@ TEST(ClusterTest, BadSpecsNameTheField) {
       {R"({"base": "dgx-h100", "nodes": 1, "gpu": {"hbm": 80}})",
        "cluster.gpu.hbm: unknown field (known fields: name, peak_tflops, "
        "hbm_gb, hbm_tb_per_s, sm_count, gemm_efficiency, gemm_efficiency_fp8, "
-       "memory_efficiency)"},
+       "memory_efficiency, runtime_reserved_gb, communicator_buffer_mb)"},
       {R"({"base": "dgx-h100", "nodes": 1, "intra_node": {"kind": "ib"}})",
        "cluster.intra_node.kind: expected \"nvswitch\", \"nvlink-mesh\" or "
        "\"pcie\", got \"ib\""},

@@ -330,4 +330,43 @@ TEST(EstimateTest, Fp8LinearsPayForTheirCasts) {
   EXPECT_GT(e8->stepTime, 0.5 * eb->stepTime);
 }
 
+/// "sharp": true changes ZeRO-1: its gradient reduce-scatter and parameter
+/// all-gather across nodes, 8 members per node (tp 1), go through the
+/// switches on every NIC of the node instead of a flat ring.
+TEST(EstimateTest, SharpSpeedsUpZero1AcrossNodes) {
+  ModelConfig m = test::model("llama3-8b");
+  ClusterSpec c = test::preset("dgx-h100", 4);
+  ParallelPlan p = test::plan(1, 1, 32, 4);
+  p.zeroStage = 1;
+  Result<Estimate> plain = estimate(m, c, p);
+  c.inter.sharp = true;
+  Result<Estimate> sharp = estimate(m, c, p);
+  ASSERT_TRUE(plain && sharp);
+  double dp = plain->breakdown.exposedComm[size_t(Axis::DP)];
+  EXPECT_GT(dp, 0);
+  EXPECT_LT(sharp->breakdown.exposedComm[size_t(Axis::DP)], 0.5 * dp);
+  EXPECT_LT(sharp->stepTime, plain->stepTime);
+}
+
+/// Gradient clipping all-reduces one fp32 scalar (the sum of squares) over
+/// every GPU and reads it on the host before the optimizer's kernels: the
+/// optimizer of an unsharded replica costs that much more on 64 GPUs than
+/// on one, with the same parameters per GPU.
+TEST(EstimateTest, GradientClippingPaysItsNormAllReduce) {
+  ModelConfig m = test::model("gpt2-medium");
+  CostConstants k;
+  EstimateOptions o;
+  o.constants = &k;
+  Result<Estimate> one =
+      estimate(m, test::preset("dgx-h100", 1), test::plan(1, 1, 1), o);
+  ClusterSpec c = test::preset("dgx-h100", 8);
+  Result<Estimate> many = estimate(m, c, test::plan(1, 1, 64), o);
+  ASSERT_TRUE(one && many);
+  double norm =
+      collectiveCost(CollectiveKind::AllReduce, 4, placeGroup(64, 1, 8), c, k)
+          .time;
+  EXPECT_GT(norm, 0);
+  EXPECT_NEAR(many->breakdown.optimizer - one->breakdown.optimizer, norm, 1e-9);
+}
+
 } // namespace

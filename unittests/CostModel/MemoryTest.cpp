@@ -93,7 +93,7 @@ TEST(MemoryTest, DeviceRuntimeMemoryComesFromTheDevice) {
   Workload w = buildWorkload(m, c, p, k);
   MemoryBreakdown gpu = stageMemory(m, c, p, w, 0, k);
   EXPECT_DOUBLE_EQ(gpu.reserved, k.runtimeReservedBytes);
-  EXPECT_DOUBLE_EQ(gpu.communication, 2 * k.ncclBufferBytesPerCommunicator);
+  EXPECT_DOUBLE_EQ(gpu.communication, ncclBufferBytes(p, k));
   c.gpu.runtimeReservedBytes = 0;
   c.gpu.communicatorBufferBytes = 0;
   MemoryBreakdown cpu = stageMemory(m, c, p, w, 0, k);
@@ -197,6 +197,51 @@ TEST(MemoryTest, PeakTracksTheBiggestStage) {
   // Stage 0 keeps the most micro-batches alive under 1F1B.
   EXPECT_GT(e->memoryPerStage[0].activations, e->memoryPerStage[7].activations);
   EXPECT_EQ(e->fits, e->peakMemory().fits());
+}
+
+/// NCCL buffers from NCCL's defaults: per collective communicator,
+/// `ncclChannels` ring connections with a Simple (4 MiB), LL128 (4,915,200
+/// B) and LL (512 KiB) buffer; per pipeline neighbour two channels of one
+/// 4 MiB Simple buffer.
+TEST(MemoryTest, NcclBuffersFollowNcclDefaults) {
+  CostConstants k;
+  double connection = 4194304.0 + 4915200 + 524288;
+  ParallelPlan p = test::plan(8, 4, 2);
+  EXPECT_DOUBLE_EQ(ncclBufferBytes(p, k),
+                   2 * 16 * connection + 2 * 2 * 4194304.0);
+  p.cp = 2; // a CP communicator; DP x CP is still one
+  EXPECT_DOUBLE_EQ(ncclBufferBytes(p, k),
+                   3 * 16 * connection + 2 * 2 * 4194304.0);
+  k.ncclChannels = 32;
+  EXPECT_DOUBLE_EQ(ncclBufferBytes(test::plan(1, 1, 1), k), 0);
+  EXPECT_DOUBLE_EQ(ncclBufferBytes(test::plan(1, 1, 8), k), 32 * connection);
+}
+
+/// Llama 3 405B ran its 8K-token pre-training on 80 GB H100s at tp 8, pp 16,
+/// dp 64 with one layer per virtual stage, separate embedding and loss
+/// stages, sharded optimizer state and gradients and no activation
+/// checkpointing (Llama 3 paper, Sec. 3.3.2 and Table 4): it must fit, and
+/// only just (its activations alone take 75 GB on the second stage).
+TEST(MemoryTest, Llama3With405BParametersFitsItsPublishedPlan) {
+  ModelConfig m = test::model("llama3-405b");
+  m.seqLen = 8192;
+  ClusterSpec c = test::preset("dgx-h100", 1024);
+  ParallelPlan p = test::plan(8, 16, 64, 32);
+  p.sequenceParallel = true;
+  p.schedule = Schedule::Interleaved1F1B;
+  p.virtualStages = 8;
+  p.zeroStage = 2;
+  p.layersPerChunk.assign(128, 1);
+  p.layersPerChunk.front() = p.layersPerChunk.back() = 0;
+  CostConstants k;
+  std::vector<MemoryBreakdown> stages =
+      memoryPerStage(m, c, p, buildWorkload(m, c, p, k), k);
+  double peak = 0;
+  for (const MemoryBreakdown &s : stages) {
+    EXPECT_TRUE(s.fits()) << s.total() / 1e9 << " GB of " << s.usable() / 1e9;
+    peak = std::max(peak, s.total());
+  }
+  EXPECT_GT(peak, 0.9 * stages[0].usable());
 }
 
 } // namespace

@@ -200,7 +200,7 @@ TEST(SearchTest, SaysByHowMuchNothingFits) {
       0u)
       << r->infeasible[0];
   EXPECT_NE(
-      r->infeasible[0].find("over the 80.0 GB usable of 80.0 GB (0% headroom)"),
+      r->infeasible[0].find("over the 85.1 GB usable of 85.1 GB (0% headroom)"),
       std::string::npos);
   EXPECT_EQ(r->infeasible[1],
             "constraints in effect: pp at most 2 (relaxing them may help)");

@@ -62,6 +62,10 @@ struct GroupPlacement {
   int ranksPerNode = 1;
   /// Nodes the group spans (N); size = k * N.
   int nodes = 1;
+  /// Nodes from the group's first member to its last, the nodes between
+  /// included: a group one member per node at a stride of several nodes
+  /// covers more nodes than it has, and can leave a pod with few members.
+  int span = 1;
 };
 
 /// The group of a mesh axis of `size` members `stride` ranks apart, with

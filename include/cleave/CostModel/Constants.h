@@ -91,12 +91,24 @@ struct CostConstants {
   /// parallelism: Megatron-Core's DDP default is max(40M, 1M x dp x cp),
   /// which the program builder applies.
   double dpBucketParams = 40e6;
-  /// Memory reserved per GPU for the CUDA context, cuBLAS workspaces and
-  /// allocator slack that no tensor accounts for.
-  double runtimeReservedBytes = 2.0e9;
-  /// NCCL buffers per communicator a rank belongs to (channels x protocol
-  /// buffers; ~4 MiB x up to 32 channels for large communicators).
-  double ncclBufferBytesPerCommunicator = 0.2e9;
+  /// Memory reserved per GPU that no tensor accounts for: the CUDA context
+  /// with the framework's kernels loaded (~0.76 GB: 723 MiB measured by a
+  /// PyTorch process holding one scalar tensor, discuss.pytorch.org
+  /// "What is the reason for pytorch's GPU memory floor?"; "~700+ MB" per
+  /// the PyTorch maintainers), cuBLAS/cuBLASLt workspaces (32 MiB per
+  /// stream on Hopper in PyTorch and Transformer Engine, a few streams) and
+  /// the caching allocator's steady-state slack (one partly used 20 MiB
+  /// large-pool and 2 MiB small-pool segment per stream,
+  /// c10/cuda/CUDACachingAllocator.cpp kLargeBuffer / kSmallBuffer):
+  /// 0.76 + 0.13 + 0.11 = 1.0 GB. Device capacity is what CUDA reports
+  /// (GpuSpec::hbmBytes), so the driver's own reservation is not here.
+  double runtimeReservedBytes = 1.0e9;
+  /// NCCL channels of a collective communicator; each channel holds one
+  /// ring connection with a buffer per protocol (NCCL src/init.cc:
+  /// DEFAULT_BUFFSIZE 4 MiB Simple, DEFAULT_LL128_BUFFSIZE 4,915,200 B,
+  /// DEFAULT_LL_BUFFSIZE 524,288 B). NCCL's logs on 8-GPU NVSwitch nodes
+  /// report 16-32 collective channels; 16 is a prior.
+  double ncclChannels = 16;
 };
 
 /// The constants the calibration benchmark reports against.

@@ -75,6 +75,12 @@ std::vector<MemoryBreakdown> memoryPerStage(const ModelConfig &model,
                                             const Workload &work,
                                             const CostConstants &c);
 
+/// Bytes of NCCL buffers one rank holds: every collective communicator it
+/// belongs to (TP, CP, DP x CP) has `ncclChannels` ring connections with
+/// NCCL's default Simple, LL128 and LL buffers (9.2 MiB each); pipeline
+/// stages add point-to-point buffers to the previous and the next stage.
+double ncclBufferBytes(const ParallelPlan &plan, const CostConstants &c);
+
 /// Parameters one rank of `stage` holds before ZeRO sharding.
 double stageParameters(const ModelConfig &model, const ParallelPlan &plan,
                        const Workload &work, int stage);
