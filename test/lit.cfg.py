@@ -18,6 +18,9 @@ config.substitutions.append(("%host_cc", config.host_cc))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 # Benchmarks and tests pin BLAS threads: two cores, several tests at once.
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
+# cleave-run's compile cache lives in the build tree, not in the user's.
+config.environment["CLEAVE_COMPILE_CACHE_DIR"] = os.path.join(
+    config.cleave_obj_root, "test", "compile-cache")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(

@@ -126,9 +126,49 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
   return Error::success();
 }
 
+/// The compiled step of `module` from `cache`, compiled into it first if it
+/// is not there.
+static Error compileCachedJob(ModuleOp module, const CompileOptions &options,
+                              int world, TrainJob &job, llvm::raw_ostream &log,
+                              const CompileCache &cache) {
+  double start = cleave_rt_now();
+  std::string key = CompileCache::key(module, options);
+  std::optional<std::string> path = cache.lookup(key);
+  bool hit = path.has_value();
+  if (!hit) {
+    Expected<std::string> inserted = cache.insert(key, module, options);
+    if (!inserted)
+      return inserted.takeError();
+    path = *inserted;
+  }
+  Expected<TrainJob> loaded = loadAotJob(*path);
+  if (!loaded)
+    return runError("compile cache entry " + *path + ": " +
+                    toString(loaded.takeError()) +
+                    " (remove it, or set CLEAVE_COMPILE_CACHE=0)");
+  job.manifest = std::move(loaded->manifest);
+  job.entries = std::move(loaded->entries);
+  double total = cleave_rt_now() - start;
+  if (hit)
+    log << "loaded the compiled step from the compile cache in "
+        << llvm::format("%.2f", total) << " s";
+  else
+    log << "compiled in " << llvm::format("%.2f", total)
+        << " s (into the compile cache)";
+  log << " (" << key.substr(0, 12) << ")";
+  if (job.manifest.mesh)
+    log << " for " << world << " ranks on mesh ("
+        << job.manifest.mesh->toString() << ")";
+  log << "\n";
+  log.flush();
+  return Error::success();
+}
+
 Error mlir::cleave::compileJob(ModuleOp module, const CompileOptions &options,
-                               int world, TrainJob &job,
-                               llvm::raw_ostream &log) {
+                               int world, TrainJob &job, llvm::raw_ostream &log,
+                               const CompileCache *cache) {
+  if (cache && cache->getOptions().enabled)
+    return compileCachedJob(module, options, world, job, log, *cache);
   double start = cleave_rt_now();
   auto compiled = JitProgram::compile(module, options);
   if (!compiled)

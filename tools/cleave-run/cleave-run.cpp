@@ -109,6 +109,12 @@ cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
                              cl::desc("Run an AOT-compiled shared library"));
+cl::opt<bool> noCompileCache(
+    "no-compile-cache", cl::cat(ioCat),
+    cl::desc("Compile the step even if the compile cache has it, and do not "
+             "keep it there (CLEAVE_COMPILE_CACHE=0 does the same; "
+             "CLEAVE_COMPILE_CACHE_DIR and CLEAVE_COMPILE_CACHE_MAX_MB set "
+             "where it lives and its bound, docs/cleave-run.md)"));
 
 cl::OptionCategory deviceCat("Device");
 cl::opt<std::string> backendOpt(
@@ -485,8 +491,16 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (Error err = checkJob(*job))
     return fail(toString(std::move(err)));
-  if (job->entries.empty())
-    if (Error err = compileJob(*module, compileOptions, world, *job, outs()))
+  if (job->entries.empty()) {
+    Expected<CompileCacheOptions> cacheOptions =
+        CompileCacheOptions::fromEnvironment();
+    if (!cacheOptions)
+      return fail(toString(cacheOptions.takeError()));
+    cacheOptions->enabled &= !noCompileCache;
+    CompileCache cache(*cacheOptions);
+    if (Error err =
+            compileJob(*module, compileOptions, world, *job, outs(), &cache))
       return fail(toString(std::move(err)));
+  }
   return runTrainJob(*job, runOptions());
 }

@@ -12,6 +12,7 @@
 #ifndef CLEAVE_EXECUTION_RUN_H
 #define CLEAVE_EXECUTION_RUN_H
 
+#include "cleave/Execution/CompileCache.h"
 #include "cleave/Execution/Compiler.h"
 #include "cleave/Execution/Trainer.h"
 #include "llvm/Support/Error.h"
@@ -72,10 +73,13 @@ llvm::Expected<TrainJob> loadAotJob(llvm::StringRef path);
 /// @train_step and the source fills its first batch.
 llvm::Error checkJob(const TrainJob &job);
 
-/// JIT-compiles the per-device program `module` into `job` and reports
-/// where the time went to `log` (for `world` ranks).
+/// Compiles the per-device program `module` into `job` and reports where
+/// the time went to `log` (for `world` ranks). With an enabled `cache`, a
+/// program compiled before is loaded from it, and a new one is compiled
+/// into it; otherwise the program is JIT-compiled.
 llvm::Error compileJob(ModuleOp module, const CompileOptions &options,
-                       int world, TrainJob &job, llvm::raw_ostream &log);
+                       int world, TrainJob &job, llvm::raw_ostream &log,
+                       const CompileCache *cache = nullptr);
 
 /// How the ranks train.
 struct RunOptions {
