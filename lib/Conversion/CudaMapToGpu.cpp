@@ -452,6 +452,52 @@ bool isOnlyRead(Value buffer) {
   return true;
 }
 
+/// The ops that use `buffer` (through views), split into writers and
+/// readers.
+void collectAccesses(Value buffer, SmallVectorImpl<Operation *> &writers,
+                     SmallVectorImpl<Operation *> &readers) {
+  for (OpOperand &use : buffer.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
+      collectAccesses(view->getResult(0), writers, readers);
+      continue;
+    }
+    if (isa<memref::DeallocOp>(user))
+      continue; // the end of the buffer's life, not an access
+    bool read = isa<memref::LoadOp>(user);
+    if (auto copy = dyn_cast<memref::CopyOp>(user))
+      read = use.get() != copy.getTarget();
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user))
+      read = linalgOp.isDpsInput(&use);
+    (read ? readers : writers).push_back(user);
+  }
+}
+
+/// Whether `alloc` is written only by ops at the top of `func`'s body that
+/// all come before every read of it. A kernel may then load its elements
+/// itself at any later point (kernels run in program order on one stream):
+/// the index buffer of a scatter that a copy kernel filled first, such as
+/// the sequence-parallel slice of the tokens that the embedding's gradient
+/// scatters by.
+bool isFrozenBeforeReads(Value alloc, func::FuncOp func) {
+  SmallVector<Operation *> writers, readers;
+  collectAccesses(alloc, writers, readers);
+  Block &body = func.getBody().front();
+  Operation *lastWrite = nullptr;
+  for (Operation *w : writers) {
+    if (w->getBlock() != &body)
+      return false;
+    if (!lastWrite || lastWrite->isBeforeInBlock(w))
+      lastWrite = w;
+  }
+  for (Operation *r : readers) {
+    Operation *top = body.findAncestorOpInBlock(*r);
+    if (!top || (lastWrite && !lastWrite->isBeforeInBlock(top)))
+      return false;
+  }
+  return true;
+}
+
 /// A copy generic replacing `memref.copy` (so that it becomes a kernel).
 void replaceCopy(memref::CopyOp copy) {
   OpBuilder b(copy);
@@ -544,6 +590,10 @@ struct CleaveCudaMapToGpuPass final
     for (BlockArgument arg : func.getArguments())
       if (isa<MemRefType>(arg.getType()) && isOnlyRead(arg))
         readOnly.insert(arg);
+    func.walk([&](memref::AllocOp alloc) {
+      if (isFrozenBeforeReads(alloc, func))
+        readOnly.insert(alloc);
+    });
     // Fills that initialize reductions go into the reductions' kernels.
     SmallVector<linalg::GenericOp> reductions;
     func.walk([&](linalg::GenericOp op) {

@@ -22,3 +22,20 @@ func.func @dynamic(%x: memref<?xf32>, %y: memref<?xf32>) {
   linalg.copy ins(%x : memref<?xf32>) outs(%y : memref<?xf32>)
   return
 }
+
+// -----
+
+// A buffer written again after a host read cannot be read by a later
+// kernel in its place: the second write would come first.
+func.func @written_after_read(%y: memref<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %x = memref.alloc() : memref<f32>
+  linalg.fill ins(%zero : f32) outs(%x : memref<f32>)
+  // expected-error @below {{host code would access device memory here}}
+  %v = memref.load %x[] : memref<f32>
+  linalg.fill ins(%one : f32) outs(%x : memref<f32>)
+  linalg.fill ins(%v : f32) outs(%y : memref<8xf32>)
+  memref.dealloc %x : memref<f32>
+  return
+}

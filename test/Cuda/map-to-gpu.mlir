@@ -195,3 +195,40 @@ func.func @fill_then_sum(%x: memref<16x512xf32>, %s: memref<16xf32>) {
   }
   return
 }
+
+// -----
+
+// A scatter whose indices a copy kernel wrote first (the sequence-parallel
+// slice of the tokens): written only before it is read, the index buffer is
+// read by the kernels of the loop themselves; no host code reads it.
+// CHECK-LABEL: func.func @scatter_by_copied_indices
+// CHECK: gpu.launch_func @cleave_kernels::@scatter_by_copied_indices_k0_ew
+// CHECK: scf.for
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch_func @cleave_kernels::@scatter_by_copied_indices_k1_ew
+// CHECK: gpu.func @scatter_by_copied_indices_k1_ew
+// CHECK: memref.load %{{.*}} : memref<4xi32>
+#id = affine_map<(d0) -> (d0)>
+func.func @scatter_by_copied_indices(%tokens: memref<8xi32>, %g: memref<4x16xf32>, %table: memref<10x16xf32>, %tmp: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %slice = memref.subview %tokens[4] [4] [1] : memref<8xi32> to memref<4xi32, strided<[1], offset: 4>>
+  %ids = memref.alloc() : memref<4xi32>
+  memref.copy %slice, %ids : memref<4xi32, strided<[1], offset: 4>> to memref<4xi32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %t = memref.load %ids[%i] : memref<4xi32>
+    %row = arith.index_cast %t : i32 to index
+    %src = memref.subview %g[%i, 0] [1, 16] [1, 1] : memref<4x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    %dst = memref.subview %table[%row, 0] [1, 16] [1, 1] : memref<10x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+        ins(%dst, %src : memref<16xf32, strided<[1], offset: ?>>, memref<16xf32, strided<[1], offset: ?>>)
+        outs(%tmp : memref<16xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %s = arith.addf %a, %b : f32
+      linalg.yield %s : f32
+    }
+  }
+  memref.dealloc %ids : memref<4xi32>
+  return
+}

@@ -1,12 +1,8 @@
-// XFAIL: *
-// KNOWN BUG: with sequence parallelism, the weight-gradient scatter of the
-// tied embedding (cleave.embedding_grad on sequence-split tokens, whose
-// result is a pending sum) is bufferized into the step's output buffer, and
-// cleave-cuda-map-to-gpu leaves that loop on the host ("host code would
-// access device memory here"). It appeared when cleave-apply-plan stopped
-// splitting the tied head's table over features (vocabulary 65 under tp = 2);
-// the same plan without sp lowers (zoo-ptxas-partitioned-nosp.mlir). Remove
-// this line when fixed.
+// Sequence parallelism: the tied embedding's weight-gradient scatter reads
+// its indices from the sequence slice of the tokens that a copy kernel
+// filled; kernels load them themselves (cleave-cuda-map-to-gpu: buffers
+// written only before they are read), so no host code touches device
+// memory.
 // The partitioned zoo steps (dp 2 x tp 2 with sequence parallelism) through
 // the whole CUDA pipeline: ptxas accepts every kernel, the host code calls
 // the collectives, and the kernels have the expected shapes.

@@ -298,8 +298,13 @@ def CleaveCudaMapToGpuPass
     computations on values loaded from memory (the bias correction of
     AdamW reads the step counter from its buffer) are cloned into the kernel,
     so kernel arguments are whole buffers with identity layouts and host
-    code never dereferences device memory. A host operation that still
-    reads or writes memory afterwards is an error.
+    code never dereferences device memory. A load moves into a kernel only
+    from a buffer that nothing writes between the load and the kernel:
+    function arguments that are only read, and allocations whose every
+    write is at the top of the function before every read (the token slice
+    that a sequence-parallel embedding gradient scatters by, filled by a
+    copy kernel first). A host operation that still reads or writes memory
+    afterwards is an error.
 
     ```mlir
     linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
