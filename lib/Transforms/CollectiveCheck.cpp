@@ -45,10 +45,13 @@ public:
     unsigned rank = shape.size();
     simStride.assign(rank, 0);
     fullStride.assign(rank, 0);
+    // Only the kept axes' product is bounded (Checker::setUp); the full
+    // mesh may be far larger and is counted saturating.
     int64_t sim = 1, full = 1;
     for (unsigned a = rank; a-- > 0;) {
       fullStride[a] = full;
-      full *= shape[a];
+      full =
+          shape[a] && full > INT64_MAX / shape[a] ? INT64_MAX : full * shape[a];
       if (kept[a]) {
         simStride[a] = sim;
         sim *= shape[a];
@@ -241,6 +244,26 @@ LogicalResult Checker::setUp(const CheckOptions &options) {
       if (e.kind != CommKind::Collective)
         for (unsigned a : table.comm(e.comm).axes)
           kept[a] = true;
+  int64_t simulated = 1;
+  std::string keptAxes;
+  for (unsigned a = 0; a < meshOp.getRank(); ++a)
+    if (kept[a]) {
+      simulated = simulatedProduct(simulated, meshOp.getShape()[a]);
+      keptAxes += (keptAxes.empty() ? "" : ", ") +
+                  cast<StringAttr>(meshOp.getAxisNames()[a]).getValue().str() +
+                  " = " + std::to_string(meshOp.getShape()[a]);
+    }
+  if (simulated < 0)
+    return meshOp.emitError()
+           << "cleave-verify-collectives: the axes simulated device by device ("
+           << keptAxes << (options.exhaustive ? ": exhaustive mode" : "")
+           << ") have more than " << kMaxSimulatedDevices
+           << " devices, the most the check simulates"
+           << (options.exhaustive
+                   ? "; without exhaustive=1 collectives' axes collapse to "
+                     "one device"
+                   : "; point-to-point communication and pipeline stages "
+                     "are simulated on every device of their axes");
   mesh.emplace(meshOp, kept);
   for (const CommTrace *t : programs.traces)
     for (const CommEvent &e : *t) {

@@ -153,7 +153,12 @@ LogicalResult mlir::cleave::verifyEntry(ArrayRef<func::FuncOp> funcs,
     return failure();
   int64_t count = 1;
   for (unsigned a : *axes)
-    count *= mesh.getShape()[a];
+    count = simulatedProduct(count, mesh.getShape()[a]);
+  if (count < 0)
+    return mesh.emitError()
+           << "cleave-verify-collectives: more than " << kMaxSimulatedDevices
+           << " distinct programs to replay (one per coordinate of the axes "
+              "the program reads its position on, or of the pipeline axis)";
   std::vector<CommTrace> traces;
   MeshPrograms programs{mesh, *axes, {}, {}};
   for (int64_t k = 0; k < count; ++k) {

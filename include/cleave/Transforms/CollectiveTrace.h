@@ -197,6 +197,21 @@ struct CheckOptions {
   bool exhaustive = false;
 };
 
+/// The most devices the check simulates, and programs it replays. Axes of
+/// collectives collapse to one device whatever their size; the axes that
+/// must be simulated whole (point-to-point communication, a pipeline's
+/// stage axis, all of them when exhaustive) multiply to at most this, or
+/// the check says so and stops, naming them. Memory and time grow linearly
+/// in it (about 200 bytes per simulated device).
+constexpr int64_t kMaxSimulatedDevices = int64_t(1) << 20;
+
+/// `a * b`, or -1 if it exceeds kMaxSimulatedDevices (never overflows).
+inline int64_t simulatedProduct(int64_t a, int64_t b) {
+  if (a < 0 || b < 0 || (b != 0 && a > kMaxSimulatedDevices / b))
+    return -1;
+  return a * b;
+}
+
 /// What the check did.
 struct CheckStats {
   int64_t meshDevices = 0;          ///< Devices of the mesh.
