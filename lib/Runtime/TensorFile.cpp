@@ -18,8 +18,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <map>
 #include <optional>
@@ -356,11 +358,60 @@ std::string buildHeader(cleave_tensor_writer &w) {
   return header;
 }
 
+std::string hostName() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "localhost";
+  return name;
+}
+
+/// The temporaries of writers of `path` on this host whose process is gone.
+int removeStaleTemporaries(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string prefix =
+      (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR *d = ::opendir(dir.empty() ? "/" : dir.c_str());
+  if (!d)
+    return 0; // no folder yet: nothing stale
+  std::string host = hostName();
+  int removed = 0;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    // <host>.<pid>.<n>, or <pid>.<n> from before the host was named; the
+    // host may contain dots, so read from the right.
+    std::string rest = name.substr(prefix.size());
+    size_t last = rest.rfind('.');
+    if (last == std::string::npos)
+      continue;
+    size_t second = rest.rfind('.', last - 1);
+    std::string pidText = second == std::string::npos
+                              ? rest.substr(0, last)
+                              : rest.substr(second + 1, last - second - 1);
+    std::string owner =
+        second == std::string::npos ? host : rest.substr(0, second);
+    char *end = nullptr;
+    long pid = std::strtol(pidText.c_str(), &end, 10);
+    if (pidText.empty() || *end || pid <= 0 || owner != host ||
+        pid == ::getpid())
+      continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH)
+      continue; // alive (or not ours to know)
+    removed += ::unlink((dir + "/" + name).c_str()) == 0;
+  }
+  ::closedir(d);
+  return removed;
+}
+
 void finishWriter(cleave_tensor_writer &w) {
   std::string header = buildHeader(w);
+  removeStaleTemporaries(w.path);
   static std::atomic<int> counter{0};
+  static const std::string host = hostName();
   std::string tmp =
-      concat(w.path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+      concat(w.path, ".tmp.", host, ".", ::getpid(), ".", counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   require(fd >= 0, concat("cannot create ", tmp, ": ", std::strerror(errno)));
   try {
@@ -492,5 +543,12 @@ int cleave_tensor_writer_finish(cleave_tensor_writer *writer) {
 }
 
 void cleave_tensor_writer_abort(cleave_tensor_writer *writer) { delete writer; }
+
+int cleave_tensor_file_remove_stale(const char *path) {
+  return guard("tensor_file_remove_stale", -1, [&] {
+    require(path && *path, "the path is empty");
+    return removeStaleTemporaries(path);
+  });
+}
 
 } // extern "C"

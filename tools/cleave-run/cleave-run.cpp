@@ -353,6 +353,9 @@ Error checkPaths() {
       if (!outputs[j].path->empty() && same(out, *outputs[j].path))
         return fail("--" + Twine(outputs[i].option) + " and --" +
                     outputs[j].option + " name the same file " + out);
+    // What an earlier run killed while writing this output left behind.
+    if (std::string(outputs[i].option) != "emit-object")
+      cleave_tensor_file_remove_stale(out.c_str());
     struct stat st;
     if (::stat(out.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode))

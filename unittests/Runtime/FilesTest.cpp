@@ -106,6 +106,41 @@ TEST(TensorFileTest, RoundTrip) {
             false);
 }
 
+// A writer killed mid-write leaves its temporary file; the next writer of
+// the same path (and cleave-run at start) removes it, but never one of a
+// live process or of another host.
+TEST(TensorFileTest, StaleTemporariesAreRemoved) {
+  TempDir dir;
+  std::string path = dir.file("params.safetensors");
+  char host[256] = {0};
+  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  // Pids above the kernel's pid_max (at most 2^22) never run.
+  std::string dead = path + ".tmp." + host + ".1073741824.0";
+  std::string deadOld = path + ".tmp.1073741825.3";
+  std::string live =
+      path + ".tmp." + host + "." + std::to_string(::getppid()) + ".0";
+  std::string otherHost = path + ".tmp.other-host.1073741824.0";
+  std::string otherFile = dir.file("losses.st.tmp.1073741824.0");
+  for (const std::string &f : {dead, deadOld, live, otherHost, otherFile})
+    writeAll(f, "partial");
+  EXPECT_EQ(cleave_tensor_file_remove_stale(path.c_str()), 2) << lastError();
+  auto exists = [](const std::string &f) {
+    return ::access(f.c_str(), F_OK) == 0;
+  };
+  EXPECT_FALSE(exists(dead));
+  EXPECT_FALSE(exists(deadOld));
+  EXPECT_TRUE(exists(live));
+  EXPECT_TRUE(exists(otherHost));
+  EXPECT_TRUE(exists(otherFile));
+  writeAll(dead, "partial");
+  writeSample(path); // the writer cleans before it writes
+  EXPECT_FALSE(exists(dead));
+  EXPECT_TRUE(exists(path));
+  EXPECT_EQ(cleave_tensor_file_remove_stale(dir.file("nowhere/x").c_str()), 0);
+  EXPECT_EQ(cleave_tensor_file_remove_stale(""), -1);
+  EXPECT_TRUE(has(lastError(), "the path is empty"));
+}
+
 TEST(TensorFileTest, CorruptionIsDetected) {
   TempDir dir;
   std::string path = dir.file("ckpt.safetensors");

@@ -251,6 +251,12 @@ int cleave_tensor_writer_set_metadata(cleave_tensor_writer *writer,
                                       const char *key, const char *value);
 /** Writes atomically and frees the writer. Returns 0 on success. */
 int cleave_tensor_writer_finish(cleave_tensor_writer *writer);
+/** Removes the temporary files that writers of `path` on this host left
+ *  when they died mid-write (`<path>.tmp.<host>.<pid>.<n>`, and the older
+ *  `<path>.tmp.<pid>.<n>`, whose process no longer runs). Writers do it
+ *  before writing, and cleave-run for its outputs at start. Returns the
+ *  number removed, or -1 with the error recorded. */
+int cleave_tensor_file_remove_stale(const char *path);
 void cleave_tensor_writer_abort(cleave_tensor_writer *writer);
 
 /*===----------------------------------------------------------------------===*/
