@@ -1,0 +1,226 @@
+//===- AttentionMemoryBench.cpp - Memory of tiled vs materialised attention
+//-===//
+//
+//   cleave-bench-attention --seq 1024,4096,16384 --layers 2 --hidden 64
+//       --heads 2 --tile 128 --full-limit-mb 6000 --rounds 2
+//
+// Compiles a small GPT's training step (batch 1, fp32, one process) per
+// sequence length with both attention lowerings of cleave-lower-to-linalg:
+// `full` (attention-tile=0: the [B*H, S, S] probabilities materialised in
+// forward and backward) and `flash` (tiled online softmax, --tile rows).
+// For each it prints the median step time and the allocator peak of a step
+// (bytes malloc'ed by the compiled step above what was live before it;
+// ../remat/AllocationCounter.h), beside the cost model's activations +
+// gradients + transient memory of the same step with attention=flash and
+// attention=unfused (local-cpu, fp32, one rank). `full` is skipped where its
+// S x S buffers alone (three of B*H*S*S floats in the backward pass) would
+// pass --full-limit-mb. One JSON line per measured variant follows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AllocationCounter.h"
+#include "cleave/CostModel/Estimate.h"
+#include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Trainer.h"
+#include "cleave/Models/ModelZoo.h"
+#include "cleave/Pipelines/Compile.h"
+#include "cleave/Planner/AutoShard.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <random>
+
+using namespace llvm;
+using namespace mlir::cleave;
+
+namespace {
+cl::OptionCategory category("cleave-bench-attention options");
+cl::list<int64_t>
+    seqLens("seq", cl::CommaSeparated,
+            cl::desc("Sequence lengths (default 1024,4096,16384)"),
+            cl::cat(category));
+cl::opt<int64_t> layers("layers", cl::init(2), cl::desc("Transformer layers"),
+                        cl::cat(category));
+cl::opt<int64_t> hidden("hidden", cl::init(64), cl::desc("Hidden size"),
+                        cl::cat(category));
+cl::opt<int64_t> heads("heads", cl::init(2), cl::desc("Attention heads"),
+                       cl::cat(category));
+cl::opt<int64_t> tile("tile", cl::init(128),
+                      cl::desc("Rows of the flash attention tiles"),
+                      cl::cat(category));
+cl::opt<int64_t> fullLimitMb(
+    "full-limit-mb", cl::init(6000),
+    cl::desc("Skip the materialised lowering above this many MB of S x S "
+             "buffers"),
+    cl::cat(category));
+cl::opt<int64_t> rounds("rounds", cl::init(2),
+                        cl::desc("Timed steps of each variant"),
+                        cl::cat(category));
+
+/// Random token batches.
+class RandomTokens final : public BatchSource {
+public:
+  explicit RandomTokens(int64_t vocab) : vocab(vocab) {}
+  llvm::Error fill(const BufferSpec &spec, int64_t step, void *data) override {
+    std::mt19937 rng(
+        static_cast<uint32_t>(step * 2 + (spec.name == "targets")));
+    auto *ids = static_cast<int32_t *>(data);
+    for (int64_t i = 0; i < spec.numElements(); ++i)
+      ids[i] = static_cast<int32_t>(rng() % vocab);
+    return llvm::Error::success();
+  }
+
+private:
+  int64_t vocab;
+};
+
+cleave::ModelConfig configFor(int64_t seq) {
+  cleave::ModelConfig config = *cleave::lookupPreset("tiny-gpt");
+  config.layers = layers;
+  config.hidden = hidden;
+  config.heads = config.kvHeads = heads;
+  config.ffnHidden = 4 * hidden;
+  config.seqLen = seq;
+  config.batch = 1;
+  return config;
+}
+
+/// The cost model's activations + gradients + transient bytes of the step.
+Expected<double> predictedBytes(const cleave::ModelConfig &config,
+                                cleave::cost::AttentionImpl attention) {
+  auto cluster = cleave::planner::resolveCluster("local-cpu", 1);
+  if (!cluster)
+    return createStringError(inconvertibleErrorCode(), cluster.error());
+  cleave::cost::ParallelPlan p;
+  p.microBatchSize = config.batch;
+  p.dtype = cleave::DType::F32;
+  p.attention = attention;
+  auto e = cleave::cost::estimate(config, cluster->spec, p);
+  if (!e)
+    return createStringError(inconvertibleErrorCode(), e.error());
+  const cleave::cost::MemoryBreakdown &m = e->peakMemory();
+  return m.activations + m.gradients + m.transient;
+}
+
+struct Result {
+  double medianSeconds = 0;
+  int64_t peak = 0;
+};
+
+/// Compiles the step with `attentionTile`, runs a warm-up step and
+/// --rounds timed ones.
+Expected<Result> measure(mlir::MLIRContext &context,
+                         const cleave::ModelConfig &config,
+                         int64_t attentionTile) {
+  std::string error;
+  auto module = buildModel(&context, config, error);
+  if (!module)
+    return createStringError(inconvertibleErrorCode(), error);
+  RankCompileOptions step;
+  step.plan.emplace();
+  if (Error err = compileForRanks(*module, step))
+    return std::move(err);
+  CompileOptions options;
+  options.pipeline.attentionTile = attentionTile;
+  auto program = JitProgram::compile(*module, options);
+  if (!program)
+    return program.takeError();
+  const FunctionSpec *spec = (*program)->getManifest().lookup("train_step");
+  auto trainer =
+      Trainer::create(*spec, cantFail((*program)->lookup("train_step")),
+                      TrainerOptions{1e-4, 1});
+  if (!trainer)
+    return trainer.takeError();
+  if ((*trainer)->initParameters())
+    return createStringError(inconvertibleErrorCode(),
+                             "cannot initialize the parameters");
+  RandomTokens tokens(config.vocab);
+  Result r;
+  std::vector<double> times;
+  for (int64_t i = -1; i < rounds; ++i) { // step -1 warms up
+    cleave::bench::resetPeak();
+    int64_t before = cleave::bench::liveBytes();
+    double start = cleave_rt_now();
+    auto loss = (*trainer)->runStep(std::max<int64_t>(i, 0), tokens);
+    double seconds = cleave_rt_now() - start;
+    if (!loss)
+      return loss.takeError();
+    if (i < 0)
+      continue;
+    times.push_back(seconds);
+    r.peak = std::max(r.peak, cleave::bench::peakBytes() - before);
+  }
+  std::sort(times.begin(), times.end());
+  r.medianSeconds = times[times.size() / 2];
+  return r;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Memory of tiled vs materialised attention\n");
+  std::vector<int64_t> seqs(seqLens.begin(), seqLens.end());
+  if (seqs.empty())
+    seqs = {1024, 4096, 16384};
+  cleave_rt_options_t options;
+  cleave_rt_default_options(&options);
+  if (cleave_rt_init(&options) != 0) {
+    errs() << cleave_rt_error_message() << "\n";
+    return 1;
+  }
+  mlir::DialectRegistry registry;
+  registerCompilerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  outs() << "gpt: " << layers << " layers, hidden " << hidden << ", " << heads
+         << " heads, batch 1, fp32, tile " << tile << "; median of " << rounds
+         << " steps\n";
+  outs() << "    seq  lowering    step ms   peak MB | pred flash MB  pred "
+            "unfused MB\n";
+  std::vector<std::string> json;
+  for (int64_t seq : seqs) {
+    cleave::ModelConfig config = configFor(seq);
+    auto flashBytes =
+        predictedBytes(config, cleave::cost::AttentionImpl::Flash);
+    auto unfusedBytes =
+        predictedBytes(config, cleave::cost::AttentionImpl::Unfused);
+    if (!flashBytes || !unfusedBytes)
+      return errs() << toString(flashBytes.takeError())
+                    << toString(unfusedBytes.takeError()) << "\n",
+             1;
+    double scoreMb = 3.0 * heads * seq * seq * 4 / 1e6;
+    for (int64_t t : {int64_t(0), int64_t(tile)}) {
+      const char *name = t == 0 ? "full" : "flash";
+      if (t == 0 && scoreMb > fullLimitMb) {
+        outs() << format("%7lld  %-8s  (skipped: %.0f MB of S x S buffers)\n",
+                         (long long)seq, name, scoreMb);
+        continue;
+      }
+      auto r = measure(context, config, t);
+      if (!r)
+        return errs() << toString(r.takeError()) << "\n", 1;
+      outs() << format("%7lld  %-8s %9.1f %9.1f | %13.1f %15.1f\n",
+                       (long long)seq, name, 1e3 * r->medianSeconds,
+                       r->peak / 1e6, *flashBytes / 1e6, *unfusedBytes / 1e6);
+      outs().flush();
+      json.push_back(
+          formatv("{{\"seq\": {0}, \"lowering\": \"{1}\", \"median_ms\": "
+                  "{2}, \"peak_bytes\": {3}, \"predicted_flash_bytes\": {4}, "
+                  "\"predicted_unfused_bytes\": {5}}",
+                  seq, name, 1e3 * r->medianSeconds, r->peak, *flashBytes,
+                  *unfusedBytes)
+              .str());
+    }
+  }
+  for (const std::string &line : json)
+    outs() << line << "\n";
+  cleave_rt_finalize();
+  return 0;
+}
