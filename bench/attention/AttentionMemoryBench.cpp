@@ -2,14 +2,16 @@
 //-===//
 //
 //   cleave-bench-attention --seq 1024,4096,16384 --layers 2 --hidden 64
-//       --heads 2 --tile 128 --full-limit-mb 6000 --rounds 2
+//       --heads 2 --tile 128 --full-limit-mb 6000 --rounds 3
 //
 // Compiles a small GPT's training step (batch 1, fp32, one process) per
 // sequence length with both attention lowerings of cleave-lower-to-linalg:
 // `full` (attention-tile=0: the [B*H, S, S] probabilities materialised in
 // forward and backward) and `flash` (tiled online softmax, --tile rows).
-// For each it prints the median step time and the allocator peak of a step
-// (bytes malloc'ed by the compiled step above what was live before it;
+// Both steps of one length run in turn, --rounds times (interleaved, so
+// machine load hits them alike). For each it prints the median step time and
+// the allocator peak of a step (bytes malloc'ed by the compiled step above what
+// was live before it;
 // ../remat/AllocationCounter.h), beside the cost model's activations +
 // gradients + transient memory of the same step with attention=flash and
 // attention=unfused (local-cpu, fp32, one rank). `full` is skipped where its
@@ -57,7 +59,7 @@ cl::opt<int64_t> fullLimitMb(
     cl::desc("Skip the materialised lowering above this many MB of S x S "
              "buffers"),
     cl::cat(category));
-cl::opt<int64_t> rounds("rounds", cl::init(2),
+cl::opt<int64_t> rounds("rounds", cl::init(3),
                         cl::desc("Timed steps of each variant"),
                         cl::cat(category));
 
@@ -106,16 +108,18 @@ Expected<double> predictedBytes(const cleave::ModelConfig &config,
   return m.activations + m.gradients + m.transient;
 }
 
-struct Result {
-  double medianSeconds = 0;
+/// One compiled training step and what it measured.
+struct Variant {
+  int64_t tile = 0;
+  std::unique_ptr<JitProgram> program;
+  std::unique_ptr<Trainer> trainer;
+  std::vector<double> times;
   int64_t peak = 0;
 };
 
-/// Compiles the step with `attentionTile`, runs a warm-up step and
-/// --rounds timed ones.
-Expected<Result> measure(mlir::MLIRContext &context,
-                         const cleave::ModelConfig &config,
-                         int64_t attentionTile) {
+/// Compiles the step with `v.tile` as the attention tile.
+Error build(mlir::MLIRContext &context, const cleave::ModelConfig &config,
+            Variant &v) {
   std::string error;
   auto module = buildModel(&context, config, error);
   if (!module)
@@ -123,40 +127,49 @@ Expected<Result> measure(mlir::MLIRContext &context,
   RankCompileOptions step;
   step.plan.emplace();
   if (Error err = compileForRanks(*module, step))
-    return std::move(err);
+    return err;
   CompileOptions options;
-  options.pipeline.attentionTile = attentionTile;
+  options.pipeline.attentionTile = v.tile;
   auto program = JitProgram::compile(*module, options);
   if (!program)
     return program.takeError();
-  const FunctionSpec *spec = (*program)->getManifest().lookup("train_step");
+  v.program = std::move(*program);
+  const FunctionSpec *spec = v.program->getManifest().lookup("train_step");
   auto trainer =
-      Trainer::create(*spec, cantFail((*program)->lookup("train_step")),
+      Trainer::create(*spec, cantFail(v.program->lookup("train_step")),
                       TrainerOptions{1e-4, 1});
   if (!trainer)
     return trainer.takeError();
-  if ((*trainer)->initParameters())
+  v.trainer = std::move(*trainer);
+  if (v.trainer->initParameters())
     return createStringError(inconvertibleErrorCode(),
                              "cannot initialize the parameters");
-  RandomTokens tokens(config.vocab);
-  Result r;
-  std::vector<double> times;
-  for (int64_t i = -1; i < rounds; ++i) { // step -1 warms up
-    cleave::bench::resetPeak();
-    int64_t before = cleave::bench::liveBytes();
-    double start = cleave_rt_now();
-    auto loss = (*trainer)->runStep(std::max<int64_t>(i, 0), tokens);
-    double seconds = cleave_rt_now() - start;
-    if (!loss)
-      return loss.takeError();
-    if (i < 0)
-      continue;
-    times.push_back(seconds);
-    r.peak = std::max(r.peak, cleave::bench::peakBytes() - before);
-  }
-  std::sort(times.begin(), times.end());
-  r.medianSeconds = times[times.size() / 2];
-  return r;
+  return Error::success();
+}
+
+/// Runs a warm-up step and --rounds timed ones of every variant, in turn
+/// (interleaved, so machine load hits them alike).
+Error run(std::vector<Variant> &variants, BatchSource &tokens) {
+  for (int64_t r = -1; r < rounds; ++r) // round -1 warms up
+    for (Variant &v : variants) {
+      cleave::bench::resetPeak();
+      int64_t before = cleave::bench::liveBytes();
+      double start = cleave_rt_now();
+      auto loss = v.trainer->runStep(std::max<int64_t>(r, 0), tokens);
+      double seconds = cleave_rt_now() - start;
+      if (!loss)
+        return loss.takeError();
+      if (r < 0)
+        continue;
+      v.times.push_back(seconds);
+      v.peak = std::max(v.peak, cleave::bench::peakBytes() - before);
+    }
+  return Error::success();
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
 }
 
 } // namespace
@@ -196,28 +209,33 @@ int main(int argc, char **argv) {
                     << toString(unfusedBytes.takeError()) << "\n",
              1;
     double scoreMb = 3.0 * heads * seq * seq * 4 / 1e6;
-    for (int64_t t : {int64_t(0), int64_t(tile)}) {
-      const char *name = t == 0 ? "full" : "flash";
-      if (t == 0 && scoreMb > fullLimitMb) {
-        outs() << format("%7lld  %-8s  (skipped: %.0f MB of S x S buffers)\n",
-                         (long long)seq, name, scoreMb);
-        continue;
-      }
-      auto r = measure(context, config, t);
-      if (!r)
-        return errs() << toString(r.takeError()) << "\n", 1;
+    std::vector<Variant> variants;
+    if (scoreMb <= fullLimitMb)
+      variants.emplace_back().tile = 0;
+    else
+      outs() << format("%7lld  %-8s  (skipped: %.0f MB of S x S buffers)\n",
+                       (long long)seq, (const char *)"full", scoreMb);
+    variants.emplace_back().tile = tile;
+    for (Variant &v : variants)
+      if (Error err = build(context, config, v))
+        return errs() << toString(std::move(err)) << "\n", 1;
+    RandomTokens tokens(config.vocab);
+    if (Error err = run(variants, tokens))
+      return errs() << toString(std::move(err)) << "\n", 1;
+    for (Variant &v : variants) {
+      const char *name = v.tile == 0 ? "full" : "flash";
+      double ms = 1e3 * median(v.times);
       outs() << format("%7lld  %-8s %9.1f %9.1f | %13.1f %15.1f\n",
-                       (long long)seq, name, 1e3 * r->medianSeconds,
-                       r->peak / 1e6, *flashBytes / 1e6, *unfusedBytes / 1e6);
-      outs().flush();
+                       (long long)seq, name, ms, v.peak / 1e6,
+                       *flashBytes / 1e6, *unfusedBytes / 1e6);
       json.push_back(
           formatv("{{\"seq\": {0}, \"lowering\": \"{1}\", \"median_ms\": "
                   "{2}, \"peak_bytes\": {3}, \"predicted_flash_bytes\": {4}, "
                   "\"predicted_unfused_bytes\": {5}}",
-                  seq, name, 1e3 * r->medianSeconds, r->peak, *flashBytes,
-                  *unfusedBytes)
+                  seq, name, ms, v.peak, *flashBytes, *unfusedBytes)
               .str());
     }
+    outs().flush();
   }
   for (const std::string &line : json)
     outs() << line << "\n";
