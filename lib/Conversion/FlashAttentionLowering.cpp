@@ -127,15 +127,18 @@ Value insertRows(OpBuilder &b, Location loc, Value tile, Value dest,
   return b.create<tensor::InsertSliceOp>(loc, tile, dest, offsets, sizes, ones);
 }
 
+/// Whether some key tile needs a mask (causal, or padded keys).
+bool needsMask(const Tiling &t) { return t.causal || t.kp != t.a.skv; }
+
 /// In the body of a generic over a [BH, Tq, Tk] tile at query row `qOff`
-/// and key row `kOff`: the scaled score `x`, or -inf where the key is in the
-/// query's future (causal) or padding.
+/// and key row `kOff`: the scaled score `x`, or, if the tile is `masked`,
+/// -inf where the key is in the query's future (causal) or padding.
 Value maskedScore(OpBuilder &b, Location l, const Tiling &t, Value x,
-                  Value qOff, Value kOff) {
+                  Value qOff, Value kOff, bool masked) {
   Value v =
       b.create<arith::MulFOp>(l, x, floatConst(b, l, x.getType(), t.scale));
   bool paddedKeys = t.kp != t.a.skv;
-  if (!t.causal && !paddedKeys)
+  if (!masked || !needsMask(t))
     return v;
   Value key = b.create<arith::AddIOp>(l, kOff, b.create<linalg::IndexOp>(l, 2));
   Value hide;
@@ -166,6 +169,54 @@ Value keyTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff) {
   Value tiles =
       b.create<arith::CeilDivUIOp>(loc, end, indexConst(b, loc, t.tk));
   return b.create<arith::MinUIOp>(loc, tiles, all);
+}
+
+/// The key tiles [0, result) that no query row of the tile at `qOff` needs
+/// masked: below the diagonal (causal) and without padded keys; at most
+/// `bound`.
+Value unmaskedTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff,
+                        Value bound) {
+  Value n = bound;
+  if (t.causal) {
+    // Tile j is fully visible when its last key precedes the first row.
+    Value first = b.create<arith::AddIOp>(
+        loc, b.create<arith::AddIOp>(loc, t.rowBase, qOff),
+        indexConst(b, loc, 1));
+    Value tiles =
+        b.create<arith::DivUIOp>(loc, first, indexConst(b, loc, t.tk));
+    n = b.create<arith::MinUIOp>(loc, n, tiles);
+  }
+  if (t.kp != t.a.skv)
+    n = b.create<arith::MinUIOp>(loc, n, indexConst(b, loc, t.numK() - 1));
+  return n;
+}
+
+/// Builds one key tile's iteration: `j` the tile, `args` the carried values,
+/// `masked` whether the scores need the mask.
+using KeyTileBody =
+    function_ref<void(OpBuilder &, Location, Value, ValueRange, bool)>;
+
+/// Runs `body` over the key tiles that the query tile at `qOff` sees: the
+/// unmasked ones first, in a loop without the mask's index arithmetic,
+/// then the rest (the diagonal, the padding) with it.
+SmallVector<Value> keyTileLoops(OpBuilder &b, Location loc, const Tiling &t,
+                                Value qOff, ValueRange inits,
+                                KeyTileBody body) {
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value bound = keyTileBound(b, loc, t, qOff);
+  auto loop = [&](Value from, Value to, ValueRange carried, bool masked) {
+    return b.create<scf::ForOp>(
+        loc, from, to, one, carried,
+        [&](OpBuilder &nb, Location l, Value j, ValueRange args) {
+          body(nb, l, j, args, masked);
+        });
+  };
+  if (!needsMask(t))
+    return SmallVector<Value>(loop(zero, bound, inits, false).getResults());
+  Value split = unmaskedTileBound(b, loc, t, qOff, bound);
+  auto unmasked = loop(zero, split, inits, false);
+  return SmallVector<Value>(
+      loop(split, bound, unmasked.getResults(), true).getResults());
 }
 
 /// `dest` overwritten in place with `body(inputs..., dest)` elementwise
@@ -211,7 +262,8 @@ RowStats forwardTile(OpBuilder &b, Location loc, const Tiling &t, Value qT,
   Value acc0 = filledTensor(b, loc, accType, 0.0);
   AffineMap full = AffineMap::getMultiDimIdentityMap(3, ctx);
   AffineMap rowMap = dropDimsMap(ctx, 3, {2});
-  auto body = [&](OpBuilder &nb, Location l, Value j, ValueRange args) {
+  auto body = [&](OpBuilder &nb, Location l, Value j, ValueRange args,
+                  bool masked) {
     Value m = args[0], sum = args[1], acc = args[2];
     Value kOff = nb.create<arith::MulIOp>(l, j, indexConst(nb, l, t.tk));
     Value kT = rowsOf(nb, l, k, kOff, t.tk), vT = rowsOf(nb, l, v, kOff, t.tk);
@@ -219,13 +271,13 @@ RowStats forwardTile(OpBuilder &b, Location loc, const Tiling &t, Value qT,
     Value mNew = buildReduction(
         nb, l, {s, m}, {full, rowMap}, {t.bh(), t.tq, t.tk}, {2},
         ReduceKind::Max, [&](OpBuilder &bb, Location ll, ValueRange x) {
-          Value sc = maskedScore(bb, ll, t, x[0], qOff, kOff);
+          Value sc = maskedScore(bb, ll, t, x[0], qOff, kOff, masked);
           return bb.create<arith::MaximumFOp>(ll, sc, x[1]).getResult();
         });
     Value p = buildGeneric(nb, l, t.tileType(t.tk), {s, mNew}, {full, rowMap},
                            [&](OpBuilder &bb, Location ll, ValueRange x) {
-                             Value sc =
-                                 maskedScore(bb, ll, t, x[0], qOff, kOff);
+                             Value sc = maskedScore(bb, ll, t, x[0], qOff, kOff,
+                                                    masked);
                              Value d = bb.create<arith::SubFOp>(ll, sc, x[1]);
                              return bb.create<math::ExpOp>(ll, d).getResult();
                            });
@@ -254,10 +306,9 @@ RowStats forwardTile(OpBuilder &b, Location loc, const Tiling &t, Value qT,
     Value mCopy = nb.create<linalg::CopyOp>(l, mNew, m).getResult(0);
     nb.create<scf::YieldOp>(l, ValueRange{mCopy, sumNew, accNew});
   };
-  auto loop = b.create<scf::ForOp>(
-      loc, indexConst(b, loc, 0), keyTileBound(b, loc, t, qOff),
-      indexConst(b, loc, 1), ValueRange{m0, l0, acc0}, body);
-  return {loop.getResult(0), loop.getResult(1), loop.getResult(2)};
+  SmallVector<Value> r =
+      keyTileLoops(b, loc, t, qOff, ValueRange{m0, l0, acc0}, body);
+  return {r[0], r[1], r[2]};
 }
 
 /// O = acc / l of a finished query tile.
@@ -330,15 +381,16 @@ SmallVector<Value> backwardTile(OpBuilder &b, Location loc, const Tiling &t,
   AffineMap full = AffineMap::getMultiDimIdentityMap(3, ctx);
   AffineMap rowMap = dropDimsMap(ctx, 3, {2});
   Value dQ0 = filledTensor(b, loc, t.tileType(t.a.d), 0.0);
-  auto body = [&](OpBuilder &nb, Location l, Value j, ValueRange args) {
+  auto body = [&](OpBuilder &nb, Location l, Value j, ValueRange args,
+                  bool masked) {
     Value kOff = nb.create<arith::MulIOp>(l, j, indexConst(nb, l, t.tk));
     Value kT = rowsOf(nb, l, x.k, kOff, t.tk);
     Value vT = rowsOf(nb, l, x.v, kOff, t.tk);
     Value s = buildMatmul(nb, l, qT, kT, false, true, t.elem);
     Value p = buildGeneric(nb, l, t.tileType(t.tk), {s, lse}, {full, rowMap},
                            [&](OpBuilder &bb, Location ll, ValueRange v) {
-                             Value sc =
-                                 maskedScore(bb, ll, t, v[0], qOff, kOff);
+                             Value sc = maskedScore(bb, ll, t, v[0], qOff, kOff,
+                                                    masked);
                              Value d = bb.create<arith::SubFOp>(ll, sc, v[1]);
                              return bb.create<math::ExpOp>(ll, d).getResult();
                            });
@@ -362,10 +414,7 @@ SmallVector<Value> backwardTile(OpBuilder &b, Location loc, const Tiling &t,
         l, ValueRange{dQ, insertRows(nb, l, dKt, args[1], kOff),
                       insertRows(nb, l, dVt, args[2], kOff)});
   };
-  auto loop = b.create<scf::ForOp>(
-      loc, indexConst(b, loc, 0), keyTileBound(b, loc, t, qOff),
-      indexConst(b, loc, 1), ValueRange{dQ0, dK, dV}, body);
-  return SmallVector<Value>(loop.getResults());
+  return keyTileLoops(b, loc, t, qOff, ValueRange{dQ0, dK, dV}, body);
 }
 
 struct FlashAttentionGradLowering : OpRewritePattern<AttentionGradOp> {

@@ -10,8 +10,9 @@
 // NOSS-NOT: x8x12xf32
 
 // Causal GQA forward over 10 rows, tiles of 4: Q, K, V are padded to 12
-// rows; the outer loop runs over the 3 query tiles, the inner one over the
-// key tiles up to the diagonal, keeping the row max, the row sum and the
+// rows; the outer loop runs over the 3 query tiles, two inner ones over the
+// key tiles up to the diagonal (first those that need no mask, then the
+// diagonal and padded ones), keeping the row max, the row sum and the
 // unnormalised output; padded keys and future keys are masked.
 // CHECK-LABEL: func.func @causal_gqa
 // CHECK: %[[QP:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 0, 0] [4, 10, 8] [1, 1, 1] : tensor<4x10x8xf32> into tensor<4x12x8xf32>
@@ -22,7 +23,14 @@
 // CHECK: %[[QT:.*]] = tensor.extract_slice %[[QP]][0, %[[QOFF]], 0] [4, 4, 8] [1, 1, 1]
 // CHECK: %[[TILES:.*]] = arith.ceildivui
 // CHECK: %[[UB:.*]] = arith.minui %[[TILES]]
-// CHECK: %[[ST:.*]]:3 = scf.for %[[J:.*]] = %{{.*}} to %[[UB]] step %{{.*}} iter_args(%[[M:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4x8xf32>)
+// CHECK: %[[VISIBLE:.*]] = arith.divui
+// CHECK: %[[BELOW:.*]] = arith.minui %[[UB]], %[[VISIBLE]]
+// CHECK: %[[SPLIT:.*]] = arith.minui %[[BELOW]], %{{.*}}
+// The key tiles below the diagonal and without padding need no mask.
+// CHECK: %[[A:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[SPLIT]] step %{{.*}} iter_args({{.*}}) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4x8xf32>)
+// CHECK-NOT: arith.cmpi
+// CHECK: scf.yield
+// CHECK: %[[ST:.*]]:3 = scf.for %[[J:.*]] = %[[SPLIT]] to %[[UB]] step %{{.*}} iter_args(%[[M:.*]] = %[[A]]#0, %[[L:.*]] = %[[A]]#1, %[[ACC:.*]] = %[[A]]#2) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4x8xf32>)
 // CHECK: %[[KOFF:.*]] = arith.muli %[[J]]
 // CHECK: %[[KT:.*]] = tensor.extract_slice %[[KP]][0, %[[KOFF]], 0] [4, 4, 8]
 // CHECK: %[[VT:.*]] = tensor.extract_slice %[[VP]][0, %[[KOFF]], 0] [4, 4, 8]
@@ -79,7 +87,7 @@ func.func @full_tiles(%q: tensor<1x4x1x4xf32>, %k: tensor<1x8x1x4xf32>) -> tenso
 
 // The gradient with a context-parallel query block: the diagonal starts at
 // row block * 6. Per query tile: the forward loop again (O and the
-// log-sum-exp), D = rowsum(dO * O), then one loop over the same key tiles
+// log-sum-exp), D = rowsum(dO * O), then loops over the same key tiles
 // that recomputes P from the log-sum-exp and accumulates dQ of the tile and
 // dK, dV of the key tile (P^T dO and dS^T Q into slices of the carried
 // gradients); dK, dV are summed over the two query heads of the key head.
@@ -93,18 +101,24 @@ func.func @full_tiles(%q: tensor<1x4x1x4xf32>, %k: tensor<1x8x1x4xf32>) -> tenso
 // CHECK: %[[QT:.*]] = tensor.extract_slice %{{.*}}[0, %[[QOFF]], 0] [2, 4, 4]
 // CHECK: %[[DOT:.*]] = tensor.extract_slice %{{.*}}[0, %[[QOFF]], 0] [2, 4, 4]
 // CHECK: arith.addi %[[ROW0]], %[[QOFF]]
-// CHECK: %[[FWD:.*]]:3 = scf.for
+// CHECK: %[[FWD0:.*]]:3 = scf.for
+// CHECK: scf.yield
+// CHECK: %[[FWD:.*]]:3 = scf.for {{.*}} iter_args({{.*}} = %[[FWD0]]#0, {{.*}} = %[[FWD0]]#1, {{.*}} = %[[FWD0]]#2)
 // CHECK: scf.yield
 // CHECK: %[[LSE:.*]] = linalg.generic {{.*}} ins(%[[FWD]]#0, %[[FWD]]#1 : tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK: math.log
 // CHECK: %[[OT:.*]] = linalg.generic {{.*}} ins(%[[FWD]]#2, %[[FWD]]#1
 // CHECK: %[[DELTA:.*]] = linalg.generic {{.*}} ins(%[[DOT]], %[[OT]] : tensor<2x4x4xf32>, tensor<2x4x4xf32>)
-// CHECK: %[[BWD:.*]]:3 = scf.for %[[J:.*]] = {{.*}} iter_args(%[[DQT:.*]] = %{{.*}}, %[[DKC:.*]] = %[[DK]], %[[DVC:.*]] = %[[DV]]) -> (tensor<2x4x4xf32>, tensor<2x12x4xf32>, tensor<2x12x4xf32>)
+// CHECK: %[[BWD0:.*]]:3 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[DK]], %{{.*}} = %[[DV]]) -> (tensor<2x4x4xf32>, tensor<2x12x4xf32>, tensor<2x12x4xf32>)
+// CHECK-NOT: arith.cmpi
+// CHECK: scf.yield
+// CHECK: %[[BWD:.*]]:3 = scf.for %[[J:.*]] = {{.*}} iter_args(%[[DQT:.*]] = %[[BWD0]]#0, %[[DKC:.*]] = %[[BWD0]]#1, %[[DVC:.*]] = %[[BWD0]]#2) -> (tensor<2x4x4xf32>, tensor<2x12x4xf32>, tensor<2x12x4xf32>)
 // CHECK: %[[KOFF:.*]] = arith.muli %[[J]]
 // CHECK: %[[KT:.*]] = tensor.extract_slice %{{.*}}[0, %[[KOFF]], 0] [2, 4, 4]
 // CHECK: %[[VT:.*]] = tensor.extract_slice %{{.*}}[0, %[[KOFF]], 0] [2, 4, 4]
 // CHECK: %[[S:.*]] = linalg.batch_matmul_transpose_b ins(%[[QT]], %[[KT]]
 // CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%[[S]], %[[LSE]] : tensor<2x4x4xf32>, tensor<2x4xf32>)
+// CHECK: arith.cmpi ugt
 // CHECK: %[[DVS:.*]] = tensor.extract_slice %[[DVC]][0, %[[KOFF]], 0] [2, 4, 4]
 // CHECK: %[[DVT:.*]] = linalg.batch_matmul_transpose_a ins(%[[P]], %[[DOT]] : {{.*}}) outs(%[[DVS]] : tensor<2x4x4xf32>)
 // CHECK: %[[DP:.*]] = linalg.batch_matmul_transpose_b ins(%[[DOT]], %[[VT]]
