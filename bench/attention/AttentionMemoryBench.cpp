@@ -20,10 +20,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "AllocationCounter.h"
+#include "StepVariant.h"
 #include "cleave/CostModel/Estimate.h"
 #include "cleave/Execution/Compiler.h"
-#include "cleave/Execution/Trainer.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Pipelines/Compile.h"
 #include "cleave/Planner/AutoShard.h"
@@ -33,8 +32,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
-#include <algorithm>
-#include <random>
 
 using namespace llvm;
 using namespace mlir::cleave;
@@ -63,23 +60,6 @@ cl::opt<int64_t> rounds("rounds", cl::init(3),
                         cl::desc("Timed steps of each variant"),
                         cl::cat(category));
 
-/// Random token batches.
-class RandomTokens final : public BatchSource {
-public:
-  explicit RandomTokens(int64_t vocab) : vocab(vocab) {}
-  llvm::Error fill(const BufferSpec &spec, int64_t step, void *data) override {
-    std::mt19937 rng(
-        static_cast<uint32_t>(step * 2 + (spec.name == "targets")));
-    auto *ids = static_cast<int32_t *>(data);
-    for (int64_t i = 0; i < spec.numElements(); ++i)
-      ids[i] = static_cast<int32_t>(rng() % vocab);
-    return llvm::Error::success();
-  }
-
-private:
-  int64_t vocab;
-};
-
 cleave::ModelConfig configFor(int64_t seq) {
   cleave::ModelConfig config = *cleave::lookupPreset("tiny-gpt");
   config.layers = layers;
@@ -106,70 +86,6 @@ Expected<double> predictedBytes(const cleave::ModelConfig &config,
     return createStringError(inconvertibleErrorCode(), e.error());
   const cleave::cost::MemoryBreakdown &m = e->peakMemory();
   return m.activations + m.gradients + m.transient;
-}
-
-/// One compiled training step and what it measured.
-struct Variant {
-  int64_t tile = 0;
-  std::unique_ptr<JitProgram> program;
-  std::unique_ptr<Trainer> trainer;
-  std::vector<double> times;
-  int64_t peak = 0;
-};
-
-/// Compiles the step with `v.tile` as the attention tile.
-Error build(mlir::MLIRContext &context, const cleave::ModelConfig &config,
-            Variant &v) {
-  std::string error;
-  auto module = buildModel(&context, config, error);
-  if (!module)
-    return createStringError(inconvertibleErrorCode(), error);
-  RankCompileOptions step;
-  step.plan.emplace();
-  if (Error err = compileForRanks(*module, step))
-    return err;
-  CompileOptions options;
-  options.pipeline.attentionTile = v.tile;
-  auto program = JitProgram::compile(*module, options);
-  if (!program)
-    return program.takeError();
-  v.program = std::move(*program);
-  const FunctionSpec *spec = v.program->getManifest().lookup("train_step");
-  auto trainer =
-      Trainer::create(*spec, cantFail(v.program->lookup("train_step")),
-                      TrainerOptions{1e-4, 1});
-  if (!trainer)
-    return trainer.takeError();
-  v.trainer = std::move(*trainer);
-  if (v.trainer->initParameters())
-    return createStringError(inconvertibleErrorCode(),
-                             "cannot initialize the parameters");
-  return Error::success();
-}
-
-/// Runs a warm-up step and --rounds timed ones of every variant, in turn
-/// (interleaved, so machine load hits them alike).
-Error run(std::vector<Variant> &variants, BatchSource &tokens) {
-  for (int64_t r = -1; r < rounds; ++r) // round -1 warms up
-    for (Variant &v : variants) {
-      cleave::bench::resetPeak();
-      int64_t before = cleave::bench::liveBytes();
-      double start = cleave_rt_now();
-      auto loss = v.trainer->runStep(std::max<int64_t>(r, 0), tokens);
-      double seconds = cleave_rt_now() - start;
-      if (!loss)
-        return loss.takeError();
-      if (r < 0)
-        continue;
-      v.times.push_back(seconds);
-      v.peak = std::max(v.peak, cleave::bench::peakBytes() - before);
-    }
-  return Error::success();
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
 }
 
 } // namespace
@@ -209,22 +125,30 @@ int main(int argc, char **argv) {
                     << toString(unfusedBytes.takeError()) << "\n",
              1;
     double scoreMb = 3.0 * heads * seq * seq * 4 / 1e6;
-    std::vector<Variant> variants;
+    std::vector<int64_t> tiles;
     if (scoreMb <= fullLimitMb)
-      variants.emplace_back().tile = 0;
+      tiles.push_back(0);
     else
       outs() << format("%7lld  %-8s  (skipped: %.0f MB of S x S buffers)\n",
                        (long long)seq, (const char *)"full", scoreMb);
-    variants.emplace_back().tile = tile;
-    for (Variant &v : variants)
-      if (Error err = build(context, config, v))
+    tiles.push_back(tile);
+    std::vector<cleave::bench::StepVariant> variants(tiles.size());
+    std::vector<cleave::bench::StepVariant *> steps;
+    for (auto [t, v] : llvm::zip(tiles, variants)) {
+      RankCompileOptions step;
+      step.plan.emplace();
+      CompileOptions lowering;
+      lowering.pipeline.attentionTile = t;
+      if (Error err = v.build(context, config, step, lowering))
         return errs() << toString(std::move(err)) << "\n", 1;
-    RandomTokens tokens(config.vocab);
-    if (Error err = run(variants, tokens))
+      steps.push_back(&v);
+    }
+    cleave::bench::RandomTokens tokens(config.vocab);
+    if (Error err = cleave::bench::runInTurn(steps, rounds, tokens))
       return errs() << toString(std::move(err)) << "\n", 1;
-    for (Variant &v : variants) {
-      const char *name = v.tile == 0 ? "full" : "flash";
-      double ms = 1e3 * median(v.times);
+    for (auto [t, v] : llvm::zip(tiles, variants)) {
+      const char *name = t == 0 ? "full" : "flash";
+      double ms = 1e3 * v.medianSeconds();
       outs() << format("%7lld  %-8s %9.1f %9.1f | %13.1f %15.1f\n",
                        (long long)seq, name, ms, v.peak / 1e6,
                        *flashBytes / 1e6, *unfusedBytes / 1e6);

@@ -13,6 +13,9 @@
 //       acc = acc e^(m - m') + p V_j;  m = m'
 //     O_i = acc / l
 //
+// The key tiles of a query tile run in two loops: first those below the
+// diagonal without padded keys (no mask), then the diagonal and the padding.
+//
 // The gradient takes no saved statistics (the op's operands are q, k, v and
 // dO): per query tile it first runs the loop above for O_i and the
 // log-sum-exp L_i = m + log l, then D_i = rowsum(dO_i * O_i) and, per key
