@@ -118,7 +118,10 @@ def CleaveFuseElementwisePass
     Upstream elementwise fusion, restricted to producer/consumer pairs that
     are both `linalg.generic` and to producers with a single user (a producer
     with several users would be recomputed in each: a transformer's residual
-    stream would be recomputed from the embedding in every layer). Named
+    stream would be recomputed from the embedding in every layer) that do
+    not read their own output (an in-place update, such as the running row
+    sums of the flash attention lowering, whose fused op would lose the
+    value it reads). Named
     contractions (`linalg.matmul` and
     friends) stay named, so that `cleave-linalg-to-runtime` can hand them to
     the BLAS after bufferization, and the fills that initialize them stay
