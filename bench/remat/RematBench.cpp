@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "AllocationCounter.h"
+#include "StepVariant.h"
 #include "cleave/CostModel/Estimate.h"
 #include "cleave/Execution/Compiler.h"
 #include "cleave/Execution/Trainer.h"
@@ -57,26 +57,10 @@ cl::opt<int64_t> rounds("rounds", cl::init(5),
 
 const char *const kKinds[] = {"none", "selective", "full"};
 
-/// Random token batches.
-class RandomTokens final : public BatchSource {
-public:
-  llvm::Error fill(const BufferSpec &spec, int64_t step, void *data) override {
-    std::mt19937 rng(
-        static_cast<uint32_t>(step * 2 + (spec.name == "targets")));
-    auto *ids = static_cast<int32_t *>(data);
-    for (int64_t i = 0; i < spec.numElements(); ++i)
-      ids[i] = static_cast<int32_t>(rng() % vocab);
-    return llvm::Error::success();
-  }
-};
-
-/// One compiled training step and what it measured.
+/// One recompute kind's step and the cost model's estimate of it.
 struct Variant {
   std::string kind;
-  std::unique_ptr<JitProgram> program;
-  std::unique_ptr<Trainer> trainer;
-  std::vector<double> times;
-  int64_t peak = 0;
+  cleave::bench::StepVariant step;
   cleave::cost::Estimate predicted;
 };
 
@@ -98,30 +82,10 @@ cleave::ModelConfig configFromFlags() {
 /// Compiles the step with `recompute=kind` and sets up its trainer.
 llvm::Error build(mlir::MLIRContext &context, const cleave::ModelConfig &config,
                   Variant &v) {
-  std::string error;
-  auto module = buildModel(&context, config, error);
-  if (!module)
-    return createStringError(inconvertibleErrorCode(), error);
   RankCompileOptions step;
   step.plan.emplace();
   step.plan->named.recompute = v.kind;
-  if (Error err = compileForRanks(*module, step))
-    return err;
-  auto program = JitProgram::compile(*module);
-  if (!program)
-    return program.takeError();
-  v.program = std::move(*program);
-  const FunctionSpec *spec = v.program->getManifest().lookup("train_step");
-  auto trainer =
-      Trainer::create(*spec, cantFail(v.program->lookup("train_step")),
-                      TrainerOptions{1e-4, 1});
-  if (!trainer)
-    return trainer.takeError();
-  v.trainer = std::move(*trainer);
-  if (v.trainer->initParameters())
-    return createStringError(inconvertibleErrorCode(),
-                             "cannot initialize the parameters");
-  return Error::success();
+  return v.step.build(context, config, step);
 }
 
 /// The cost model's estimate of the same step: one rank of local-cpu,
@@ -139,11 +103,6 @@ llvm::Error predict(const cleave::ModelConfig &config, Variant &v) {
     return createStringError(inconvertibleErrorCode(), e.error());
   v.predicted = *e;
   return Error::success();
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
 }
 
 } // namespace
@@ -171,41 +130,32 @@ int main(int argc, char **argv) {
     if (Error err = predict(config, variants[i]))
       return errs() << toString(std::move(err)) << "\n", 1;
   }
-  RandomTokens tokens;
-  for (int64_t r = -1; r < rounds; ++r) // round -1 warms up
-    for (Variant &v : variants) {
-      cleave::bench::resetPeak();
-      int64_t before = cleave::bench::liveBytes();
-      double start = cleave_rt_now();
-      auto loss = v.trainer->runStep(std::max<int64_t>(r, 0), tokens);
-      double seconds = cleave_rt_now() - start;
-      if (!loss)
-        return errs() << toString(loss.takeError()) << "\n", 1;
-      if (r < 0)
-        continue;
-      v.times.push_back(seconds);
-      v.peak = std::max(v.peak, cleave::bench::peakBytes() - before);
-    }
+  cleave::bench::RandomTokens tokens(vocab);
+  std::vector<cleave::bench::StepVariant *> steps;
+  for (Variant &v : variants)
+    steps.push_back(&v.step);
+  if (Error err = cleave::bench::runInTurn(steps, rounds, tokens))
+    return errs() << toString(std::move(err)) << "\n", 1;
   outs() << arch << ": " << layers << " layers, hidden " << hidden << ", "
          << heads << " heads, seq " << seqLen << ", batch " << batch
          << ", fp32; median of " << rounds << " interleaved steps\n";
   outs() << "recompute    step ms   peak MB  saved MB |   pred ms   pred rc"
             "   pred MB\n";
-  double basePeak = double(variants[0].peak);
+  double basePeak = double(variants[0].step.peak);
   for (Variant &v : variants) {
     const cleave::cost::MemoryBreakdown &m = v.predicted.peakMemory();
     double predictedBytes = m.activations + m.gradients + m.transient;
-    outs() << format("%-10s %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f\n",
-                     v.kind.c_str(), 1e3 * median(v.times), v.peak / 1e6,
-                     (basePeak - v.peak) / 1e6, 1e3 * v.predicted.stepTime,
-                     1e3 * v.predicted.breakdown.recompute,
-                     predictedBytes / 1e6);
+    outs() << format(
+        "%-10s %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f\n", v.kind.c_str(),
+        1e3 * v.step.medianSeconds(), v.step.peak / 1e6,
+        (basePeak - v.step.peak) / 1e6, 1e3 * v.predicted.stepTime,
+        1e3 * v.predicted.breakdown.recompute, predictedBytes / 1e6);
   }
   for (Variant &v : variants) {
     const cleave::cost::MemoryBreakdown &m = v.predicted.peakMemory();
     outs() << "{\"recompute\": \"" << v.kind
-           << "\", \"median_ms\": " << 1e3 * median(v.times)
-           << ", \"peak_bytes\": " << v.peak
+           << "\", \"median_ms\": " << 1e3 * v.step.medianSeconds()
+           << ", \"peak_bytes\": " << v.step.peak
            << ", \"predicted_ms\": " << 1e3 * v.predicted.stepTime
            << ", \"predicted_recompute_ms\": "
            << 1e3 * v.predicted.breakdown.recompute

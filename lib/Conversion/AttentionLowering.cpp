@@ -1,46 +1,42 @@
 //===- AttentionLowering.cpp - attention and its gradient -----------------===//
 //
-// Attention is decomposed into batched GEMMs (runtime calls after
-// bufferization) and fused elementwise/reduction generics:
+// Two lowerings (-cleave-lower-to-linalg's `attention-tile`):
+//
+// * tiled (FlashAttentionLowering.cpp, the default on the CPU): online
+//   softmax over query and key tiles, memory linear in the sequence;
+// * materialised (here, attention-tile=0, the CUDA pipeline's): batched
+//   GEMMs (runtime calls after bufferization) and fused generics over the
+//   full [B*H, S, Skv] probabilities:
 //
 //   Q', K', V' = [B*Hq, S, D] views (GQA expands K, V heads in the same copy)
 //   P = softmax(mask(Q' K'^T * scale));  O = P V'
 //
-// The gradient recomputes P, then dV = P^T dO, dP = dO V'^T,
-// dS = P (dP - rowsum(dP P)) scale, dQ = dS K', dK = dS^T Q', and sums
-// dK, dV over the query heads that share a key/value head.
+//   The gradient recomputes P, then dV = P^T dO, dP = dO V'^T,
+//   dS = P (dP - rowsum(dP P)) scale, dQ = dS K', dK = dS^T Q', and sums
+//   dK, dV over the query heads that share a key/value head.
 //
 //===----------------------------------------------------------------------===//
 
-#include "LoweringUtils.h"
+#include "AttentionUtils.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
 
-namespace {
-
-/// Shapes of one attention op.
-struct AttnShape {
-  int64_t b, s, skv, hq, hkv, d, dv;
-  int64_t groups() const { return hq / hkv; }
-};
-
-AttnShape shapeOf(Value q, Value k, Value v) {
+AttnShape mlir::cleave::attentionShapeOf(Value q, Value k, Value v) {
   auto qt = tensorTypeOf(q), kt = tensorTypeOf(k), vt = tensorTypeOf(v);
   return {qt.getDimSize(0), qt.getDimSize(1), kt.getDimSize(1),
           qt.getDimSize(2), kt.getDimSize(2), qt.getDimSize(3),
           vt.getDimSize(3)};
 }
 
-AffineExpr dim(MLIRContext *ctx, unsigned i) {
+static AffineExpr dim(MLIRContext *ctx, unsigned i) {
   return getAffineDimExpr(i, ctx);
 }
 
-/// [B, L, H, D] -> [B*Hq, L, D], repeating each head `groups` times.
-Value toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
-                  int64_t groups) {
+Value mlir::cleave::toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
+                                int64_t groups) {
   MLIRContext *ctx = b.getContext();
   auto t = tensorTypeOf(x);
   int64_t batch = t.getDimSize(0), len = t.getDimSize(1), d = t.getDimSize(3);
@@ -57,18 +53,16 @@ Value toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
   return reshapeTensor(b, loc, out, {batch * hq, len, d});
 }
 
-/// [B*Hq, L, D] -> [B, L, Hq, D].
-Value fromHeadMajor(OpBuilder &b, Location loc, Value x, int64_t batch,
-                    int64_t hq) {
+Value mlir::cleave::fromHeadMajor(OpBuilder &b, Location loc, Value x,
+                                  int64_t batch, int64_t hq) {
   auto t = tensorTypeOf(x);
   int64_t len = t.getDimSize(1), d = t.getDimSize(2);
   Value v = reshapeTensor(b, loc, x, {batch, hq, len, d});
   return transposeTensor(b, loc, v, {0, 2, 1, 3});
 }
 
-/// [B*Hq, L, D] -> [B, L, Hkv, D], summing the query heads of each group.
-Value sumGroups(OpBuilder &b, Location loc, Value x, const AttnShape &a,
-                Type elem) {
+Value mlir::cleave::sumGroups(OpBuilder &b, Location loc, Value x,
+                              const AttnShape &a, Type elem) {
   auto t = tensorTypeOf(x);
   int64_t len = t.getDimSize(1), d = t.getDimSize(2), g = a.groups();
   if (g == 1) {
@@ -83,6 +77,8 @@ Value sumGroups(OpBuilder &b, Location loc, Value x, const AttnShape &a,
       [](OpBuilder &, Location, ValueRange s) { return s[0]; });
   return transposeTensor(b, loc, cast, {0, 2, 1, 3});
 }
+
+namespace {
 
 /// P = softmax(mask(scores * scale)) over the last dim of [BH, S, Skv].
 /// With `queryBlock` (an i64 scalar tensor `b`), query row `i` is at
@@ -139,7 +135,7 @@ struct AttentionLowering : OpRewritePattern<AttentionOp> {
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    AttnShape a = shapeOf(op.getQuery(), op.getKey(), op.getValue());
+    AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
     Type elem = op.getType().getElementType();
     Value q = toHeadMajor(rewriter, loc, op.getQuery(), a.hq, 1);
     Value k = toHeadMajor(rewriter, loc, op.getKey(), a.hq, a.groups());
@@ -159,7 +155,7 @@ struct AttentionGradLowering : OpRewritePattern<AttentionGradOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
-    AttnShape a = shapeOf(op.getQuery(), op.getKey(), op.getValue());
+    AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
     Type elem = op.getQuery().getType().getElementType();
     double scale = op.getScaleOrDefault();
     Value q = toHeadMajor(rewriter, loc, op.getQuery(), a.hq, 1);
@@ -200,6 +196,8 @@ struct AttentionGradLowering : OpRewritePattern<AttentionGradOp> {
 } // namespace
 
 void mlir::cleave::populateAttentionLoweringPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, int64_t attentionTile) {
+  if (attentionTile > 0)
+    return populateFlashAttentionPatterns(patterns, attentionTile);
   patterns.add<AttentionLowering, AttentionGradLowering>(patterns.getContext());
 }

@@ -29,14 +29,18 @@ struct CleaveFuseElementwisePass final
     // Fuse generic into generic, and only producers with a single user:
     // fusing a producer that has other users recomputes it in each of them
     // (the residual stream of a transformer would be recomputed from the
-    // embedding in every layer).
+    // embedding in every layer). A producer that reads its own output (an
+    // in-place update of a loop-carried tensor) stays: the fused op would
+    // lose the value it reads.
     linalg::ControlFusionFn onlyGenerics = [](OpOperand *operand) {
-      Operation *producer = operand->get().getDefiningOp();
+      auto producer = operand->get().getDefiningOp<linalg::GenericOp>();
       Operation *consumer = operand->getOwner();
-      return isa_and_nonnull<linalg::GenericOp>(producer) &&
-             isa<linalg::GenericOp>(consumer) &&
+      return producer && isa<linalg::GenericOp>(consumer) &&
              llvm::all_of(producer->getResults(),
-                          [](Value r) { return r.hasOneUse(); });
+                          [](Value r) { return r.hasOneUse(); }) &&
+             llvm::none_of(producer.getDpsInitsMutable(), [&](OpOperand &o) {
+               return producer.payloadUsesValueFromOperand(&o);
+             });
     };
     linalg::populateElementwiseOpsFusionPatterns(patterns, onlyGenerics);
     if (failed(

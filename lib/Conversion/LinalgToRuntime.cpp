@@ -98,6 +98,8 @@ func::FuncOp declareGemm(ModuleOp module) {
 /// stored. Returns failure if the element type has no runtime GEMM.
 LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
                         func::FuncOp gemm) {
+  // Taken before the operand descriptions below are inserted in between.
+  Operation *prev = op->getPrevNode();
   OpBuilder b(op);
   Location loc = op.getLoc();
   Value a = op.getDpsInputOperand(0)->get();
@@ -134,7 +136,7 @@ LogicalResult lowerGemm(linalg::LinalgOp op, bool ta, bool tb,
   // overwrites it instead (beta = 0) and the fill goes: one pass less over
   // every output.
   double beta = 1.0;
-  if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode())) {
+  if (auto fill = dyn_cast_or_null<linalg::FillOp>(prev)) {
     auto zero = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
     auto value = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
     if (fill.getOutputs()[0] == c && value && value.getValue().isZero() &&

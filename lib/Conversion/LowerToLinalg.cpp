@@ -33,7 +33,7 @@ struct CleaveLowerToLinalgPass final
     populateShapeLoweringPatterns(patterns);
     populateNormLoweringPatterns(patterns);
     populateNNLoweringPatterns(patterns);
-    populateAttentionLoweringPatterns(patterns);
+    populateAttentionLoweringPatterns(patterns, attentionTile);
 
     ConversionTarget target(*ctx);
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,

@@ -219,6 +219,13 @@ Value mlir::cleave::buildMatmul(OpBuilder &b, Location loc, Value lhs,
   shape.append({m, n});
   Value init =
       filledTensor(b, loc, RankedTensorType::get(shape, resultElement), 0.0);
+  return buildMatmulInto(b, loc, lhs, rhs, ta, tb, init);
+}
+
+Value mlir::cleave::buildMatmulInto(OpBuilder &b, Location loc, Value lhs,
+                                    Value rhs, bool ta, bool tb, Value init) {
+  assert(!(ta && tb) && "no named op transposes both operands");
+  int64_t rank = tensorTypeOf(lhs).getRank();
   SmallVector<Value> ins = {lhs, rhs};
   Operation *op;
   if (rank == 2)

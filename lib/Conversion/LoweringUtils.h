@@ -76,12 +76,19 @@ Value transposeTensor(OpBuilder &b, Location loc, Value v,
 Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
                   bool transposeLhs, bool transposeRhs, Type resultElement);
 
+/// C += op(A) op(B) into `init` (not both transposed): the GEMM accumulates
+/// (beta = 1) after cleave-linalg-to-runtime.
+Value buildMatmulInto(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                      bool transposeLhs, bool transposeRhs, Value init);
 /// Adds the patterns of each lowering file.
 void populateElementwiseLoweringPatterns(RewritePatternSet &patterns);
 void populateShapeLoweringPatterns(RewritePatternSet &patterns);
 void populateNormLoweringPatterns(RewritePatternSet &patterns);
 void populateNNLoweringPatterns(RewritePatternSet &patterns);
-void populateAttentionLoweringPatterns(RewritePatternSet &patterns);
+/// `attentionTile` > 0: tiled online-softmax (flash) attention with query
+/// and key tiles of that many rows; 0: the full probabilities materialised.
+void populateAttentionLoweringPatterns(RewritePatternSet &patterns,
+                                       int64_t attentionTile);
 
 } // namespace mlir::cleave
 

@@ -105,6 +105,7 @@ std::string CompileCache::key(ModuleOp module, const CompileOptions &options) {
   field("target", options.target == Target::CUDA ? "cuda" : "cpu");
   field("opt", llvm::Twine(options.optLevel));
   field("cpu.vectorize", llvm::Twine(options.pipeline.vectorize));
+  field("cpu.attention-tile", llvm::Twine(options.pipeline.attentionTile));
   field("cuda.chip", options.cuda.chip);
   field("cuda.ptxas", options.cuda.ptxas);
   field("cuda.block", llvm::Twine(options.cuda.blockSize));

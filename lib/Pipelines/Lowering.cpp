@@ -77,11 +77,13 @@ void mlir::cleave::registerCUDALoweringDialects(DialectRegistry &registry) {
 
 /// Tensor level, once every rank's communication is proven to match:
 /// communication becomes runtime calls (on device buffers for CUDA), compute
-/// linalg, fused.
-static void addTensorLevel(OpPassManager &pm) {
+/// linalg, fused. Attention is tiled (flash) with `attentionTile` > 0.
+static void addTensorLevel(OpPassManager &pm, int64_t attentionTile) {
   pm.addPass(createCleaveVerifyCollectivesPass());
   pm.addPass(createCleaveLowerCollectivesPass());
-  pm.addPass(createCleaveLowerToLinalgPass());
+  CleaveLowerToLinalgPassOptions linalg;
+  linalg.attentionTile = attentionTile;
+  pm.addPass(createCleaveLowerToLinalgPass(linalg));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createCleaveFuseElementwisePass());
@@ -160,7 +162,7 @@ static void addHostLowering(OpPassManager &pm, Target target) {
 
 void mlir::cleave::buildCPULoweringPipeline(OpPassManager &pm,
                                             const CPUPipelineOptions &options) {
-  addTensorLevel(pm);
+  addTensorLevel(pm, options.attentionTile);
   addBufferization(pm, Target::CPU);
   // Buffers die at their last use, not at the end of the step.
   pm.addPass(createCleaveEarlyDeallocPass());
@@ -199,7 +201,8 @@ static void addDeviceLowering(OpPassManager &pm,
 
 void mlir::cleave::buildCUDALoweringPipeline(
     OpPassManager &pm, const CUDAPipelineOptions &options) {
-  addTensorLevel(pm);
+  // The CUDA kernels keep the materialised attention (docs/cuda.md).
+  addTensorLevel(pm, /*attentionTile=*/0);
   addBufferization(pm, Target::CUDA);
   CleaveCudaMapToGpuPassOptions kernels;
   kernels.blockSize = options.blockSize;

@@ -62,6 +62,14 @@ struct CUDAPipelineCLOptions
                              llvm::cl::init(128)};
 };
 
+struct CPUPipelineCLOptions : public PassPipelineOptions<CPUPipelineCLOptions> {
+  Option<int64_t> attentionTile{
+      *this, "attention-tile",
+      llvm::cl::desc("Rows of the flash attention tiles (0: materialise "
+                     "the full probabilities)"),
+      llvm::cl::init(CPUPipelineOptions().attentionTile)};
+};
+
 /// `cleave-distribute`: the front half as FrontHalfOptions from the text.
 LogicalResult buildDistribute(OpPassManager &pm, StringRef text,
                               function_ref<LogicalResult(const Twine &)> fail) {
@@ -102,11 +110,15 @@ void mlir::cleave::registerCleavePipelines() {
       [](function_ref<void(const detail::PassOptions &)> print) {
         print(DistributeCLOptions());
       });
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<CPUPipelineCLOptions>(
       "cleave-lower-to-cpu",
       "Lower a cleave program with local shapes to the LLVM dialect for the "
       "CPU, with runtime GEMM calls and cleave_entry_* functions",
-      [](OpPassManager &pm) { buildCPULoweringPipeline(pm); });
+      [](OpPassManager &pm, const CPUPipelineCLOptions &cl) {
+        CPUPipelineOptions options;
+        options.attentionTile = cl.attentionTile;
+        buildCPULoweringPipeline(pm, options);
+      });
   PassPipelineRegistration<CUDAPipelineCLOptions>(
       "cleave-lower-to-cuda",
       "Lower a cleave program with local shapes to host code in the LLVM "

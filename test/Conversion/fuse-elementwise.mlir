@@ -220,3 +220,33 @@ func.func @fill_input(%x: tensor<4x8xf32>, %v: f32) -> tensor<4x8xf32> {
   } -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+
+// A producer that reads its own output (an in-place update, as the flash
+// attention lowering writes for its running row sums) is not fused: the
+// fused op would lose the value the producer reads.
+// CHECK-LABEL: func.func @reads_own_output
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>, %[[ACC:.*]]: tensor<4xf32>)
+// CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4xf32>) outs(%[[ACC]] : tensor<4xf32>)
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} ins(%[[U]] : tensor<4xf32>)
+// CHECK: math.exp
+func.func @reads_own_output(%x: tensor<4xf32>, %acc: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%acc : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  %1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%0 : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}

@@ -15,3 +15,21 @@ func.func @gemms(%a: memref<8x16xf32>, %b: memref<4x16xf32>, %c: memref<8x4xf32>
   linalg.batch_matmul_transpose_a ins(%x, %y : memref<3x5x7xbf16>, memref<3x5x2xbf16>) outs(%z : memref<3x7x2xbf16>)
   return
 }
+
+// A GEMM right after a zero fill of its output overwrites it (beta = 0)
+// and the fill goes; after any other op it accumulates (beta = 1).
+// CHECK-LABEL: func.func @beta
+// CHECK-NOT: linalg.fill
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: call @cleave_rt_gemm({{.*}}, %[[ZERO]], {{.*}})
+// CHECK-NOT: %[[ZERO]]
+// CHECK: call @cleave_rt_gemm(
+// CHECK-NOT: %[[ZERO]]
+// CHECK: return
+func.func @beta(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x4xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>) outs(%c : memref<8x4xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>) outs(%c : memref<8x4xf32>)
+  return
+}

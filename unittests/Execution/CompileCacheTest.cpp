@@ -53,6 +53,9 @@ TEST(CompileCacheTest, KeyFollowsProgramAndOptionsNotLocations) {
   CompileOptions novec = o;
   novec.pipeline.vectorize = false;
   EXPECT_NE(key, CompileCache::key(*a, novec));
+  CompileOptions untiled = o;
+  untiled.pipeline.attentionTile = 0;
+  EXPECT_NE(key, CompileCache::key(*a, untiled));
 }
 
 /// A file of `bytes` bytes last used `agoSeconds` ago.

@@ -69,8 +69,41 @@ def CleaveLowerToLinalgPass
            ins(%x : tensor<8x16xf32>) outs(%e : tensor<8x16xf32>) {...}
     ```
 
+    `cleave.attention` and `cleave.attention_grad` become, with
+    `attention-tile` > 0 (the default), flash-attention-2 loops: `scf.for`
+    over query tiles and key tiles of that many rows, batched GEMMs on the
+    tiles and an online softmax that keeps a running row max and sum, so no
+    `S x Skv` tensor exists and memory grows linearly in the sequence.
+    Causal key tiles above the diagonal are skipped (the `query_block`
+    operand of context parallelism offsets the diagonal). The gradient
+    recomputes each query tile's output and log-sum-exp, then the
+    probabilities tile by tile (`D = rowsum(dO * O)`,
+    `dS = P (dP - D) scale`). Sequences that are not a multiple of the tile
+    are zero-padded and the padded keys masked. `attention-tile=0` keeps the
+    materialised lowering (batched GEMMs over the full `[B*Hq, S, Skv]`
+    probabilities), which the CUDA pipeline uses.
+
+    ```mlir
+    %o = cleave.attention %q, %k, %v {causal} : (tensor<1x256x2x16xf32>, ...) -> tensor<1x256x2x16xf32>
+    // becomes (attention-tile=128)
+    %r = scf.for %i = %c0 to %c2 step %c1 iter_args(%acc = %e) -> (tensor<2x256x16xf32>) {
+      %qi = tensor.extract_slice %q2[0, %off, 0] [2, 128, 16] [1, 1, 1]
+      %ub = arith.minui %tiles, %c2 : index
+      %s:3 = scf.for %j = %c0 to %ub step %c1 iter_args(%m = %minf, %l = %zero, %o = %zacc) {
+        %sij = linalg.batch_matmul_transpose_b ins(%qi, %kj : ...) ...
+        ... // row max, exp, row sum, rescale, linalg.batch_matmul with V_j
+      }
+      ...
+    }
+    ```
+
     An op with no lowering is an error at the op.
   }];
+  let options = [
+    Option<"attentionTile", "attention-tile", "int64_t", /*default=*/"128",
+           "Rows of the query and key tiles of the flash attention lowering "
+           "(0: materialise the full probabilities)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
@@ -85,7 +118,10 @@ def CleaveFuseElementwisePass
     Upstream elementwise fusion, restricted to producer/consumer pairs that
     are both `linalg.generic` and to producers with a single user (a producer
     with several users would be recomputed in each: a transformer's residual
-    stream would be recomputed from the embedding in every layer). Named
+    stream would be recomputed from the embedding in every layer) that do
+    not read their own output (an in-place update, such as the running row
+    sums of the flash attention lowering, whose fused op would lose the
+    value it reads). Named
     contractions (`linalg.matmul` and
     friends) stay named, so that `cleave-linalg-to-runtime` can hand them to
     the BLAS after bufferization, and the fills that initialize them stay

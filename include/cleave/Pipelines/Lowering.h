@@ -31,6 +31,9 @@ struct CPUPipelineOptions {
   /// Vectorize elementwise and reduction loops (otherwise scalar loops that
   /// LLVM may still vectorize).
   bool vectorize = true;
+  /// Rows of the flash attention tiles (cleave-lower-to-linalg's
+  /// `attention-tile`); 0 materialises the full attention probabilities.
+  int64_t attentionTile = 128;
 };
 
 /// Options of the CUDA pipeline (docs/cuda.md).
