@@ -19,6 +19,16 @@
 // CLIP: cleave-run: error: --grad-clip 0: expected a finite norm > 0
 // RUN: not cleave-run --model tiny-gpt --grad-clip nan 2>&1 | FileCheck %s --check-prefix=CLIPNAN
 // CLIPNAN: cleave-run: error: --grad-clip nan: expected a finite norm > 0
+// RUN: not cleave-run --model tiny-gpt --accumulate 0 2>&1 | FileCheck %s --check-prefix=ACC
+// ACC: cleave-run: error: --accumulate 0: expected a number of batches in 1..4096
+// RUN: not cleave-run --model tiny-gpt -n 2 --plan auto --accumulate 2 2>&1 | FileCheck %s --check-prefix=ACCAUTO
+// ACCAUTO: cleave-run: error: --accumulate 2: expected a named --plan (the planner does not choose micro-batches here)
+
+// Accumulation runs the step as micro-batches of --batch sequences: the
+// zoo model's step takes 2 x 4, in 2 micro-batches of 4 (the mb axis).
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --batch 4 --steps 1 --accumulate 2 | FileCheck %s --check-prefix=ACCUM
+// ACCUM: batch 8 x
+// ACCUM: step 1/1
 
 // A program with its own training step cannot take them.
 // RUN: cleave-opt %s --cleave-autodiff -o %t/step.mlir

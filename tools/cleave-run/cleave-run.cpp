@@ -99,6 +99,12 @@ cl::opt<double> gradClip(
     cl::desc("Clip the global gradient norm (over every shard and stage) to "
              "this value before the optimizer update, as "
              "torch.nn.utils.clip_grad_norm_; 0: no clipping"));
+cl::opt<int64_t> accumulate(
+    "accumulate", cl::init(1), cl::cat(trainCat),
+    cl::desc("Gradient accumulation: one optimizer update per K batches "
+             "(nanoGPT's gradient_accumulation_steps), run one after the "
+             "other as micro-batches; a zoo model's step takes K x --batch "
+             "sequences, a program's batch is split in K"));
 cl::opt<bool> noDecayVectors(
     "no-decay-vectors", cl::init(false), cl::cat(trainCat),
     cl::desc("Weight decay on matrices only: biases and norm weights (rank "
@@ -199,6 +205,8 @@ Expected<cleave::ModelConfig> zooConfig() {
     c->kvHeads = c->heads;
   if (dropout >= 0.0)
     c->dropout = dropout;
+  // Each accumulated micro-batch has --batch sequences.
+  c->batch *= accumulate;
   if (!dtype.empty()) {
     std::optional<cleave::DType> d = cleave::parseDType(dtype);
     if (!d)
@@ -314,6 +322,9 @@ Error checkNumbers() {
   if (!finite(weightDecay) || weightDecay < 0)
     return badValue("weight-decay", showNumber(weightDecay.getValue()),
                     "a finite number >= 0");
+  if (accumulate < 1 || accumulate > 4096)
+    return badValue("accumulate", Twine(accumulate.getValue()),
+                    "a number of batches in 1..4096");
   if (gradClip.getNumOccurrences() && (!finite(gradClip) || gradClip <= 0))
     return badValue("grad-clip", showNumber(gradClip.getValue()),
                     "a finite norm > 0");
@@ -436,6 +447,28 @@ Error checkPaths() {
   return Error::success();
 }
 
+/// --accumulate K runs the step's batch as K micro-batches before one
+/// update: the micro-batch axis of the plan (docs/pipeline.md), which a
+/// pipeline's own micro-batches multiply.
+Error accumulateInPlan(RankCompileOptions &options, int world) {
+  if (accumulate == 1)
+    return Error::success();
+  if (!options.plan) {
+    Expected<PlanSpec> plan =
+        parsePlan("micro=" + std::to_string(accumulate), world, "--plan");
+    if (!plan)
+      return plan.takeError();
+    options.plan = *plan;
+    return Error::success();
+  }
+  if (options.plan->automatic)
+    return badValue("accumulate", Twine(accumulate.getValue()),
+                    "a named --plan (the planner does not choose "
+                    "micro-batches here)");
+  options.plan->named.micro *= accumulate;
+  return Error::success();
+}
+
 /// Compiling for the ranks: the plan, the training step, partitioning.
 RankCompileOptions rankCompileOptions(int world) {
   RankCompileOptions o;
@@ -502,6 +535,8 @@ int main(int argc, char **argv) {
       return fail(toString(plan.takeError()));
     rankOptions.plan = *plan;
   }
+  if (Error err = accumulateInPlan(rankOptions, world))
+    return fail(toString(std::move(err)));
 
   // Data: per-step tensors, a token file, or the embedded corpus.
   DataOptions dataOptions;

@@ -63,6 +63,8 @@ def cleave_run_command(cleave_run, files, args):
         command.append("--no-decay-vectors")
     if recipe.grad_clip > 0:
         command += ["--grad-clip", repr(recipe.grad_clip)]
+    if recipe.accumulate > 1:
+        command += ["--accumulate", str(recipe.accumulate)]
     if args.ranks:
         command += ["-n", str(args.ranks)]
     return command + list(args.run_arg)
@@ -71,7 +73,7 @@ def cleave_run_command(cleave_run, files, args):
 def _recipe(args) -> Recipe:
     return Recipe(args.lr_schedule, args.warmup_steps,
                   args.steps if args.decay_steps is None else args.decay_steps,
-                  args.lr_min, args.no_decay_vectors, args.grad_clip)
+                  args.lr_min, args.no_decay_vectors, args.grad_clip, args.accumulate)
 
 
 def _parser():
@@ -99,6 +101,8 @@ def _parser():
                         help="weight decay on matrices only (nanoGPT)")
     parser.add_argument("--grad-clip", type=float, default=0.0,
                         help="clip the global gradient norm (0: no clipping)")
+    parser.add_argument("--accumulate", type=int, default=1,
+                        help="micro-batches per optimizer update (the batch's rows split)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=None,
                         help="absolute floor for final parameters "

@@ -51,13 +51,15 @@ def pin_threads(count: int) -> None:
 @dataclasses.dataclass
 class Recipe:
     """What an LLM trainer adds to the optimizer (cleave-run's --lr-schedule,
-    --warmup-steps, --decay-steps, --lr-min, --no-decay-vectors, --grad-clip)."""
+    --warmup-steps, --decay-steps, --lr-min, --no-decay-vectors, --grad-clip,
+    --accumulate)."""
     lr_schedule: str = "constant"
     warmup_steps: int = 0
     decay_steps: int = 0
     lr_min: float = 0.0
     no_decay_vectors: bool = False
     grad_clip: float = 0.0
+    accumulate: int = 1
 
     def clip(self, parameters) -> None:
         if self.grad_clip > 0:
@@ -127,10 +129,17 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
     losses = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
-        kwargs = {n: _input(batches[n][step]) for n in inputs}
-        extra = [_input(batches[n][step]) for n in loss_inputs]
-        value = apply_loss(model(**kwargs), loss, extra)
-        value.backward()
+        # nanoGPT's gradient accumulation: the batch's rows in `accumulate`
+        # micro-batches, each loss scaled by 1/accumulate.
+        value = 0.0
+        for micro in range(recipe.accumulate):
+            def rows(t):
+                return _input(t[step].chunk(recipe.accumulate)[micro])
+            kwargs = {n: rows(batches[n]) for n in inputs}
+            extra = [rows(batches[n]) for n in loss_inputs]
+            part = apply_loss(model(**kwargs), loss, extra) / recipe.accumulate
+            part.backward()
+            value = value + part.detach()
         recipe.clip(trained)
         set_lr(opt, recipe.lr_at(lr, step + 1))
         opt.step()
@@ -146,6 +155,9 @@ def train_exported(exported, initial: Mapping[str, torch.Tensor],
     """The same training with the exported program's loss and gradients (the
     reference interpreter): a stand-in for cleave-run that checks the export
     and the files end to end. Returns (per-step losses, final parameters)."""
+    if recipe.accumulate != 1:
+        raise ValueError("the interpreter runs the exported batch shape: "
+                         "accumulation needs --cleave-run")
     params = {n: initial[n].clone().requires_grad_(True) for n in exported.parameters}
     opt = make_optimizer(list(params.values()), optimizer, lr, tuple(betas), eps,
                          weight_decay, recipe)
