@@ -503,6 +503,16 @@ void Builder::finishRank() {
   // scales (one fused kernel per step).
   if (p.dtype == DType::F8E4M3)
     opt.duration += c.kernelOverhead + memoryTime(params * 4, cl.gpu);
+  // Global-norm clipping: read the gradient shard for its sum of squares,
+  // one scalar all-reduce over every rank (its latency: the bytes are
+  // nothing), then the scaling, which the update's read of the gradient
+  // covers.
+  if (p.clipGradients)
+    opt.duration +=
+        2 * c.kernelOverhead + memoryTime(params / shard * gradBytes, cl.gpu) +
+        collectiveCost(CollectiveKind::AllReduce, 4,
+                       placeGroup(p.numGpus(), 1, cl.gpusPerNode), cl, c)
+            .time;
   std::vector<TaskRef> deps;
   for (int32_t d : {cur.lastCompute, cur.lastDp, cur.lastReduce, cur.lastEmbed})
     if (d >= 0)

@@ -44,6 +44,17 @@
 // RUN: cmp %t/two.st %t/four.st
 // RUN: not cmp -s %t/two.st %t/constant.st
 
+// The step counter is training state: saved with --save-state, it resumes
+// the schedule, AdamW's bias correction, the batches and the dropout seeds,
+// so 3 + 3 resumed steps equal 6 straight ones, bit for bit.
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dropout 0.1 --lr-schedule cosine --warmup-steps 2 --decay-steps 6 --steps 6 --save-params %t/straight.st > /dev/null
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dropout 0.1 --lr-schedule cosine --warmup-steps 2 --decay-steps 6 --steps 3 --save-params %t/half.st --save-state > /dev/null
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dropout 0.1 --lr-schedule cosine --warmup-steps 2 --decay-steps 6 --steps 3 --params %t/half.st --save-params %t/resumed.st | FileCheck %s --check-prefix=RESUME
+// RESUME: resuming after step 3 (the step counter in {{.*}}half.st)
+// RUN: cmp %t/straight.st %t/resumed.st
+// RUN: env PYTHONPATH=%cleave_src/python %python -m cleave.tensorfile %t/half.st | FileCheck %s --check-prefix=COUNTER
+// COUNTER: cleave.step{{[[:space:]]+}}I64{{[[:space:]]+}}[]
+
 func.func @forward(%w: tensor<10x4xf32> {cleave.param = "w"},
                    %x: tensor<8x4xf32> {cleave.input = "x"},
                    %y: tensor<8xi32> {cleave.input = "y"}) -> tensor<f32> {
