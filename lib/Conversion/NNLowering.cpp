@@ -3,6 +3,7 @@
 #include "LoweringUtils.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -345,9 +346,62 @@ struct AdamWLowering : OpRewritePattern<AdamWOp> {
   }
 };
 
+/// The schedule in f64 scalar arithmetic (LRScheduleOp's description).
+struct LRScheduleLowering : OpRewritePattern<LRScheduleOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LRScheduleOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    auto f64 = [&](double v) { return floatConst(b, loc, b.getF64Type(), v); };
+    Value lr = scalarF64(b, loc, op.getLr());
+    Value t = scalarF64(b, loc, op.getStep());
+    double warmup = op.getWarmupSteps(), decaySteps = op.getDecaySteps();
+    double minLr = op.getMinLr().convertToDouble();
+    Value rate = lr;
+    if (op.getDecay() != LRDecay::Constant) {
+      // p = clamp((t - W) / (D - W), 0, 1); 1 when D == W.
+      Value p = f64(1.0);
+      if (decaySteps > warmup)
+        p = b.create<arith::MinimumFOp>(
+            loc, f64(1.0),
+            b.create<arith::MaximumFOp>(
+                loc, f64(0.0),
+                b.create<arith::DivFOp>(
+                    loc, b.create<arith::SubFOp>(loc, t, f64(warmup)),
+                    f64(decaySteps - warmup))));
+      Value coeff =
+          op.getDecay() == LRDecay::Cosine
+              ? b.create<arith::MulFOp>(
+                     loc, f64(0.5),
+                     b.create<arith::AddFOp>(
+                         loc, f64(1.0),
+                         b.create<math::CosOp>(
+                             loc, b.create<arith::MulFOp>(loc, f64(M_PI), p))))
+                    .getResult()
+              : b.create<arith::SubFOp>(loc, f64(1.0), p).getResult();
+      rate = b.create<arith::AddFOp>(
+          loc, f64(minLr),
+          b.create<arith::MulFOp>(
+              loc, coeff, b.create<arith::SubFOp>(loc, lr, f64(minLr))));
+    }
+    if (warmup > 0) {
+      Value warm = b.create<arith::DivFOp>(
+          loc, b.create<arith::MulFOp>(loc, lr, t), f64(warmup));
+      Value warming = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, t,
+                                              f64(warmup));
+      rate = b.create<arith::SelectOp>(loc, warming, warm, rate);
+    }
+    Value r = convertFloat(b, loc, rate, b.getF32Type());
+    rewriter.replaceOpWithNewOp<tensor::FromElementsOp>(op, op.getType(),
+                                                        ValueRange{r});
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::cleave::populateNNLoweringPatterns(RewritePatternSet &patterns) {
   patterns.add<MatmulLowering, RotaryLowering, DropoutLowering, SGDLowering,
-               AdamWLowering>(patterns.getContext());
+               AdamWLowering, LRScheduleLowering>(patterns.getContext());
 }

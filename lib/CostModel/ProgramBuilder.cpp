@@ -515,7 +515,7 @@ void Builder::finishRank() {
   opt.category = TaskCategory::Optimizer;
   opt.duration = c.kernelOverhead * 8 +
                  memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
-  if (params > 0) // no gradients, nothing to clip
+  if (params > 0 && p.clipGradients) // no gradients, nothing to clip
     opt.duration += gradNormTime();
   // fp8 (Transformer Engine): cast-transpose every weight once per step
   // (read 16-bit, write fp8 twice) and update the amax histories and

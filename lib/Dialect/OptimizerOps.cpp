@@ -1,7 +1,8 @@
-//===- OptimizerOps.cpp - sgd, adamw --------------------------------------===//
+//===- OptimizerOps.cpp - sgd, adamw, lr_schedule ------------------------===//
 
 #include "OpUtils.h"
 #include "cleave/Dialect/CleaveOps.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -58,4 +59,27 @@ ShardingRule AdamWOp::getShardingRule() {
 OpWork AdamWOp::getWork(const OpShapes &s) {
   // 12 per parameter element.
   return streamingWork(s, 12 * s.results[0].elements(), /*fusable=*/false);
+}
+
+LogicalResult LRScheduleOp::verify() {
+  int64_t warmup = getWarmupSteps(), decay = getDecaySteps();
+  double minLr = getMinLr().convertToDouble();
+  if (warmup < 0)
+    return emitOpError() << "warmup_steps must be >= 0, got " << warmup;
+  if (!(std::isfinite(minLr) && minLr >= 0.0))
+    return emitOpError() << "min_lr must be a finite number >= 0, got "
+                         << minLr;
+  if (getDecay() != LRDecay::Constant && decay < warmup)
+    return emitOpError() << "decay_steps (" << decay
+                         << ") must be >= warmup_steps (" << warmup
+                         << "): the decay ends at step decay_steps";
+  return success();
+}
+
+ShardingRule LRScheduleOp::getShardingRule() {
+  return ShardingRule::getElementwise(*this);
+}
+
+OpWork LRScheduleOp::getWork(const OpShapes &s) {
+  return streamingWork(s, 10, /*fusable=*/false);
 }

@@ -266,6 +266,9 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
                      : (*trainer)->loadParameters(options.paramsPath);
   if (loaded)
     return std::move(loaded);
+  if (rank == 0 && (*trainer)->stepCounter() > 0)
+    llvm::outs() << "resuming after step " << (*trainer)->stepCounter()
+                 << " (the step counter in " << options.paramsPath << ")\n";
   return trainer;
 }
 

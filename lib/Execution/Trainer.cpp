@@ -370,6 +370,24 @@ llvm::Error Trainer::initParameters() {
   return llvm::Error::success();
 }
 
+llvm::Error Trainer::loadStepCounter(cleave_tensor_file *file,
+                                     llvm::StringSet<> &known) {
+  firstStep = stepsRun = 0;
+  int32_t dtype;
+  int64_t rank, shape[8];
+  if (cleave_tensor_file_info(file, kStepCounterName, &dtype, &rank, shape))
+    return llvm::Error::success();
+  known.insert(kStepCounterName);
+  int64_t value = -1;
+  if (dtype != CLEAVE_I64 || rank != 0 ||
+      cleave_tensor_file_read(file, kStepCounterName, &value, 8) != 0 ||
+      value < 0)
+    return makeError(llvm::Twine("'") + kStepCounterName +
+                     "' (the step counter) must be a scalar I64 >= 0");
+  firstStep = value;
+  return llvm::Error::success();
+}
+
 llvm::Error Trainer::loadParameters(llvm::StringRef path) {
   cleave_tensor_file *file = cleave_tensor_file_open(path.str().c_str());
   if (!file)
@@ -377,6 +395,8 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
   auto close = llvm::make_scope_exit([&] { cleave_tensor_file_close(file); });
   std::vector<std::string> problems;
   llvm::StringSet<> known;
+  if (llvm::Error err = loadStepCounter(file, known))
+    problems.push_back(llvm::toString(std::move(err)));
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     bool param = b.role == BufferSpec::Role::Param;
     if (!param && b.role != BufferSpec::Role::State)
@@ -449,6 +469,12 @@ llvm::Error Trainer::saveParameters(llvm::StringRef path,
       return makeError(cleave_rt_error_message());
     }
   }
+  int64_t counter = stepCounter();
+  if (withState && cleave_tensor_writer_add(w, kStepCounterName, CLEAVE_I64, 0,
+                                            nullptr, &counter) != 0) {
+    cleave_tensor_writer_abort(w);
+    return makeError(cleave_rt_error_message());
+  }
   if (cleave_tensor_writer_finish(w) != 0)
     return makeError(cleave_rt_error_message());
   return llvm::Error::success();
@@ -462,7 +488,8 @@ static uint64_t mixSeed(uint64_t seed, int64_t step) {
   return z ^ (z >> 31);
 }
 
-llvm::Expected<double> Trainer::runStep(int64_t step, BatchSource &source) {
+llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
+  int64_t step = firstStep + index;
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     if (b.role != BufferSpec::Role::Input)
       continue;
@@ -500,6 +527,7 @@ llvm::Expected<double> Trainer::runStep(int64_t step, BatchSource &source) {
   for (auto [out, arg] : llvm::enumerate(feedsBack))
     if (arg >= 0)
       std::swap(buffers[out], buffers[arg]);
+  stepsRun = index + 1;
   return loss;
 }
 

@@ -199,6 +199,7 @@ mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
   o.gpus = options.world;
   o.fixedTp = plan.fixedTp;
   o.fixedPp = plan.fixedPp;
+  o.clipGradients = options.autodiff.gradClip > 0;
   o.fixedZero = plan.fixedZero;
   // The program runs with these buckets (0: one collective per tensor,
   // priced as buckets of one parameter).

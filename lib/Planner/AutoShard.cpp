@@ -162,6 +162,7 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
     so.space.zeroStages = {o.fixedZero};
   so.maxPp = std::max(0, o.maxPp);
   so.fixedPp = o.fixedPp;
+  so.implementation.clipGradients = o.clipGradients;
   so.memoryHeadroom = o.memoryHeadroom;
   so.topK = o.topK;
   so.progress = o.progress;

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include <cmath>
 
 #define DEBUG_TYPE "cleave-autodiff"
 
@@ -188,6 +189,23 @@ private:
   /// Emits the optimizer update of `p`; returns (name, value) outputs.
   void update(OpBuilder &b, Param &p, Value lr, Value step,
               SmallVectorImpl<std::pair<std::string, Value>> &outputs);
+  /// Whether the options ask for a learning-rate schedule; fails with a
+  /// diagnostic at `func` on options that make no sense.
+  FailureOr<bool> checkSchedule(func::FuncOp func);
+  /// The scheduled rate for the update about to be built on `stage`: one
+  /// cleave.lr_schedule per stage, so a pipeline stage needs no other's.
+  Value scheduledLr(OpBuilder &b, Location loc, Value lr, Value step,
+                    std::optional<int64_t> stage);
+
+  /// Scales every gradient by min(1, grad-clip / (||g|| + 1e-6)), the norm
+  /// over all of `params` (torch.nn.utils.clip_grad_norm_). `homes` are the
+  /// parameters' stages: each partial sum of squares and each scaled
+  /// gradient runs on its parameter's stage.
+  void clipGradients(OpBuilder &b, Location loc, MutableArrayRef<Param> params,
+                     ArrayRef<std::optional<int64_t>> homes);
+
+  /// The schedule ops built, by stage (-1: none).
+  DenseMap<int64_t, Value> schedules;
 
   /// Attributes of the arguments addArg appended, in order.
   SmallVector<DictionaryAttr> addedArgAttrs;
@@ -206,6 +224,94 @@ BlockArgument CleaveAutodiffPass::addArg(func::FuncOp func, Type type,
       DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, attr),
                                                StringAttr::get(ctx, name))}));
   return func.getBody().front().addArgument(type, func.getLoc());
+}
+
+FailureOr<bool> CleaveAutodiffPass::checkSchedule(func::FuncOp func) {
+  if (lrSchedule != "constant" && lrSchedule != "cosine" &&
+      lrSchedule != "linear")
+    return func.emitError()
+           << "cleave-autodiff: unknown lr-schedule '" << lrSchedule
+           << "' (expected constant, cosine or linear)";
+  if (warmupSteps < 0)
+    return func.emitError() << "cleave-autodiff: warmup-steps must be >= 0, "
+                               "got "
+                            << warmupSteps.getValue();
+  if (!(std::isfinite(lrMin) && lrMin >= 0.0))
+    return func.emitError() << "cleave-autodiff: lr-min must be a finite "
+                               "number >= 0, got "
+                            << lrMin.getValue();
+  bool decays = lrSchedule != "constant";
+  if (decays && decaySteps < warmupSteps)
+    return func.emitError()
+           << "cleave-autodiff: decay-steps (" << decaySteps.getValue()
+           << ") must be >= warmup-steps (" << warmupSteps.getValue() << ")";
+  return decays || warmupSteps > 0;
+}
+
+Value CleaveAutodiffPass::scheduledLr(OpBuilder &b, Location loc, Value lr,
+                                      Value step,
+                                      std::optional<int64_t> stage) {
+  Value &slot = schedules[stage.value_or(-1)];
+  if (!slot) {
+    LRDecay decay = *symbolizeLRDecay(lrSchedule);
+    slot = b.create<LRScheduleOp>(
+        loc, lr.getType(), lr, step, LRDecayAttr::get(b.getContext(), decay),
+        b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(decaySteps),
+        b.getF64FloatAttr(lrMin));
+  }
+  return slot;
+}
+
+void CleaveAutodiffPass::clipGradients(OpBuilder &b, Location loc,
+                                       MutableArrayRef<Param> params,
+                                       ArrayRef<std::optional<int64_t>> homes) {
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  auto constant = [&](double v) {
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(v).getValue()));
+  };
+  // Partial sums of squares, one per parameter, summed in f32. Sharded
+  // gradients give sums the partitioner completes over their mesh axes.
+  Value total;
+  for (auto [p, home] : llvm::zip(params, homes)) {
+    if (!p.grad)
+      continue;
+    auto type = cast<RankedTensorType>(p.grad.getType());
+    Value g = p.grad;
+    if (!type.getElementType().isF32())
+      g = b.create<CastOp>(loc, type.clone(b.getF32Type()), g);
+    auto all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+    auto square = b.create<MulOp>(loc, g, g);
+    auto sum = b.create<ReduceSumOp>(loc, square, b.getDenseI64ArrayAttr(all));
+    setStage(square, home);
+    setStage(sum, home);
+    if (g != p.grad)
+      setStage(g.getDefiningOp(), home);
+    total =
+        total ? b.create<AddOp>(loc, total, sum).getResult() : sum.getResult();
+  }
+  if (!total)
+    return;
+  Value norm = b.create<SqrtOp>(loc, total);
+  Value coeff = b.create<MinOp>(
+      loc, constant(1.0),
+      b.create<DivOp>(loc, constant(gradClip),
+                      b.create<AddOp>(loc, norm, constant(1e-6))));
+  for (auto [p, home] : llvm::zip(params, homes)) {
+    if (!p.grad)
+      continue;
+    auto type = cast<RankedTensorType>(p.grad.getType());
+    Value c = coeff;
+    if (!type.getElementType().isF32())
+      c = b.create<CastOp>(loc, scalar.clone(type.getElementType()), c);
+    SmallVector<int64_t> none;
+    auto spread =
+        b.create<BroadcastOp>(loc, type, c, b.getDenseI64ArrayAttr(none));
+    auto scaled = b.create<MulOp>(loc, p.grad, spread);
+    setStage(spread, home);
+    setStage(scaled, home);
+    p.grad = scaled;
+  }
 }
 
 void CleaveAutodiffPass::update(
@@ -270,6 +376,17 @@ void CleaveAutodiffPass::runOnOperation() {
                         << forward.getFunctionType();
     return signalPassFailure();
   }
+  if (!(std::isfinite(gradClip) && gradClip >= 0.0)) {
+    forward.emitError() << "cleave-autodiff: grad-clip must be a finite "
+                           "number > 0 (0: no clipping), got "
+                        << gradClip.getValue();
+    return signalPassFailure();
+  }
+  FailureOr<bool> schedule = checkSchedule(forward);
+  if (failed(schedule))
+    return signalPassFailure();
+  bool scheduled = *schedule && optimizer != "none";
+  schedules.clear();
   if (module.lookupSymbol(output)) {
     module.emitError() << "cleave-autodiff: the module already has @" << output;
     return signalPassFailure();
@@ -312,20 +429,29 @@ void CleaveAutodiffPass::runOnOperation() {
   if (optimizer != "none") {
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     lr = addArg(step, scalar, CleaveDialect::kInputAttrName, "lr");
-    if (optimizer == "adamw")
+    if (optimizer == "adamw" || scheduled)
       stepValue = addArg(step, scalar, CleaveDialect::kInputAttrName, "step");
   }
-  SmallVector<std::pair<std::string, Value>> outputs;
+  // The update runs on the stage of the parameter's first use.
+  SmallVector<std::optional<int64_t>> homes;
   for (Param &p : params) {
-    // The update runs on the stage of the parameter's first use.
     std::optional<int64_t> home;
     for (Operation *user : p.value.getUsers())
       if (auto stage =
               user->getAttrOfType<IntegerAttr>(CleaveDialect::kStageAttrName))
         home = std::min(home.value_or(stage.getInt()), stage.getInt());
+    homes.push_back(home);
+  }
+  if (gradClip > 0.0 && optimizer != "none")
+    clipGradients(b, step.getLoc(), params, homes);
+  SmallVector<std::pair<std::string, Value>> outputs;
+  for (auto [p, home] : llvm::zip(params, homes)) {
     Operation *ret = body.getTerminator();
     Operation *marker = ret->getPrevNode();
-    update(b, p, lr, stepValue, outputs);
+    Value rate = scheduled && p.grad
+                     ? scheduledLr(b, p.value.getLoc(), lr, stepValue, home)
+                     : lr;
+    update(b, p, rate, stepValue, outputs);
     for (Operation *op = marker ? marker->getNextNode() : &body.front();
          home && op != ret; op = op->getNextNode())
       if (!op->hasAttr(CleaveDialect::kStageAttrName))

@@ -176,6 +176,16 @@ LogicalResult Analyzer::classifyOps() {
     if (isa<SendOp, RecvOp>(op))
       return op.emitError() << "cleave-pipeline: the program already has "
                                "point-to-point communication";
+    if (anyStep && anyMb && llvm::any_of(op.getOperands(), [&](Value v) {
+          auto arg = dyn_cast<BlockArgument>(v);
+          return arg && a.argPerMicroBatch[arg.getArgNumber()];
+        }))
+      return op.emitError()
+             << "cleave-pipeline: this op reads a micro-batch's data and a "
+                "value summed over all micro-batches (e.g. a loss normalized "
+                "by the whole batch's label count, cross_entropy with "
+                "ignore_index), so no micro-batch can run before all have; "
+                "not supported yet";
     if (anyStep)
       a.region[&op] = Phase::Step;
     else if (anyMb)

@@ -799,6 +799,30 @@ func.func @sgd(%p: tensor<4x4xf32>, %g: tensor<4x4xbf16>, %lr: tensor<f32>) -> t
 
 // -----
 
+// lr_schedule: scalar f64 arithmetic on the extracted lr and step; the
+// decay's progress is clamped, the warmup selected while t <= W.
+// CHECK-LABEL: func.func @lr_schedule
+// CHECK-SAME: (%[[LR:.*]]: tensor<f32>, %[[T:.*]]: tensor<f32>)
+// CHECK-DAG: %[[LR64:.*]] = arith.extf %{{.*}} : f32 to f64
+// CHECK-DAG: %[[T64:.*]] = arith.extf %{{.*}} : f32 to f64
+// CHECK: %[[SINCE:.*]] = arith.subf %[[T64]], %{{.*}} : f64
+// CHECK: %[[FRAC:.*]] = arith.divf %[[SINCE]], %{{.*}} : f64
+// CHECK: %[[LO:.*]] = arith.maximumf %{{.*}}, %[[FRAC]] : f64
+// CHECK: %[[P:.*]] = arith.minimumf %{{.*}}, %[[LO]] : f64
+// CHECK: %[[ANGLE:.*]] = arith.mulf %{{.*}}, %[[P]] : f64
+// CHECK: math.cos %[[ANGLE]] : f64
+// CHECK: %[[WARM:.*]] = arith.divf %{{.*}}, %{{.*}} : f64
+// CHECK: %[[WARMING:.*]] = arith.cmpf ole, %[[T64]], %{{.*}} : f64
+// CHECK: %[[RATE:.*]] = arith.select %[[WARMING]], %[[WARM]], %{{.*}} : f64
+// CHECK: %[[R32:.*]] = arith.truncf %[[RATE]] : f64 to f32
+// CHECK: tensor.from_elements %[[R32]] : tensor<f32>
+func.func @lr_schedule(%lr: tensor<f32>, %t: tensor<f32>) -> tensor<f32> {
+  %0 = cleave.lr_schedule %lr, %t {decay = #cleave.lr_decay<cosine>, warmup_steps = 10 : i64, decay_steps = 30 : i64, min_lr = 6.0e-05 : f64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
 // AdamW: bias corrections and the step size in f64 outside the loop, as
 // torch.optim.AdamW computes them; one generic writes the parameter and
 // both moments.

@@ -879,6 +879,30 @@ func.func @f(%p: tensor<4xf32>, %lr: tensor<f32>) {
   return
 }
 
+// -----
+
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @below {{decay_steps (5) must be >= warmup_steps (10): the decay ends at step decay_steps}}
+  %0 = cleave.lr_schedule %lr, %lr {decay = #cleave.lr_decay<cosine>, warmup_steps = 10 : i64, decay_steps = 5 : i64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @below {{min_lr must be a finite number >= 0, got -1}}
+  %0 = cleave.lr_schedule %lr, %lr {decay = #cleave.lr_decay<linear>, min_lr = -1.0 : f64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%lr: tensor<f32>) {
+  // expected-error @below {{warmup_steps must be >= 0, got -2}}
+  %0 = cleave.lr_schedule %lr, %lr {decay = #cleave.lr_decay<constant>, warmup_steps = -2 : i64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

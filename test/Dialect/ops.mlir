@@ -211,6 +211,10 @@ func.func @optimizers(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %gb: tensor<4x4x
   %0 = cleave.sgd %p, %g, %lr {weight_decay = 0.01 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
   // CHECK: cleave.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta2 = 0.94999999999999996 : f64} : (tensor<4x4xf32>, tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
   %1:3 = cleave.adamw %p, %gb, %m, %v, %lr, %t {beta2 = 0.95 : f64} : (tensor<4x4xf32>, tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  // CHECK: cleave.lr_schedule %{{.*}}, %{{.*}} {decay = #cleave.lr_decay<cosine>, decay_steps = 30 : i64, min_lr = 6.000000e-05 : f64, warmup_steps = 10 : i64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %2 = cleave.lr_schedule %lr, %t {decay = #cleave.lr_decay<cosine>, warmup_steps = 10 : i64, decay_steps = 30 : i64, min_lr = 6.0e-05 : f64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  // CHECK: cleave.lr_schedule %{{.*}}, %{{.*}} {decay = #cleave.lr_decay<linear>} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %3 = cleave.lr_schedule %lr, %t {decay = #cleave.lr_decay<linear>} : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return
 }
 

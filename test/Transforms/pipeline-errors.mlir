@@ -25,6 +25,9 @@
 // RUN:   | FileCheck %s --check-prefix=NEEDSINTERLEAVED
 // RUN: not cleave-opt %t/two-stages.mlir --cleave-apply-plan="pp=2 micro=3" 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=DIVIDE
+// RUN: not cleave-opt %t/whole-batch.mlir --cleave-autodiff --symbol-privatize=exclude=train_step --symbol-dce \
+// RUN:   --cleave-apply-plan="micro=2" --cleave-propagate-sharding --cleave-partition --cleave-pipeline 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=WHOLEBATCH
 // RUN: not cleave-opt %t/two-stages.mlir --cleave-pipeline-stages=stages=2 2>&1 | FileCheck %s --check-prefix=STAGED
 // RUN: not cleave-opt %t/unstaged.mlir --cleave-pipeline-stages=stages=3 2>&1 | FileCheck %s --check-prefix=LAYERS
 // RUN: cleave-opt %t/unstaged.mlir --cleave-pipeline-stages=stages=2 | FileCheck %s --check-prefix=BYLAYER
@@ -72,6 +75,20 @@ module {
     %2 = cleave.matmul %1, %w1 {transpose_rhs, cleave.stage = 1 : i64} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
     %3 = cleave.cross_entropy %2, %y {cleave.stage = 7 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
     return %3 : tensor<f32>
+  }
+}
+
+//--- whole-batch.mlir
+// WHOLEBATCH: error: cleave-pipeline: this op reads a micro-batch's data and a value summed over all micro-batches (e.g. a loss normalized by the whole batch's label count, cross_entropy with ignore_index), so no micro-batch can run before all have; not supported yet
+module {
+  func.func @forward(%ids: tensor<8xi32> {cleave.input = "ids"},
+                     %y: tensor<8xi32> {cleave.input = "labels"},
+                     %e: tensor<10x16xf32> {cleave.param = "wte"},
+                     %w: tensor<10x16xf32> {cleave.param = "head"}) -> tensor<f32> {
+    %0 = cleave.embedding %e, %ids : (tensor<10x16xf32>, tensor<8xi32>) -> tensor<8x16xf32>
+    %1 = cleave.matmul %0, %w {transpose_rhs} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
+    %2 = cleave.cross_entropy %1, %y {ignore_index = -1 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    return %2 : tensor<f32>
   }
 }
 

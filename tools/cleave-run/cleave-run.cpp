@@ -82,6 +82,33 @@ cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(trainCat));
 cl::opt<double> beta2("beta2", cl::init(0.999), cl::cat(trainCat));
 cl::opt<double> eps("eps", cl::init(1e-8), cl::cat(trainCat));
 cl::opt<double> weightDecay("weight-decay", cl::init(0.01), cl::cat(trainCat));
+cl::opt<std::string> lrSchedule(
+    "lr-schedule", cl::init("constant"), cl::cat(trainCat),
+    cl::desc("Learning rate after the warmup: constant, cosine or linear "
+             "decay from --lr to --lr-min at step --decay-steps"));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::init(0), cl::cat(trainCat),
+                             cl::desc("Steps of linear warmup to --lr"));
+cl::opt<int64_t> decaySteps(
+    "decay-steps", cl::init(-1), cl::cat(trainCat),
+    cl::desc("The step at which the decay reaches --lr-min (default: "
+             "--steps)"));
+cl::opt<double> lrMin("lr-min", cl::init(0.0), cl::cat(trainCat),
+                      cl::desc("The learning rate at the end of the decay"));
+cl::opt<double> gradClip(
+    "grad-clip", cl::init(0.0), cl::cat(trainCat),
+    cl::desc("Clip the global gradient norm (over every shard and stage) to "
+             "this value before the optimizer update, as "
+             "torch.nn.utils.clip_grad_norm_; 0: no clipping"));
+cl::opt<int64_t> accumulate(
+    "accumulate", cl::init(1), cl::cat(trainCat),
+    cl::desc("Gradient accumulation: one optimizer update per K batches "
+             "(nanoGPT's gradient_accumulation_steps), run one after the "
+             "other as micro-batches; a zoo model's step takes K x --batch "
+             "sequences, a program's batch is split in K"));
+cl::opt<bool> noDecayVectors(
+    "no-decay-vectors", cl::init(false), cl::cat(trainCat),
+    cl::desc("Weight decay on matrices only: biases and norm weights (rank "
+             "< 2) are not decayed, as nanoGPT's optimizer groups"));
 cl::opt<uint64_t> seed("seed", cl::init(1234), cl::cat(trainCat),
                        cl::desc("Seed of initialization, data order, dropout"));
 cl::opt<int64_t> logEvery("log-every", cl::init(10), cl::cat(trainCat),
@@ -184,6 +211,8 @@ Expected<cleave::ModelConfig> zooConfig() {
     c->kvHeads = c->heads;
   if (dropout >= 0.0)
     c->dropout = dropout;
+  // Each accumulated micro-batch has --batch sequences.
+  c->batch *= accumulate;
   if (!dtype.empty()) {
     std::optional<cleave::DType> d = cleave::parseDType(dtype);
     if (!d)
@@ -272,6 +301,12 @@ std::string showNumber(double v) {
   return text;
 }
 
+/// The step at which the decay ends: --decay-steps, or the last step.
+int64_t effectiveDecaySteps() {
+  return decaySteps.getNumOccurrences() ? decaySteps.getValue()
+                                        : steps.getValue();
+}
+
 /// Range checks of the numeric options, before anything is compiled.
 Error checkNumbers() {
   if (nprocs.getNumOccurrences() && (nprocs < 1 || nprocs > 1024))
@@ -293,6 +328,32 @@ Error checkNumbers() {
   if (!finite(weightDecay) || weightDecay < 0)
     return badValue("weight-decay", showNumber(weightDecay.getValue()),
                     "a finite number >= 0");
+  if (accumulate < 1 || accumulate > 4096)
+    return badValue("accumulate", Twine(accumulate.getValue()),
+                    "a number of batches in 1..4096");
+  if (gradClip.getNumOccurrences() && (!finite(gradClip) || gradClip <= 0))
+    return badValue("grad-clip", showNumber(gradClip.getValue()),
+                    "a finite norm > 0");
+  if (lrSchedule != "constant" && lrSchedule != "cosine" &&
+      lrSchedule != "linear")
+    return badValue("lr-schedule", lrSchedule.getValue(),
+                    "constant, cosine or linear");
+  if (warmupSteps < 0)
+    return badValue("warmup-steps", Twine(warmupSteps.getValue()),
+                    "a number of steps >= 0");
+  if (!finite(lrMin) || lrMin < 0 || lrMin > lr)
+    return badValue("lr-min", showNumber(lrMin.getValue()),
+                    "a finite number in [0, --lr] (--lr is " +
+                        showNumber(lr.getValue()) + ")");
+  if (decaySteps.getNumOccurrences() && lrSchedule == "constant")
+    return badValue("decay-steps", Twine(decaySteps.getValue()),
+                    "no decay with --lr-schedule constant (choose cosine or "
+                    "linear)");
+  if (lrSchedule != "constant" && effectiveDecaySteps() < warmupSteps)
+    return badValue("decay-steps", Twine(effectiveDecaySteps()),
+                    "a step >= --warmup-steps " +
+                        Twine(warmupSteps.getValue()) +
+                        ": the decay starts after the warmup");
   if (dropout.getNumOccurrences() &&
       (!finite(dropout) || dropout < 0 || dropout >= 1))
     return badValue("dropout", showNumber(dropout.getValue()),
@@ -306,6 +367,23 @@ Error checkNumbers() {
                            {&batch, "batch"}})
     if (opt->getNumOccurrences() && *opt < 1)
       return badValue(name, showNumber(opt->getValue()), "a size >= 1");
+  return Error::success();
+}
+
+/// The options that shape the training step need a program cleave-run
+/// builds the step of: a program with its own @train_step ignores them.
+Error checkStepOptions(mlir::ModuleOp module) {
+  if (!module.lookupSymbol("train_step"))
+    return Error::success();
+  for (cl::Option *o : std::initializer_list<cl::Option *>{
+           &lrSchedule, &warmupSteps, &decaySteps, &lrMin, &noDecayVectors,
+           &gradClip})
+    if (o->getNumOccurrences())
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--" + o->ArgStr + ": the program " + input +
+              " has its own @train_step, which this option cannot change; "
+              "give the program's @forward instead");
   return Error::success();
 }
 
@@ -378,6 +456,28 @@ Error checkPaths() {
   return Error::success();
 }
 
+/// --accumulate K runs the step's batch as K micro-batches before one
+/// update: the micro-batch axis of the plan (docs/pipeline.md), which a
+/// pipeline's own micro-batches multiply.
+Error accumulateInPlan(RankCompileOptions &options, int world) {
+  if (accumulate == 1)
+    return Error::success();
+  if (!options.plan) {
+    Expected<PlanSpec> plan =
+        parsePlan("micro=" + std::to_string(accumulate), world, "--plan");
+    if (!plan)
+      return plan.takeError();
+    options.plan = *plan;
+    return Error::success();
+  }
+  if (options.plan->automatic)
+    return badValue("accumulate", Twine(accumulate.getValue()),
+                    "a named --plan (the planner does not choose "
+                    "micro-batches here)");
+  options.plan->named.micro *= accumulate;
+  return Error::success();
+}
+
 /// Compiling for the ranks: the plan, the training step, partitioning.
 RankCompileOptions rankCompileOptions(int world) {
   RankCompileOptions o;
@@ -388,6 +488,12 @@ RankCompileOptions rankCompileOptions(int world) {
   o.autodiff.beta2 = beta2;
   o.autodiff.epsilon = eps;
   o.autodiff.weightDecay = weightDecay;
+  o.autodiff.noDecayVectors = noDecayVectors;
+  o.autodiff.lrSchedule = lrSchedule;
+  o.autodiff.warmupSteps = warmupSteps;
+  o.autodiff.decaySteps = lrSchedule == "constant" ? 0 : effectiveDecaySteps();
+  o.autodiff.lrMin = lrMin;
+  o.autodiff.gradClip = gradClip;
   o.keepOtherFunctions = !emitObject.empty();
   o.log = &outs();
   return o;
@@ -438,6 +544,8 @@ int main(int argc, char **argv) {
       return fail(toString(plan.takeError()));
     rankOptions.plan = *plan;
   }
+  if (Error err = accumulateInPlan(rankOptions, world))
+    return fail(toString(std::move(err)));
 
   // Data: per-step tensors, a token file, or the embedded corpus.
   DataOptions dataOptions;
@@ -465,6 +573,8 @@ int main(int argc, char **argv) {
                             rankOptions.model, error);
   if (!module)
     return fail(error);
+  if (Error err = checkStepOptions(*module))
+    return fail(toString(std::move(err)));
   if (!rankOptions.model && (*data)->hasTokens() && vocab < 0)
     return fail("token data needs --vocab for a program read from a file");
   if (aotPath.empty())

@@ -370,3 +370,25 @@ TEST(EstimateTest, GradientClippingPaysItsNormAllReduce) {
 }
 
 } // namespace
+
+namespace {
+
+/// Global-norm clipping costs a read of each rank's gradient shard and one
+/// scalar all-reduce over all ranks, in the optimizer's time: more than
+/// nothing, far less than the optimizer update itself.
+TEST(EstimateTest, GradientClippingIsASmallOptimizerCost) {
+  ModelConfig m = test::model("gpt3-175b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 16);
+  ParallelPlan p = test::plan(8, 8, 2, 16);
+  p.zeroStage = 1;
+  Result<Estimate> plain = estimate(m, c, p);
+  p.clipGradients = true;
+  Result<Estimate> clipped = estimate(m, c, p);
+  ASSERT_TRUE(plain && clipped);
+  double extra = clipped->breakdown.optimizer - plain->breakdown.optimizer;
+  EXPECT_GT(extra, 0.0);
+  EXPECT_LT(extra, plain->breakdown.optimizer);
+  EXPECT_GT(clipped->stepTime, plain->stepTime);
+}
+
+} // namespace

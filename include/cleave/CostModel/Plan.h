@@ -88,6 +88,13 @@ struct ParallelPlan {
   /// Megatron's scatter/gather optimization: pipeline sends of 1/tp of the
   /// activation per TP rank, then an all-gather inside the node.
   bool scatterGatherP2p = true;
+  /// Global-norm gradient clipping before the optimizer (cleave-autodiff
+  /// grad-clip): every rank reads its gradient shard once for the sum of
+  /// squares (in CostConstants::adamBytesPerParam), and the partial sums
+  /// meet in one scalar all-reduce over all ranks. On by default: published
+  /// LLM runs clip (Megatron-LM's default clip-grad is 1.0); cleave-run
+  /// --plan auto sets it from --grad-clip.
+  bool clipGradients = true;
 
   /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
   /// each >= 1, summing to the model's layers); empty: an even split with

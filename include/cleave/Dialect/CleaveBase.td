@@ -121,6 +121,19 @@ def Cleave_ReductionKind : I32EnumAttr<"ReductionKind",
 def Cleave_ReductionKindAttr
     : EnumAttr<Cleave_Dialect, Cleave_ReductionKind, "reduction">;
 
+def Cleave_LRDecay : I32EnumAttr<"LRDecay",
+    "how a learning-rate schedule decays after its warmup", [
+  I32EnumAttrCase<"Constant", 0, "constant">,
+  I32EnumAttrCase<"Cosine", 1, "cosine">,
+  I32EnumAttrCase<"Linear", 2, "linear">
+]> {
+  let cppNamespace = "::mlir::cleave";
+  let genSpecializedAttr = 0;
+}
+def Cleave_LRDecayAttr : EnumAttr<Cleave_Dialect, Cleave_LRDecay, "lr_decay"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Cleave_InitKind : I32EnumAttr<"InitKind",
     "how a parameter is initialized from the run's seed", [
   I32EnumAttrCase<"Zeros", 0, "zeros">,

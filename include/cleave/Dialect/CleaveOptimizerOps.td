@@ -58,4 +58,39 @@ def Cleave_AdamWOp : Cleave_ModelOp<"adamw", [Pure,
   let hasVerifier = 1;
 }
 
+def Cleave_LRScheduleOp : Cleave_ModelOp<"lr_schedule",
+    [Pure, AllTypesMatch<["lr", "step", "result"]>], ["getWork"]> {
+  let summary = "The learning rate of one step: linear warmup, then decay.";
+  let description = [{
+    The learning rate of step `t` (1 for the first step, an f32 scalar) for
+    the peak rate `lr`, as nanoGPT's `get_lr` and Megatron-LM schedule it.
+    With `W = warmup_steps`, `D = decay_steps` and `m = min_lr`:
+    ```
+    t <= W:       lr * t / W                              (linear warmup)
+    t >  W:       p = clamp((t - W) / (D - W), 0, 1)      (1 when D == W)
+      constant:   lr
+      cosine:     m + (lr - m) * 0.5 * (1 + cos(pi * p))
+      linear:     m + (lr - m) * (1 - p)
+    ```
+    so the rate reaches `lr` at step `W`, `m` at step `D` and stays there.
+    The step counter is the training step's `step` input (the trainer's
+    count of optimizer updates, which a resumed run continues), so the
+    schedule is part of the compiled step and an AOT build carries it.
+    Arithmetic is in f64, as Python computes it; the result is rounded to
+    f32 once.
+
+    ```mlir
+    %lr_t = cleave.lr_schedule %lr, %step {decay = #cleave.lr_decay<cosine>, warmup_steps = 10 : i64, decay_steps = 30 : i64, min_lr = 6.0e-05 : f64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Cleave_F32Scalar:$lr, Cleave_F32Scalar:$step,
+                       Cleave_LRDecayAttr:$decay,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr);
+  let results = (outs Cleave_F32Scalar:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // CLEAVE_DIALECT_CLEAVEOPTIMIZEROPS_TD

@@ -12,6 +12,7 @@
 #include "cleave/Execution/Compiler.h"
 #include "cleave/Execution/Manifest.h"
 #include "cleave/Runtime/Runtime.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 #include <map>
 #include <memory>
@@ -73,18 +74,27 @@ public:
   /// Draws every parameter from its init (seed, name); zeros the state.
   llvm::Error initParameters();
   /// Loads parameters (and optimizer state when present) from a tensor
-  /// file; every parameter must be there with its shape and type.
+  /// file; every parameter must be there with its shape and type. A step
+  /// counter saved with the state (kStepCounterName) resumes the count.
   llvm::Error loadParameters(llvm::StringRef path);
-  /// Writes parameters (and optimizer state if `withState`) atomically, in
+  /// Writes parameters (and optimizer state if `withState`, with the step
+  /// counter: the optimizer updates done so far) atomically, in
   /// their global form. With a mesh every rank must call it (blocks are
   /// gathered, in a pipeline from the stage holding each tensor); rank 0
   /// writes the file.
   llvm::Error saveParameters(llvm::StringRef path, bool withState) const;
 
-  /// Runs step `step` (0-based) and returns the loss. Fails if the runtime
+  /// Runs step `step` (0-based, counted from the loaded step counter: the
+  /// `step` input, the batch and the dropout seed are those of step
+  /// `stepCounter() + 1`) and returns the loss. Fails if the runtime
   /// reported an error or the loss is not finite (parameters are then left
   /// as they were before the step).
   llvm::Expected<double> runStep(int64_t step, BatchSource &source);
+
+  /// The optimizer updates done: loaded, plus the steps run since.
+  int64_t stepCounter() const { return firstStep + stepsRun; }
+  /// The name of the step counter in a file saved with the state.
+  static constexpr const char *kStepCounterName = "cleave.step";
 
   const FunctionSpec &getSpec() const { return spec; }
   /// Current value of parameter `name` (nullptr if absent).
@@ -105,6 +115,10 @@ private:
   /// stage `stage`, gathered from there (every rank calls this).
   llvm::Expected<std::vector<char>> gatherFromStage(const BufferSpec &buffer,
                                                     int64_t stage) const;
+  /// Reads the step counter from `file` if it has one (then adds its name
+  /// to `known`); without one the count starts at 0.
+  llvm::Error loadStepCounter(cleave_tensor_file *file,
+                              llvm::StringSet<> &known);
   /// The tensors to save, by buffer spec, in their global form.
   llvm::Expected<std::vector<std::pair<BufferSpec, std::vector<char>>>>
   gatherSaved(bool withState) const;
@@ -118,6 +132,8 @@ private:
   /// the loss and other plain outputs).
   std::vector<int64_t> feedsBack;
   int64_t lossIndex = -1;
+  /// The step counter loaded with the state, and the steps run since.
+  int64_t firstStep = 0, stepsRun = 0;
 };
 
 } // namespace mlir::cleave

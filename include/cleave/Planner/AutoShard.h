@@ -60,6 +60,9 @@ struct AutoShardOptions {
   int fixedTp = 0;
   /// Fix the pipeline-parallel size; 0: search.
   int fixedPp = 0;
+  /// Whether the step clips gradients by their global norm (priced as one
+  /// scalar all-reduce over all ranks).
+  bool clipGradients = true;
   /// Fix the ZeRO stage (0-3); -1: search.
   int fixedZero = -1;
   /// Largest pipeline size; -1: the layer count.

@@ -64,6 +64,24 @@ def CleaveAutodiffPass : Pass<"cleave-autodiff", "::mlir::ModuleOp"> {
 
     `optimizer=none` returns the loss and one gradient per parameter
     (`cleave.output = "grad:<name>"`) instead of updating.
+
+    A learning-rate schedule (`lr-schedule=cosine|linear`, `warmup-steps`,
+    `decay-steps`, `lr-min`) turns the `lr` input into the peak rate: the
+    step gets a `step` input (also with SGD) and every update reads
+    `cleave.lr_schedule %lr, %step` (one per pipeline stage) instead of
+    `%lr`:
+
+    ```mlir
+    %lr_t = cleave.lr_schedule %lr, %step {decay = #cleave.lr_decay<cosine>, decay_steps = 30 : i64, min_lr = 6.0e-05 : f64, warmup_steps = 10 : i64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %w2, %m2, %v2 = cleave.adamw %w, %dw, %m, %v, %lr_t, %step {...}
+    ```
+
+    `grad-clip=C` (> 0) clips the global gradient norm before the updates,
+    as `torch.nn.utils.clip_grad_norm_`: every gradient is multiplied by
+    `min(1, C / (sqrt(sum of all squared gradient elements) + 1e-6))`,
+    written with ordinary ops (one `reduce_sum` of the squares per
+    parameter, on the parameter's stage), so that `cleave-partition`
+    completes each partial sum over the mesh axes that shard its gradient.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
@@ -79,7 +97,20 @@ def CleaveAutodiffPass : Pass<"cleave-autodiff", "::mlir::ModuleOp"> {
            "Decoupled weight decay (AdamW) or L2 penalty (SGD)">,
     Option<"noDecayVectors", "no-decay-vectors", "bool", /*default=*/"false",
            "Exempt parameters of rank < 2 (biases, norm weights) from weight "
-           "decay, as nanoGPT does">
+           "decay, as nanoGPT does">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"constant\"",
+           "Decay after the warmup: constant, cosine or linear "
+           "(cleave.lr_schedule)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Steps of linear learning-rate warmup">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "The step at which the decay reaches lr-min">,
+    Option<"lrMin", "lr-min", "double", /*default=*/"0.0",
+           "The learning rate at the end of the decay">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
+           "Clip the global gradient norm to this value before the "
+           "optimizer update (0: no clipping)">
   ];
 }
 

@@ -37,7 +37,7 @@ from . import cli
 from .compare import compare_files
 from .export import ExportError, export
 from .params import load_tensors, save_batches, save_losses, save_tensors
-from .reference import pin_threads, train, train_exported
+from .reference import Recipe, pin_threads, train, train_exported
 from ..tensorfile import TensorFileError
 
 
@@ -52,9 +52,28 @@ def cleave_run_command(cleave_run, files, args):
                "--beta1", beta1, "--beta2", beta2, "--eps", repr(args.eps),
                "--weight-decay", repr(args.weight_decay),
                "--save-losses", files["run_losses"], "--save-params", files["run_final"]]
+    recipe = _recipe(args)
+    if recipe.lr_schedule != "constant" or recipe.warmup_steps:
+        command += ["--lr-schedule", recipe.lr_schedule,
+                    "--warmup-steps", str(recipe.warmup_steps),
+                    "--lr-min", repr(recipe.lr_min)]
+        if recipe.lr_schedule != "constant":
+            command += ["--decay-steps", str(recipe.decay_steps)]
+    if recipe.no_decay_vectors:
+        command.append("--no-decay-vectors")
+    if recipe.grad_clip > 0:
+        command += ["--grad-clip", repr(recipe.grad_clip)]
+    if recipe.accumulate > 1:
+        command += ["--accumulate", str(recipe.accumulate)]
     if args.ranks:
         command += ["-n", str(args.ranks)]
     return command + list(args.run_arg)
+
+
+def _recipe(args) -> Recipe:
+    return Recipe(args.lr_schedule, args.warmup_steps,
+                  args.steps if args.decay_steps is None else args.decay_steps,
+                  args.lr_min, args.no_decay_vectors, args.grad_clip, args.accumulate)
 
 
 def _parser():
@@ -72,6 +91,18 @@ def _parser():
     parser.add_argument("--betas", default="0.9,0.999")
     parser.add_argument("--eps", type=float, default=1e-8)
     parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--lr-schedule", default="constant",
+                        choices=["constant", "cosine", "linear"])
+    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--decay-steps", type=int, default=None,
+                        help="the step the decay ends (default: --steps)")
+    parser.add_argument("--lr-min", type=float, default=0.0)
+    parser.add_argument("--no-decay-vectors", action="store_true",
+                        help="weight decay on matrices only (nanoGPT)")
+    parser.add_argument("--grad-clip", type=float, default=0.0,
+                        help="clip the global gradient norm (0: no clipping)")
+    parser.add_argument("--accumulate", type=int, default=1,
+                        help="micro-batches per optimizer update (the batch's rows split)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=None,
                         help="absolute floor for final parameters "
@@ -107,7 +138,8 @@ def _prepare(args, files):
     betas = tuple(float(b) for b in args.betas.split(","))
     losses, final = train(reference_model, load_tensors(files["params"]),
                           load_tensors(files["batches"]), args.steps, loss, loss_names,
-                          args.optimizer, args.lr, betas, args.eps, args.weight_decay)
+                          args.optimizer, args.lr, betas, args.eps, args.weight_decay,
+                          _recipe(args))
     save_losses(files["ref_losses"], losses)
     save_tensors(files["ref_final"], final, "parameters")
     return exported
@@ -119,7 +151,7 @@ def _run_cleave(args, files, exported):
         losses, final = train_exported(exported, load_tensors(files["params"]),
                                        load_tensors(files["batches"]), args.steps,
                                        args.optimizer, args.lr, betas, args.eps,
-                                       args.weight_decay)
+                                       args.weight_decay, _recipe(args))
         save_losses(files["run_losses"], losses)
         save_tensors(files["run_final"], final, "parameters")
         return 0

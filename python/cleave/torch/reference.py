@@ -20,6 +20,8 @@ Threads are pinned (OpenBLAS and torch's intra-op pool, ``--threads``, default
 
 import argparse
 import ctypes
+import dataclasses
+import math
 import os
 import sys
 from typing import Mapping, Sequence
@@ -46,20 +48,68 @@ def pin_threads(count: int) -> None:
     torch.set_num_threads(count)
 
 
+@dataclasses.dataclass
+class Recipe:
+    """What an LLM trainer adds to the optimizer (cleave-run's --lr-schedule,
+    --warmup-steps, --decay-steps, --lr-min, --no-decay-vectors, --grad-clip,
+    --accumulate)."""
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    decay_steps: int = 0
+    lr_min: float = 0.0
+    no_decay_vectors: bool = False
+    grad_clip: float = 0.0
+    accumulate: int = 1
+
+    def clip(self, parameters) -> None:
+        if self.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(parameters, self.grad_clip)
+
+    def lr_at(self, lr: float, step: int) -> float:
+        """The rate of 1-based step ``step`` (cleave.lr_schedule: Megatron's
+        linear warmup to ``lr`` at ``warmup_steps``, then decay to
+        ``lr_min`` at ``decay_steps``)."""
+        w, d = self.warmup_steps, self.decay_steps
+        if w > 0 and step <= w:
+            return lr * step / w
+        if self.lr_schedule == "constant":
+            return lr
+        p = 1.0 if d <= w else min(1.0, max(0.0, (step - w) / (d - w)))
+        if self.lr_schedule == "cosine":
+            coeff = 0.5 * (1.0 + math.cos(math.pi * p))
+        elif self.lr_schedule == "linear":
+            coeff = 1.0 - p
+        else:
+            raise ValueError(f"unknown lr schedule {self.lr_schedule!r}")
+        return self.lr_min + coeff * (lr - self.lr_min)
+
+
 def make_optimizer(parameters, name: str, lr: float, betas, eps: float,
-                   weight_decay: float) -> torch.optim.Optimizer:
+                   weight_decay: float, recipe: Recipe = Recipe()) -> torch.optim.Optimizer:
+    parameters = list(parameters)
+    if recipe.no_decay_vectors:  # nanoGPT's two groups: matrices decay
+        groups = [{"params": [p for p in parameters if p.dim() >= 2]},
+                  {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
+    else:
+        groups = [{"params": parameters}]
     if name == "adamw":
-        return torch.optim.AdamW(parameters, lr=lr, betas=betas, eps=eps,
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps,
                                  weight_decay=weight_decay)
     if name == "sgd":
-        return torch.optim.SGD(parameters, lr=lr, weight_decay=weight_decay)
+        return torch.optim.SGD(groups, lr=lr, weight_decay=weight_decay)
     raise ValueError(f"unknown optimizer {name!r} (adamw or sgd)")
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for group in opt.param_groups:
+        group["lr"] = lr
 
 
 def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
           batches: Mapping[str, torch.Tensor], steps: int, loss=None,
           loss_inputs: Sequence[str] = (), optimizer: str = "adamw", lr: float = 1e-3,
-          betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01):
+          betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
+          recipe: Recipe = Recipe()):
     """Trains ``model`` in place; returns (per-step losses, final parameters)."""
     named = dict(model.named_parameters())
     for name, tensor in initial.items():
@@ -68,7 +118,7 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
         with torch.no_grad():
             named[name].copy_(tensor)
     trained = [named[name] for name in initial]
-    opt = make_optimizer(trained, optimizer, lr, tuple(betas), eps, weight_decay)
+    opt = make_optimizer(trained, optimizer, lr, tuple(betas), eps, weight_decay, recipe)
     inputs = [n for n in batches if n not in loss_inputs]
     for name in list(inputs) + list(loss_inputs):
         if name not in batches:
@@ -79,10 +129,19 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
     losses = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
-        kwargs = {n: _input(batches[n][step]) for n in inputs}
-        extra = [_input(batches[n][step]) for n in loss_inputs]
-        value = apply_loss(model(**kwargs), loss, extra)
-        value.backward()
+        # nanoGPT's gradient accumulation: the batch's rows in `accumulate`
+        # micro-batches, each loss scaled by 1/accumulate.
+        value = 0.0
+        for micro in range(recipe.accumulate):
+            def rows(t):
+                return _input(t[step].chunk(recipe.accumulate)[micro])
+            kwargs = {n: rows(batches[n]) for n in inputs}
+            extra = [rows(batches[n]) for n in loss_inputs]
+            part = apply_loss(model(**kwargs), loss, extra) / recipe.accumulate
+            part.backward()
+            value = value + part.detach()
+        recipe.clip(trained)
+        set_lr(opt, recipe.lr_at(lr, step + 1))
         opt.step()
         losses.append(value.detach().float())
     final = {name: named[name].detach().clone() for name in initial}
@@ -92,18 +151,23 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
 def train_exported(exported, initial: Mapping[str, torch.Tensor],
                    batches: Mapping[str, torch.Tensor], steps: int, optimizer: str = "adamw",
                    lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                   weight_decay: float = 0.01):
+                   weight_decay: float = 0.01, recipe: Recipe = Recipe()):
     """The same training with the exported program's loss and gradients (the
     reference interpreter): a stand-in for cleave-run that checks the export
     and the files end to end. Returns (per-step losses, final parameters)."""
+    if recipe.accumulate != 1:
+        raise ValueError("the interpreter runs the exported batch shape: "
+                         "accumulation needs --cleave-run")
     params = {n: initial[n].clone().requires_grad_(True) for n in exported.parameters}
     opt = make_optimizer(list(params.values()), optimizer, lr, tuple(betas), eps,
-                         weight_decay)
+                         weight_decay, recipe)
     losses = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
         value = exported.evaluate({n: t[step] for n, t in batches.items()}, params)
         value.backward()
+        recipe.clip(list(params.values()))
+        set_lr(opt, recipe.lr_at(lr, step + 1))
         opt.step()
         losses.append(value.detach().float())
     return torch.stack(losses), {n: p.detach() for n, p in params.items()}
