@@ -381,6 +381,7 @@ TEST(EstimateTest, GradientClippingIsASmallOptimizerCost) {
   ClusterSpec c = test::preset("dgx-a100-80gb", 16);
   ParallelPlan p = test::plan(8, 8, 2, 16);
   p.zeroStage = 1;
+  p.clipGradients = false;
   Result<Estimate> plain = estimate(m, c, p);
   p.clipGradients = true;
   Result<Estimate> clipped = estimate(m, c, p);

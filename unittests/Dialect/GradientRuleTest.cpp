@@ -54,6 +54,8 @@ const llvm::StringMap<StringRef> &notDifferentiable() {
       // Optimizer updates: they consume gradients after the backward pass.
       {"cleave.adamw", "an optimizer update, after the backward pass"},
       {"cleave.sgd", "an optimizer update, after the backward pass"},
+      {"cleave.lr_schedule",
+       "the learning rate of the optimizer update, after the backward pass"},
       {"cleave.optimization_barrier",
        "cleave-remat builds it in the backward pass, after differentiation"},
       {"cleave.label_count",

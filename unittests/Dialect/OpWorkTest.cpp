@@ -93,6 +93,7 @@ func.func @optimizers(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %gb: tensor<4x4x
                       %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
   %0 = cleave.sgd %p, %g, %lr : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
   %1:3 = cleave.adamw %p, %gb, %m, %v, %lr, %t : (tensor<4x4xf32>, tensor<4x4xbf16>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  %2 = cleave.lr_schedule %lr, %t {decay = #cleave.lr_decay<cosine>, warmup_steps = 10 : i64, decay_steps = 30 : i64, min_lr = 6.0e-05 : f64} : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return
 }
 )mlir";
@@ -191,6 +192,9 @@ const llvm::StringMap<Expected> &expectations() {
       {"cleave.sgd", {V, 0, 0, 48, 132, 64, false}},
       // 12 per parameter; p f32, g bf16, m, v, lr, step in; p, m, v out.
       {"cleave.adamw", {V, 0, 0, 192, 64 + 32 + 64 + 64 + 8, 192, false}},
+      // One scalar: about 10 operations (warmup ratio, clamp, cosine); lr
+      // and step in, the rate out.
+      {"cleave.lr_schedule", {V, 0, 0, 10, 8, 4, false}},
   };
   return table;
 }
