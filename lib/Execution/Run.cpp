@@ -126,6 +126,16 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
   return Error::success();
 }
 
+/// Ends the line that says how the step was compiled: the ranks and mesh.
+static void endCompileLine(llvm::raw_ostream &log, const TrainJob &job,
+                           int world) {
+  if (job.manifest.mesh)
+    log << " for " << world << " ranks on mesh ("
+        << job.manifest.mesh->toString() << ")";
+  log << "\n";
+  log.flush();
+}
+
 /// The compiled step of `module` from `cache`, compiled into it first if it
 /// is not there.
 static Error compileCachedJob(ModuleOp module, const CompileOptions &options,
@@ -156,11 +166,7 @@ static Error compileCachedJob(ModuleOp module, const CompileOptions &options,
     log << "compiled in " << llvm::format("%.2f", total)
         << " s (into the compile cache)";
   log << " (" << key.substr(0, 12) << ")";
-  if (job.manifest.mesh)
-    log << " for " << world << " ranks on mesh ("
-        << job.manifest.mesh->toString() << ")";
-  log << "\n";
-  log.flush();
+  endCompileLine(log, job, world);
   return Error::success();
 }
 
@@ -190,11 +196,7 @@ Error mlir::cleave::compileJob(ModuleOp module, const CompileOptions &options,
       << llvm::format("%.2f",
                       total - stats.loweringSeconds - stats.codegenSeconds)
       << " s)";
-  if (job.manifest.mesh)
-    log << " for " << world << " ranks on mesh ("
-        << job.manifest.mesh->toString() << ")";
-  log << "\n";
-  log.flush();
+  endCompileLine(log, job, world);
   return Error::success();
 }
 
