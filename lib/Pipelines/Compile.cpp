@@ -136,8 +136,8 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                           const RankCompileOptions &options) {
   std::optional<PlanSpec> plan = options.plan;
   if (plan && plan->automatic && module.getOps<MeshOp>().empty()) {
-    // The planner plans the training step. A plan without pipeline is
-    // written into it as shardings; a pipelined one runs as its named plan,
+    // The planner plans the training step. A plan of dp, tp and ZeRO alone
+    // is written into it as shardings; any other runs as its named plan,
     // whose stages are cut from the forward function before differentiation
     // (as for --plan pp=...), so the step is built again.
     OwningOpRef<ModuleOp> planned = module.clone();
@@ -149,11 +149,15 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
         choosePlan(*planned, *plan, options);
     if (!best)
       return best.takeError();
-    if (best->pp > 1) {
+    // The planner's shardings carry dp, tp and ZeRO; what else it chose
+    // (stages, micro-batches, recomputation, context parallelism) the named
+    // plan's passes execute.
+    if (best->pp > 1 || best->numMicroBatches > 1 || best->cp > 1 ||
+        best->recompute != ::cleave::cost::Recompute::None) {
       plan = namedPlanOf(*best);
       if (options.log)
-        *options.log << "pipelined: compiled as --plan "
-                     << describeNamed(plan->named) << "\n";
+        *options.log << "compiled as --plan " << describeNamed(plan->named)
+                     << "\n";
     } else {
       module.getBodyRegion().takeBody(planned->getBodyRegion());
     }

@@ -6,7 +6,7 @@
 // choose the rest: data parallelism, micro-batches, schedule, ZeRO stage.
 // RUN: cleave-run -n 8 --model tiny-gpt --layers 4 --plan auto,pp=4 --steps 1 | FileCheck %s --check-prefix=PLAN
 // PLAN: plan (planner, 8 local ranks): tp=1 pp=4 dp=2 {{.*}}; predicted step
-// PLAN-NEXT: pipelined: compiled as --plan dp=2,tp=1,{{.*}}pp=4,micro={{[0-9]+}},schedule=
+// PLAN-NEXT: compiled as --plan dp=2,tp=1,{{.*}}pp=4,micro={{[0-9]+}},schedule=
 // PLAN: for 8 ranks on mesh (pp=4, dp=2)
 //
 // One sequence per data-parallel replica (batch 4 over dp=4, one
