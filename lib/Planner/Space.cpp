@@ -152,6 +152,12 @@ void Space::enumerateMesh(int32_t index) {
   if (mesh.pp > 1 && s.recomputePerStage)
     modes.push_back(RecomputeMode::PerStage);
   std::vector<int> zeros = s.zeroStages;
+  if (s.zeroOverDpOnly && mesh.dp == 1)
+    zeros.erase(
+        std::remove_if(zeros.begin(), zeros.end(), [](int z) { return z > 0; }),
+        zeros.end());
+  if (zeros.empty())
+    return; // the fixed ZeRO stage needs dp > 1
   if (mesh.dp * mesh.cp == 1)
     zeros = {zeros.front()}; // nothing to shard over: every stage is alike
   for (int64_t mbs : divisors(perReplica)) {

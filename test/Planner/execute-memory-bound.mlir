@@ -10,6 +10,14 @@
 // RUN:   4:auto,pp=1 | FileCheck %s
 // CHECK: ok   tiny-gpt -n 4 --plan auto,pp=1
 // CHECK: 1 of 1 plans equal the single-process run
+//
+// With 0.6 MB a rank, ZeRO over cp alone (dp = 1) would fit, but cleave-run
+// shards ZeRO over dp only, so the planner of local ranks does not choose
+// it: it picks tensor parallelism with more micro-batches, which runs.
+// RUN: env CLEAVE_LOCAL_CPU_SPEC=%S/Inputs/tiny-memory cleave-run -n 4 --plan auto,pp=1 --model tiny-gpt --batch 16 --steps 2 | FileCheck %s --check-prefix=TINY
+// TINY: plan (planner, 4 local ranks): tp={{[0-9]}} pp=1 dp={{[0-9]}} cp=1 {{.*}} zero=0 recompute=full
+// TINY-NEXT: compiled as --plan
+// TINY: step time: first step
 
 func.func @unused() {
   return

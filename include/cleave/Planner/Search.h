@@ -42,6 +42,10 @@ struct SearchSpace {
   /// Model chunks per pipeline rank tried by the interleaved schedule.
   int maxVirtualStages = 4;
   std::vector<int> zeroStages = {0, 1, 2, 3};
+  /// ZeRO shards over dp only, as cleave-apply-plan (and so cleave-run)
+  /// executes it; otherwise over dp x cp, as Megatron-Core's distributed
+  /// optimizer does. Set for local CPU clusters, whose plans are run.
+  bool zeroOverDpOnly = false;
   std::vector<cost::Recompute> recomputes = {
       cost::Recompute::None, cost::Recompute::Selective, cost::Recompute::Full};
   /// Also try, for pipelined plans, the lightest recomputation that fits
