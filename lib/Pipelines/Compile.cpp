@@ -110,7 +110,12 @@ static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
   o.micro = p.numMicroBatches;
   o.schedule = ::cleave::cost::toString(p.schedule);
   o.virtualStages = p.chunks();
-  o.recompute = ::cleave::cost::toString(p.recompute);
+  // Recomputation per stage has no named form: every stage recomputes as
+  // much as the most recomputing one (never more memory than planned).
+  ::cleave::cost::Recompute recompute = p.recompute;
+  for (::cleave::cost::Recompute r : p.recomputePerStage)
+    recompute = std::max(recompute, r);
+  o.recompute = ::cleave::cost::toString(recompute);
   return spec;
 }
 
