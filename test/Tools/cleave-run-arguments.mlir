@@ -22,6 +22,8 @@
 // LAYERS: cleave-run: error: --layers 0: expected a size >= 1
 // RUN: not cleave-run --model tiny-gpt --dropout 1.5 2>&1 | FileCheck %s --check-prefix=DROP
 // DROP: cleave-run: error: --dropout 1.5: expected a rate in [0, 1)
+// RUN: not cleave-run --model tiny-gpt --heartbeat-timeout 0 2>&1 | FileCheck %s --check-prefix=HB
+// HB: cleave-run: error: --heartbeat-timeout 0: expected a number of seconds > 0
 
 // Saving over the training data is refused, and the data stays as it was.
 // RUN: %python -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<100H', *([1]*100)))" > %t/tokens.bin

@@ -168,6 +168,13 @@ cl::opt<std::string> planSpec(
              "without --plan, several ranks and no mesh in the program: "
              "dp=<ranks>"));
 
+cl::opt<double> heartbeatTimeout(
+    "heartbeat-timeout", cl::init(30.0), cl::cat(parallelCat),
+    cl::desc("Seconds without a heartbeat after which a rank that another "
+             "waits for is declared hung and every rank stops, naming it "
+             "(sets CLEAVE_HEARTBEAT_TIMEOUT_MS; default: that variable, "
+             "else 30)"));
+
 cl::opt<double> bucketMiB(
     "bucket-mb", cl::init(25.0), cl::cat(parallelCat),
     cl::desc("Largest gradient bucket in MiB: data-parallel gradients and "
@@ -315,6 +322,10 @@ Error checkNumbers() {
                                  ": expected a number of ranks in 1..1024");
   if (steps < 0)
     return badValue("steps", Twine(steps.getValue()), "a number of steps >= 0");
+  if (!std::isfinite(heartbeatTimeout) || heartbeatTimeout <= 0)
+    return badValue("heartbeat-timeout",
+                    showNumber(heartbeatTimeout.getValue()),
+                    "a number of seconds > 0");
   if (logEvery < 1)
     return badValue("log-every", Twine(logEvery.getValue()), "a number >= 1");
   auto finite = [](double v) { return std::isfinite(v); };
@@ -527,6 +538,9 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (Error err = checkPaths())
     return fail(toString(std::move(err)));
+  if (heartbeatTimeout.getNumOccurrences())
+    ::setenv("CLEAVE_HEARTBEAT_TIMEOUT_MS",
+             std::to_string(int64_t(heartbeatTimeout * 1000.0)).c_str(), 1);
   int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
   if (backendOpt != "cpu" && backendOpt != "cuda")
     return fail("unknown --backend '" + backendOpt + "' (cpu or cuda)");
