@@ -1,10 +1,14 @@
 //===- Run.cpp - Train a compiled program on local or launched ranks ------===//
 
 #include "cleave/Execution/Run.h"
+#include "cleave/Execution/Checkpoint.h"
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Process.h"
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <dlfcn.h>
 
 using namespace mlir;
@@ -263,15 +267,53 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
                                  job.entries.at(name), trainerOptions);
   if (!trainer)
     return trainer.takeError();
-  Error loaded = options.paramsPath.empty()
+  // Step folders that were never committed (a run killed mid-write) go
+  // before this run writes any.
+  if (rank == 0 && !options.checkpointDir.empty())
+    removeUncommittedCheckpoints(options.checkpointDir);
+  std::optional<std::string> checkpoint;
+  if (options.resume)
+    checkpoint = latestCheckpoint(options.checkpointDir);
+  Error loaded = checkpoint ? (*trainer)->loadCheckpoint(*checkpoint)
+                 : options.paramsPath.empty()
                      ? (*trainer)->initParameters()
                      : (*trainer)->loadParameters(options.paramsPath);
   if (loaded)
     return std::move(loaded);
+  if (rank == 0 && options.resume)
+    llvm::outs() << (checkpoint
+                         ? "resuming from " + *checkpoint + " (after step " +
+                               std::to_string((*trainer)->stepCounter()) + ")"
+                         : "no checkpoint in " + options.checkpointDir +
+                               ": starting at step 0")
+                 << "\n";
+  if (checkpoint)
+    return trainer;
   if (rank == 0 && (*trainer)->stepCounter() > 0)
     llvm::outs() << "resuming after step " << (*trainer)->stepCounter()
                  << " (the step counter in " << options.paramsPath << ")\n";
   return trainer;
+}
+
+/// Fault injection for tests: CLEAVE_FAULT_KILL=RANK:STEP kills rank RANK
+/// (SIGKILL) once its step counter reaches STEP, on the first attempt only
+/// (CLEAVE_RESTART unset or 0).
+static bool faultKillsRank(int rank, int64_t step) {
+  const char *fault = std::getenv("CLEAVE_FAULT_KILL");
+  const char *restart = std::getenv("CLEAVE_RESTART");
+  if (!fault || (restart && std::atoi(restart) != 0))
+    return false;
+  int faultRank = -1;
+  long long faultStep = -1;
+  return std::sscanf(fault, "%d:%lld", &faultRank, &faultStep) == 2 &&
+         faultRank == rank && faultStep == step;
+}
+
+/// The runtime's timeout (CLEAVE_TIMEOUT_MS), which also bounds how long a
+/// checkpoint commit waits for the other ranks' shards.
+static int64_t rtTimeoutMs() {
+  const char *v = std::getenv("CLEAVE_TIMEOUT_MS");
+  return v && std::atoll(v) > 0 ? std::atoll(v) : 300000;
 }
 
 /// Rank 0's line for step `s` (0-based): the loss, then the first step's
@@ -322,23 +364,46 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   bool tty = rank == 0 && llvm::sys::Process::StandardOutIsDisplayed();
   std::vector<double> losses;
   StepTimes times;
-  for (int64_t s = 0; s < options.steps; ++s) {
+  std::optional<CheckpointWriter> checkpoints;
+  if (options.checkpointEvery > 0)
+    checkpoints.emplace(options.checkpointDir, rank, world,
+                        options.keepCheckpoints, options.planText,
+                        rtTimeoutMs());
+  // A resumed run continues until the step counter reaches --steps.
+  int64_t first = options.resume ? (*trainer)->stepCounter() : 0;
+  for (int64_t s = first; s < options.steps; ++s) {
     double start = cleave_rt_now();
-    Expected<double> loss = (*trainer)->runStep(s, *job.source);
+    Expected<double> loss = (*trainer)->runStep(s - first, *job.source);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
+    if (faultKillsRank(rank, (*trainer)->stepCounter()))
+      std::raise(SIGKILL);
+    if (checkpoints && (*trainer)->stepCounter() % options.checkpointEvery == 0)
+      if (Error err = checkpoints->save(**trainer))
+        return fail(toString(std::move(err)));
     times.seconds.push_back(cleave_rt_now() - start);
     losses.push_back(*loss);
     if (rank == 0)
       logStep(s, *loss, times, options, tty);
   }
-  if (rank == 0 && options.steps > 1)
+  if (checkpoints) {
+    if (Error err = checkpoints->finish())
+      return fail(toString(std::move(err)));
+    if (rank == 0)
+      llvm::outs() << "checkpoints: "
+                   << llvm::format("%.1f",
+                                   1000.0 * checkpoints->snapshotSeconds())
+                   << " ms of snapshots on the training thread; newest "
+                   << latestCheckpoint(options.checkpointDir).value_or("none")
+                   << "\n";
+  }
+  if (rank == 0 && times.seconds.size() > 1)
     llvm::outs() << "step time: first step "
                  << llvm::format("%.1f", 1000.0 * times.first())
                  << " ms (warm-up), then median "
                  << llvm::format("%.1f", 1000.0 * times.steadyMedian())
-                 << " ms/step over " << options.steps - 1 << " steps\n";
-  if (options.steps > 0) {
+                 << " ms/step over " << times.seconds.size() - 1 << " steps\n";
+  if (!times.seconds.empty()) {
     int64_t peak = 0;
     cleave_rt_memory_stats(nullptr, &peak);
     double mine[1] = {double(peak)}, worst[1] = {double(peak)};
@@ -383,15 +448,29 @@ static int runForkedRank(void *arg) {
 int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
   if (options.localRanks <= 1)
     return runRank(job, options);
-  ForkedRank rank{&job, &options};
-  cleave_launch_options_t o{};
-  o.nprocs = options.localRanks;
-  o.prefix_output = 1;
-  o.body = runForkedRank;
-  o.body_arg = &rank;
-  int rc = cleave_launch(&o);
-  if (rc != 0 && cleave_rt_failed())
-    llvm::errs() << options.programName
-                 << ": error: " << cleave_rt_error_message() << "\n";
-  return rc;
+  RunOptions attempt = options;
+  for (int restart = 0;; ++restart) {
+    // The ranks see which attempt they are (CLEAVE_RESTART, as torchrun's
+    // TORCHELASTIC_RESTART_COUNT).
+    ::setenv("CLEAVE_RESTART", std::to_string(restart).c_str(), 1);
+    ForkedRank rank{&job, &attempt};
+    cleave_launch_options_t o{};
+    o.nprocs = options.localRanks;
+    o.prefix_output = 1;
+    o.body = runForkedRank;
+    o.body_arg = &rank;
+    int rc = cleave_launch(&o);
+    if (rc != 0 && cleave_rt_failed())
+      llvm::errs() << options.programName
+                   << ": error: " << cleave_rt_error_message() << "\n";
+    if (rc == 0 || restart == options.maxRestarts ||
+        options.checkpointDir.empty())
+      return rc;
+    std::optional<std::string> from = latestCheckpoint(options.checkpointDir);
+    llvm::errs() << options.programName << ": the ranks failed (status " << rc
+                 << "); restart " << restart + 1 << " of "
+                 << options.maxRestarts << " from "
+                 << from.value_or("step 0 (no checkpoint yet)") << "\n";
+    attempt.resume = true;
+  }
 }

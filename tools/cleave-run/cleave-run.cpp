@@ -132,6 +132,30 @@ cl::opt<bool> saveState("save-state", cl::cat(ioCat),
 cl::opt<std::string> lossesPath(
     "save-losses", cl::cat(ioCat),
     cl::desc("Write the per-step losses as tensor 'loss' [steps] (f64)"));
+cl::opt<std::string> checkpointDir(
+    "checkpoint", cl::cat(ioCat),
+    cl::desc("Directory of sharded checkpoints: every rank writes its own "
+             "blocks of the parameters and optimizer state, in the "
+             "background; a step is committed once rank 0 renames its "
+             "manifest into place"));
+cl::opt<int64_t> checkpointEvery(
+    "checkpoint-every", cl::init(0), cl::cat(ioCat),
+    cl::desc("Write a checkpoint every N optimizer steps (needs "
+             "--checkpoint)"));
+cl::opt<int>
+    keepCheckpoints("keep-checkpoints", cl::init(2), cl::cat(ioCat),
+                    cl::desc("Committed checkpoints kept (default 2)"));
+cl::opt<bool> resume(
+    "resume", cl::cat(ioCat),
+    cl::desc("Load the newest committed checkpoint in --checkpoint (saved on "
+             "any mesh or plan) and continue until the step counter reaches "
+             "--steps; without one, start at step 0"));
+cl::opt<int> maxRestarts(
+    "max-restarts", cl::init(0), cl::cat(ioCat),
+    cl::desc("With -n N and --checkpoint: when a rank dies or the group "
+             "fails, restart every rank up to this many times, resuming from "
+             "the newest committed checkpoint (under torchrun, use its "
+             "--max-restarts with --resume)"));
 cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
@@ -322,6 +346,27 @@ Error checkNumbers() {
                                  ": expected a number of ranks in 1..1024");
   if (steps < 0)
     return badValue("steps", Twine(steps.getValue()), "a number of steps >= 0");
+  if (checkpointEvery < 0)
+    return badValue("checkpoint-every", Twine(checkpointEvery.getValue()),
+                    "a number of steps >= 0");
+  if (maxRestarts < 0)
+    return badValue("max-restarts", Twine(maxRestarts.getValue()),
+                    "a number >= 0");
+  if (maxRestarts > 0 && checkpointDir.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--max-restarts needs --checkpoint DIR (a "
+                             "restart resumes from its newest checkpoint)");
+  if (keepCheckpoints < 1)
+    return badValue("keep-checkpoints", Twine(keepCheckpoints.getValue()),
+                    "a number >= 1");
+  if ((checkpointEvery > 0 || resume) && checkpointDir.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             Twine(resume ? "--resume" : "--checkpoint-every") +
+                                 " needs --checkpoint DIR");
+  if (resume && !paramsPath.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--resume and --params both give the starting "
+                             "parameters: use one");
   if (!std::isfinite(heartbeatTimeout) || heartbeatTimeout <= 0)
     return badValue("heartbeat-timeout",
                     showNumber(heartbeatTimeout.getValue()),
@@ -464,6 +509,17 @@ Error checkPaths() {
                   ": cannot write in the directory " + dir + " (" +
                   strerror(errno) + ")");
   }
+  if (!checkpointDir.empty()) {
+    if (std::error_code ec = sys::fs::create_directories(checkpointDir))
+      return fail("--checkpoint " + checkpointDir + ": " + ec.message());
+    if (::access(checkpointDir.c_str(), W_OK) != 0)
+      return fail("--checkpoint " + checkpointDir +
+                  ": the directory is not writable (" + strerror(errno) + ")");
+    for (const Path &in : inputs)
+      if (!in.path->empty() && same(checkpointDir, *in.path))
+        return fail("--checkpoint " + checkpointDir + " is the --" + in.option +
+                    " input");
+  }
   return Error::success();
 }
 
@@ -522,6 +578,12 @@ RunOptions runOptions() {
   o.savePath = savePath;
   o.saveState = saveState;
   o.lossesPath = lossesPath;
+  o.checkpointDir = checkpointDir;
+  o.checkpointEvery = checkpointEvery;
+  o.keepCheckpoints = keepCheckpoints;
+  o.resume = resume;
+  o.maxRestarts = maxRestarts;
+  o.planText = planSpec;
   return o;
 }
 

@@ -101,6 +101,20 @@ struct RunOptions {
   bool saveState = false;
   /// Write the per-step losses here.
   std::string lossesPath;
+  /// Sharded checkpoints (Checkpoint.h): written to `checkpointDir` every
+  /// `checkpointEvery` optimizer steps (0: never), the last
+  /// `keepCheckpoints` kept. With `resume`, the newest committed checkpoint
+  /// there is loaded (any mesh or plan) and the run continues until the
+  /// step counter reaches `steps`; without one it starts at step 0.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  int keepCheckpoints = 2;
+  bool resume = false;
+  /// Local ranks (`localRanks` > 1): when the group fails, restart it up to
+  /// this many times, resuming from the newest checkpoint.
+  int maxRestarts = 0;
+  /// The plan, as the user named it (recorded in checkpoints).
+  std::string planText;
   /// Prefix of error messages ("cleave-run").
   std::string programName = "cleave-run";
 };

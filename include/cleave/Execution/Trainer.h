@@ -91,6 +91,23 @@ public:
   /// as they were before the step).
   llvm::Expected<double> runStep(int64_t step, BatchSource &source);
 
+  /// This rank's part of a sharded checkpoint (Checkpoint.cpp): a host copy
+  /// of every parameter and optimizer-state block that no lower rank holds
+  /// too, with where it sits in its global tensor.
+  struct ShardTensor {
+    std::string key; ///< "param:<name>" or "state:<name>".
+    int32_t dtype = 0;
+    std::vector<int64_t> globalShape, offsets, sizes;
+    std::vector<char> data;
+  };
+  std::vector<ShardTensor> checkpointShard() const;
+  /// Loads every parameter and state block of this rank from the committed
+  /// checkpoint `stepDir` (written by CheckpointWriter, on any mesh or plan
+  /// with the same global tensors): each block is assembled from the saved
+  /// blocks it overlaps, read from their shard files; nothing is gathered.
+  /// The step counter resumes from the checkpoint's.
+  llvm::Error loadCheckpoint(llvm::StringRef stepDir);
+
   /// The optimizer updates done: loaded, plus the steps run since.
   int64_t stepCounter() const { return firstStep + stepsRun; }
   /// The name of the step counter in a file saved with the state.
