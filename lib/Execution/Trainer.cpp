@@ -187,6 +187,8 @@ Trainer::Trainer(const FunctionSpec &spec, EntryFn entry,
 Trainer::~Trainer() {
   for (void *b : buffers)
     cleave_rt_free(b);
+  for (void *b : evalBuffers)
+    cleave_rt_free(b);
 }
 
 llvm::Expected<std::unique_ptr<Trainer>>
@@ -242,9 +244,13 @@ llvm::Error mlir::cleave::defineCommunicators(const ProgramManifest &manifest) {
 
 llvm::Error Trainer::fromGlobal(int64_t index,
                                 llvm::function_ref<llvm::Error(void *)> fill) {
-  const BufferSpec &b = spec.buffers[index];
+  return fromGlobal(spec.buffers[index], buffer(index), fill);
+}
+
+llvm::Error Trainer::fromGlobal(const BufferSpec &b, void *dst,
+                                llvm::function_ref<llvm::Error(void *)> fill) {
   if (!options.mesh || !b.isSplit())
-    return fill(buffer(index));
+    return fill(dst);
   std::vector<int64_t> shape = globalShape(b, *options.mesh);
   int64_t elements = 1;
   for (int64_t d : shape)
@@ -253,10 +259,21 @@ llvm::Error Trainer::fromGlobal(int64_t index,
   std::vector<char> global(elements * elementBytes);
   if (llvm::Error err = fill(global.data()))
     return err;
-  copyBlock(global.data(), shape, buffer(index),
-            blockOf(b, *options.mesh, options.rank), elementBytes,
-            /*intoBlock=*/true);
+  copyBlock(global.data(), shape, dst, blockOf(b, *options.mesh, options.rank),
+            elementBytes, /*intoBlock=*/true);
   return llvm::Error::success();
+}
+
+llvm::Error Trainer::fillInput(const BufferSpec &b, void *dst, int64_t batch,
+                               BatchSource &source) {
+  return fromGlobal(b, dst, [&](void *data) {
+    if (!options.mesh || !b.isSplit())
+      return source.fill(b, batch, data);
+    BufferSpec global = b;
+    global.shape = globalShape(b, *options.mesh);
+    global.layout.clear();
+    return source.fill(global, batch, data);
+  });
 }
 
 llvm::Expected<std::vector<char>> Trainer::gatherGlobal(int64_t index) const {
@@ -480,6 +497,12 @@ llvm::Error Trainer::saveParameters(llvm::StringRef path,
   return llvm::Error::success();
 }
 
+/// The loss of a function's buffer at `p`: f64 or f32.
+static double readLoss(const BufferSpec &b, const void *p) {
+  return b.dtype == CLEAVE_F64 ? *static_cast<const double *>(p)
+                               : *static_cast<const float *>(p);
+}
+
 /// splitmix64: a well-mixed per-step seed for dropout.
 static uint64_t mixSeed(uint64_t seed, int64_t step) {
   uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step + 1);
@@ -499,14 +522,7 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
       *static_cast<float *>(buffer(i)) = static_cast<float>(step + 1);
     else if (b.name == "seed")
       *static_cast<uint64_t *>(buffer(i)) = mixSeed(options.seed, step);
-    else if (llvm::Error err = fromGlobal(i, [&](void *data) {
-               if (!options.mesh || !b.isSplit())
-                 return source.fill(b, step, data);
-               BufferSpec global = b;
-               global.shape = globalShape(b, *options.mesh);
-               global.layout.clear();
-               return source.fill(global, step, data);
-             }))
+    else if (llvm::Error err = fillInput(b, buffer(i), step, source))
       return std::move(err);
   }
   if (!entry)
@@ -515,9 +531,7 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
   if (cleave_rt_failed())
     return makeError(llvm::Twine("step ") + llvm::Twine(step + 1) +
                      " failed: " + cleave_rt_error_message());
-  double loss = spec.buffers[lossIndex].dtype == CLEAVE_F64
-                    ? *static_cast<double *>(buffer(lossIndex))
-                    : *static_cast<float *>(buffer(lossIndex));
+  double loss = readLoss(spec.buffers[lossIndex], buffer(lossIndex));
   if (!std::isfinite(loss))
     return makeError(llvm::Twine("the loss is ") +
                      (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
@@ -529,6 +543,75 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
       std::swap(buffers[out], buffers[arg]);
   stepsRun = index + 1;
   return loss;
+}
+
+llvm::Expected<double> Trainer::evaluate(const FunctionSpec &evalSpec,
+                                         EntryFn evalEntry, BatchSource &source,
+                                         int64_t batches) {
+  if (evalBuffers.empty())
+    for (const BufferSpec &b : evalSpec.buffers) {
+      void *p = nullptr;
+      if (b.role != BufferSpec::Role::Param) {
+        p = cleave_rt_alloc(std::max<int64_t>(b.numBytes(), 1));
+        if (!p)
+          return makeError("cannot allocate the evaluation buffer '" + b.name +
+                           "'");
+        std::memset(p, 0, std::max<int64_t>(b.numBytes(), 1));
+      }
+      evalBuffers.push_back(p);
+    }
+  // The parameters are the training step's current buffers (outputs are
+  // swapped in after every step), laid out alike.
+  std::vector<void *> args(evalBuffers);
+  int64_t lossAt = -1;
+  for (auto [i, b] : llvm::enumerate(evalSpec.buffers)) {
+    if (b.role == BufferSpec::Role::Output && lossAt < 0)
+      lossAt = i;
+    if (b.role != BufferSpec::Role::Param)
+      continue;
+    int64_t mine = spec.find(BufferSpec::Role::Param, b.name);
+    if (mine < 0)
+      return makeError("@" + evalSpec.name + " reads parameter '" + b.name +
+                       "', which the training step does not have");
+    const BufferSpec &t = spec.buffers[mine];
+    if (t.shape != b.shape || t.dtype != b.dtype || t.layout != b.layout)
+      return makeError("@" + evalSpec.name + "'s parameter '" + b.name +
+                       "' is " + shapeString(b.shape) +
+                       " on this rank, laid "
+                       "out unlike the training step's (" +
+                       shapeString(t.shape) + ")");
+    args[i] = buffers[mine];
+  }
+  if (lossAt < 0 || evalSpec.buffers[lossAt].numElements() != 1 ||
+      (evalSpec.buffers[lossAt].dtype != CLEAVE_F32 &&
+       evalSpec.buffers[lossAt].dtype != CLEAVE_F64))
+    return makeError("@" + evalSpec.name +
+                     "'s first result must be the "
+                     "loss, an f32 or f64 scalar");
+  double sum = 0;
+  for (int64_t k = 0; k < batches; ++k) {
+    for (auto [i, b] : llvm::enumerate(evalSpec.buffers)) {
+      if (b.role != BufferSpec::Role::Input)
+        continue;
+      if (b.name == "seed") // no dropout in evaluation: any seed
+        *static_cast<uint64_t *>(args[i]) = mixSeed(options.seed, k);
+      else if (llvm::Error err = fillInput(b, args[i], k, source))
+        return std::move(err);
+    }
+    evalEntry(args.data());
+    if (cleave_rt_failed())
+      return makeError(llvm::Twine("evaluating validation batch ") +
+                       llvm::Twine(k + 1) +
+                       " failed: " + cleave_rt_error_message());
+    double loss = readLoss(evalSpec.buffers[lossAt], args[lossAt]);
+    if (!std::isfinite(loss))
+      return makeError(llvm::Twine("the validation loss of batch ") +
+                       llvm::Twine(k + 1) + " is " +
+                       (std::isnan(loss) ? "NaN" : "infinite") +
+                       " after step " + llvm::Twine(stepCounter()));
+    sum += loss;
+  }
+  return batches > 0 ? sum / batches : 0.0;
 }
 
 const void *Trainer::parameter(llvm::StringRef name) const {

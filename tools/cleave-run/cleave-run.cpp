@@ -28,6 +28,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -121,6 +122,20 @@ cl::opt<int> tokenBytes("token-bytes", cl::init(2), cl::cat(ioCat),
                         cl::desc("2 (uint16) or 4 (uint32) per token"));
 cl::opt<int64_t> vocabOpt("vocab", cl::init(-1), cl::cat(ioCat),
                           cl::desc("Vocabulary of the token data"));
+cl::opt<std::string> valDataPath(
+    "val-data", cl::cat(ioCat),
+    cl::desc("Validation data, like the training data: a token file with "
+             "--data, a per-batch tensors file with --inputs; the mean loss "
+             "of --eval-steps batches is printed and saved with "
+             "--save-losses (val_loss, val_step)"));
+cl::opt<int64_t> evalEvery(
+    "eval-every", cl::init(0), cl::cat(ioCat),
+    cl::desc("With --val-data: evaluate after every N-th step (and after "
+             "the last); 0: only after the last step"));
+cl::opt<int64_t> evalSteps(
+    "eval-steps", cl::init(1), cl::cat(ioCat),
+    cl::desc("With --val-data: batches per evaluation (the same ones each "
+             "time)"));
 cl::opt<std::string> inputsPath("inputs", cl::cat(ioCat),
                                 cl::desc("Per-step input tensors file"));
 cl::opt<std::string> paramsPath("params", cl::cat(ioCat),
@@ -354,6 +369,25 @@ Error checkNumbers() {
                     "a step >= --warmup-steps " +
                         Twine(warmupSteps.getValue()) +
                         ": the decay starts after the warmup");
+  if (evalEvery < 0)
+    return badValue("eval-every", Twine(evalEvery.getValue()),
+                    "a number of steps >= 0");
+  if (evalSteps < 1)
+    return badValue("eval-steps", Twine(evalSteps.getValue()),
+                    "a number of batches >= 1");
+  for (cl::Option *o : {static_cast<cl::Option *>(&evalEvery),
+                        static_cast<cl::Option *>(&evalSteps)})
+    if (o->getNumOccurrences() && valDataPath.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + o->ArgStr +
+                                   ": there is no validation data (give "
+                                   "--val-data)");
+  if (!valDataPath.empty() && dataPath.empty() && inputsPath.empty())
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--val-data " + valDataPath +
+            ": validation data is like the training data: give the "
+            "training data with --data (a token file) or --inputs");
   if (dropout.getNumOccurrences() &&
       (!finite(dropout) || dropout < 0 || dropout >= 1))
     return badValue("dropout", showNumber(dropout.getValue()),
@@ -394,11 +428,10 @@ Error checkPaths() {
     const char *option;
     const std::string *path;
   };
-  Path inputs[] = {{"data", &dataPath.getValue()},
-                   {"params", &paramsPath.getValue()},
-                   {"inputs", &inputsPath.getValue()},
-                   {"aot", &aotPath.getValue()},
-                   {"program", &input.getValue()}};
+  Path inputs[] = {
+      {"data", &dataPath.getValue()},     {"val-data", &valDataPath.getValue()},
+      {"params", &paramsPath.getValue()}, {"inputs", &inputsPath.getValue()},
+      {"aot", &aotPath.getValue()},       {"program", &input.getValue()}};
   Path outputs[] = {{"save-params", &savePath.getValue()},
                     {"save-losses", &lossesPath.getValue()},
                     {"emit-object", &emitObject.getValue()}};
@@ -495,6 +528,7 @@ RankCompileOptions rankCompileOptions(int world) {
   o.autodiff.lrMin = lrMin;
   o.autodiff.gradClip = gradClip;
   o.keepOtherFunctions = !emitObject.empty();
+  o.evalStep = !valDataPath.empty();
   o.log = &outs();
   return o;
 }
@@ -511,7 +545,67 @@ RunOptions runOptions() {
   o.savePath = savePath;
   o.saveState = saveState;
   o.lossesPath = lossesPath;
+  o.evalEvery = evalEvery;
+  o.evalBatches = evalSteps;
   return o;
+}
+
+/// A validation token file must be tokens of the training data's size
+/// and vocabulary: checked over the whole file before anything runs.
+Error checkValidationTokens(int64_t vocab) {
+  auto fail = [&](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(),
+                             "--val-data " + valDataPath + ": " + message);
+  };
+  ErrorOr<std::unique_ptr<MemoryBuffer>> file =
+      MemoryBuffer::getFile(valDataPath, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
+  if (!file)
+    return fail("cannot read it (" + file.getError().message() + ")");
+  StringRef bytes = (*file)->getBuffer();
+  int64_t width = tokenBytes;
+  if (bytes.size() % width)
+    return fail(Twine(bytes.size()) + " bytes are not a whole number of " +
+                Twine(width) + "-byte tokens (--token-bytes " + Twine(width) +
+                ")");
+  int64_t count = bytes.size() / width;
+  bool oddWordsZero = width == 2 && count >= 16;
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    std::memcpy(&id, bytes.data() + i * width, width); // little endian
+    if (vocab >= 0 && int64_t(id) >= vocab)
+      return fail("token " + Twine(i) + " is " + Twine(id) +
+                  ", outside the vocabulary of " + Twine(vocab) +
+                  " tokens that the model is trained on (another tokenizer, "
+                  "or --token-bytes " +
+                  Twine(width) + " is not the file's)");
+    oddWordsZero &= i % 2 == 0 || id == 0;
+  }
+  if (oddWordsZero)
+    return fail("every second 16-bit token is 0: the file holds 4-byte "
+                "tokens, but --token-bytes is 2");
+  return Error::success();
+}
+
+/// The validation batches (--val-data), opened like the training data.
+Expected<std::unique_ptr<TrainingData>> openValidation(int64_t vocab) {
+  if (valDataPath.empty())
+    return nullptr;
+  DataOptions options;
+  if (!inputsPath.empty()) {
+    options.inputsPath = valDataPath;
+  } else {
+    if (Error err = checkValidationTokens(vocab))
+      return std::move(err);
+    options.tokensPath = valDataPath;
+    options.tokenBytes = tokenBytes;
+  }
+  Expected<std::unique_ptr<TrainingData>> data = TrainingData::open(options);
+  if (!data)
+    return createStringError(inconvertibleErrorCode(),
+                             "--val-data " + valDataPath + ": " +
+                                 toString(data.takeError()));
+  return data;
 }
 
 } // namespace
@@ -577,6 +671,9 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (!rankOptions.model && (*data)->hasTokens() && vocab < 0)
     return fail("token data needs --vocab for a program read from a file");
+  Expected<std::unique_ptr<TrainingData>> valData = openValidation(vocab);
+  if (!valData)
+    return fail(toString(valData.takeError()));
   if (aotPath.empty())
     if (Error err = compileForRanks(*module, rankOptions))
       return fail(toString(std::move(err)));
@@ -604,6 +701,13 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (Error err = checkJob(*job))
     return fail(toString(std::move(err)));
+  if (*valData) {
+    // Another seed than training's: with the same file the batches differ.
+    job->valSource = &(*valData)->source(seed + 1, vocab);
+    if (Error err =
+            checkValidation(*job, evalSteps, "--val-data " + valDataPath))
+      return fail(toString(std::move(err)));
+  }
   if (job->entries.empty()) {
     Expected<CompileCacheOptions> cacheOptions =
         CompileCacheOptions::fromEnvironment();

@@ -91,6 +91,16 @@ public:
   /// as they were before the step).
   llvm::Expected<double> runStep(int64_t step, BatchSource &source);
 
+  /// The mean loss of `batches` batches (0..batches-1 of `source`) under
+  /// the current parameters, computed by `evalSpec` (a forward-only step,
+  /// kEvalStepName, whose parameters are laid out as this step's; its
+  /// first result is the loss) through `evalEntry`. Every rank calls it.
+  /// Fails naming the parameter whose layout differs, or the batch whose
+  /// loss is not finite.
+  llvm::Expected<double> evaluate(const FunctionSpec &evalSpec,
+                                  EntryFn evalEntry, BatchSource &source,
+                                  int64_t batches);
+
   /// The optimizer updates done: loaded, plus the steps run since.
   int64_t stepCounter() const { return firstStep + stepsRun; }
   /// The name of the step counter in a file saved with the state.
@@ -108,6 +118,13 @@ private:
   /// a scratch buffer (or directly, for buffers that are not split).
   llvm::Error fromGlobal(int64_t index,
                          llvm::function_ref<llvm::Error(void *)> fill);
+  /// The same for a buffer `b` (of this or another function) at `dst`.
+  llvm::Error fromGlobal(const BufferSpec &b, void *dst,
+                         llvm::function_ref<llvm::Error(void *)> fill);
+  /// Fills input `b` at `dst` with batch `batch` of `source`, this rank's
+  /// block of it if `b` is split.
+  llvm::Error fillInput(const BufferSpec &b, void *dst, int64_t batch,
+                        BatchSource &source);
   /// The global tensor of buffer `index`, gathered from every rank (every
   /// rank calls this; the result is complete everywhere).
   llvm::Expected<std::vector<char>> gatherGlobal(int64_t index) const;
@@ -132,6 +149,9 @@ private:
   /// the loss and other plain outputs).
   std::vector<int64_t> feedsBack;
   int64_t lossIndex = -1;
+  /// The evaluation step's inputs and outputs (its parameters are this
+  /// step's), allocated on the first evaluate().
+  std::vector<void *> evalBuffers;
   /// The step counter loaded with the state, and the steps run since.
   int64_t firstStep = 0, stepsRun = 0;
 };
