@@ -118,7 +118,8 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
   for (const FunctionSpec *f : stepFunctions)
     for (const BufferSpec &b : f->buffers) {
       if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
-          b.name == "step" || b.name == "seed")
+          b.name == "step" || b.name == "seed" || b.name == "update" ||
+          b.name == "loss_scale")
         continue;
       BufferSpec global = b;
       if (mesh)
@@ -250,20 +251,41 @@ struct ValidationLosses {
   std::vector<int64_t> steps;
 };
 
-/// Writes the losses (rank 0), with every rank's row for comparison, and
-/// the validation losses if there are any.
+/// The loss scaler's record of a run: the scale each step used, and
+/// whether it skipped the step (1) or not (0).
+struct ScalerRecord {
+  std::vector<double> scales, skipped;
+};
+
+/// Every rank's `mine` (n values), rank by rank.
+static Expected<std::vector<double>> gatherRows(const std::vector<double> &mine,
+                                                int world) {
+  if (world == 1)
+    return mine;
+  std::vector<double> all(mine.size() * world);
+  cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, mine.data(), all.data(),
+                       mine.size());
+  if (cleave_rt_failed())
+    return runError(cleave_rt_error_message());
+  return all;
+}
+
+/// Writes the losses (rank 0), with every rank's row for comparison, the
+/// validation losses if there are any and the loss scaler's record (the
+/// scale, and every rank's skipped steps) if it ran.
 static Error saveLosses(const std::vector<double> &losses,
-                        const ValidationLosses &val, int world, int rank,
-                        const std::string &path) {
+                        const ValidationLosses &val, const ScalerRecord &scaler,
+                        int world, int rank, const std::string &path) {
   int64_t n = losses.size();
-  std::vector<double> all(n * world);
-  if (world > 1) {
-    cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, losses.data(),
-                         all.data(), n);
-    if (cleave_rt_failed())
-      return runError(cleave_rt_error_message());
-  } else {
-    all = losses;
+  Expected<std::vector<double>> all = gatherRows(losses, world);
+  if (!all)
+    return all.takeError();
+  std::vector<double> allSkipped;
+  if (!scaler.scales.empty()) {
+    Expected<std::vector<double>> gathered = gatherRows(scaler.skipped, world);
+    if (!gathered)
+      return gathered.takeError();
+    allSkipped = std::move(*gathered);
   }
   if (rank != 0)
     return Error::success();
@@ -273,7 +295,12 @@ static Error saveLosses(const std::vector<double> &losses,
     return runError(cleave_rt_error_message());
   if (cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n, losses.data()) ||
       cleave_tensor_writer_add(w, "loss_by_rank", CLEAVE_F64, 2, shape,
-                               all.data()) ||
+                               all->data()) ||
+      (!scaler.scales.empty() &&
+       (cleave_tensor_writer_add(w, "loss_scale", CLEAVE_F64, 1, &n,
+                                 scaler.scales.data()) ||
+        cleave_tensor_writer_add(w, "skipped_by_rank", CLEAVE_F64, 2, shape,
+                                 allSkipped.data()))) ||
       (evaluations &&
        (cleave_tensor_writer_add(w, "val_loss", CLEAVE_F64, 1, &evaluations,
                                  val.losses.data()) ||
@@ -294,6 +321,7 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
     return std::move(err);
   TrainerOptions trainerOptions;
   trainerOptions.learningRate = options.learningRate;
+  trainerOptions.lossScaling = options.lossScaling;
   trainerOptions.seed = options.seed;
   trainerOptions.mesh = job.manifest.mesh;
   trainerOptions.rank = rank;
@@ -396,9 +424,11 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   bool tty = rank == 0 && llvm::sys::Process::StandardOutIsDisplayed();
   std::vector<double> losses;
   ValidationLosses val;
+  ScalerRecord scaler;
   StepTimes times;
   for (int64_t s = 0; s < options.steps; ++s) {
     double start = cleave_rt_now();
+    double scale = (*trainer)->lossScale();
     Expected<double> loss = (*trainer)->runStep(s, *job.source);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
@@ -406,6 +436,17 @@ static int runRank(TrainJob &job, const RunOptions &options) {
     losses.push_back(*loss);
     if (rank == 0)
       logStep(s, *loss, times, options, tty);
+    if ((*trainer)->scalesLoss()) {
+      bool skippedStep = (*trainer)->lastStepSkipped();
+      scaler.scales.push_back(scale);
+      scaler.skipped.push_back(skippedStep);
+      if (rank == 0 && skippedStep)
+        llvm::outs() << "step " << (*trainer)->stepCounter()
+                     << ": a gradient overflowed (inf or NaN) at loss scale "
+                     << llvm::format("%g", scale)
+                     << ": skipped on every rank; scale now "
+                     << llvm::format("%g", (*trainer)->lossScale()) << "\n";
+    }
     if (Error err = maybeEvaluate(**trainer, job, options, s, rank, val))
       return fail("rank " + Twine(rank) + ": " + toString(std::move(err)));
   }
@@ -437,7 +478,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
       llvm::outs() << "saved parameters to " << options.savePath << "\n";
   }
   if (!options.lossesPath.empty())
-    if (Error err = saveLosses(losses, val, world, rank, options.lossesPath))
+    if (Error err =
+            saveLosses(losses, val, scaler, world, rank, options.lossesPath))
       return fail(toString(std::move(err)));
   trainer->reset();
   cleave_rt_finalize();

@@ -212,11 +212,14 @@ Trainer::create(const FunctionSpec &spec, EntryFn entry,
         target = spec.find(BufferSpec::Role::State, b.name);
       if (b.name == "loss")
         t->lossIndex = t->feedsBack.size();
+      if (b.name == "grad_norm_sq")
+        t->normIndex = t->feedsBack.size();
     }
     t->feedsBack.push_back(target);
   }
   if (t->lossIndex < 0)
     return makeError("@" + spec.name + " has no output named 'loss'");
+  t->scale = options.lossScaling.initScale;
   return std::move(t);
 }
 
@@ -405,6 +408,39 @@ llvm::Error Trainer::loadStepCounter(cleave_tensor_file *file,
   return llvm::Error::success();
 }
 
+llvm::Error Trainer::loadScalerState(cleave_tensor_file *file,
+                                     llvm::StringSet<> &known) {
+  scale = options.lossScaling.initScale;
+  goodSteps = skipped = 0;
+  struct Entry {
+    const char *name;
+    int32_t dtype;
+    void *value;
+  } entries[] = {{kLossScaleName, CLEAVE_F64, &scale},
+                 {kGoodStepsName, CLEAVE_I64, &goodSteps},
+                 {kSkippedStepsName, CLEAVE_I64, &skipped}};
+  for (const Entry &e : entries) {
+    int32_t dtype;
+    int64_t rank, shape[8];
+    if (cleave_tensor_file_info(file, e.name, &dtype, &rank, shape))
+      continue;
+    known.insert(e.name);
+    if (dtype != e.dtype || rank != 0 ||
+        cleave_tensor_file_read(file, e.name, e.value, 8) != 0)
+      return makeError(llvm::Twine("'") + e.name + "' (the loss scaler's " +
+                       "state) must be a scalar " +
+                       (e.dtype == CLEAVE_F64 ? "F64" : "I64"));
+  }
+  if (!(scale > 0) || !std::isfinite(scale) || goodSteps < 0 || skipped < 0 ||
+      skipped > firstStep)
+    return makeError(llvm::Twine("the loss scaler's state is not valid: "
+                                 "scale ") +
+                     std::to_string(scale) + ", " + llvm::Twine(goodSteps) +
+                     " good steps, " + llvm::Twine(skipped) + " skipped of " +
+                     llvm::Twine(firstStep));
+  return llvm::Error::success();
+}
+
 llvm::Error Trainer::loadParameters(llvm::StringRef path) {
   cleave_tensor_file *file = cleave_tensor_file_open(path.str().c_str());
   if (!file)
@@ -413,6 +449,8 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
   std::vector<std::string> problems;
   llvm::StringSet<> known;
   if (llvm::Error err = loadStepCounter(file, known))
+    problems.push_back(llvm::toString(std::move(err)));
+  else if (llvm::Error err = loadScalerState(file, known))
     problems.push_back(llvm::toString(std::move(err)));
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     bool param = b.role == BufferSpec::Role::Param;
@@ -492,6 +530,16 @@ llvm::Error Trainer::saveParameters(llvm::StringRef path,
     cleave_tensor_writer_abort(w);
     return makeError(cleave_rt_error_message());
   }
+  if (withState && scalesLoss() &&
+      (cleave_tensor_writer_add(w, kLossScaleName, CLEAVE_F64, 0, nullptr,
+                                &scale) != 0 ||
+       cleave_tensor_writer_add(w, kGoodStepsName, CLEAVE_I64, 0, nullptr,
+                                &goodSteps) != 0 ||
+       cleave_tensor_writer_add(w, kSkippedStepsName, CLEAVE_I64, 0, nullptr,
+                                &skipped) != 0)) {
+    cleave_tensor_writer_abort(w);
+    return makeError(cleave_rt_error_message());
+  }
   if (cleave_tensor_writer_finish(w) != 0)
     return makeError(cleave_rt_error_message());
   return llvm::Error::success();
@@ -520,6 +568,10 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
       *static_cast<float *>(buffer(i)) = options.learningRate;
     else if (b.name == "step")
       *static_cast<float *>(buffer(i)) = static_cast<float>(step + 1);
+    else if (b.name == "update")
+      *static_cast<float *>(buffer(i)) = static_cast<float>(step - skipped + 1);
+    else if (b.name == "loss_scale")
+      *static_cast<float *>(buffer(i)) = static_cast<float>(scale);
     else if (b.name == "seed")
       *static_cast<uint64_t *>(buffer(i)) = mixSeed(options.seed, step);
     else if (llvm::Error err = fillInput(b, buffer(i), step, source))
@@ -532,17 +584,74 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
     return makeError(llvm::Twine("step ") + llvm::Twine(step + 1) +
                      " failed: " + cleave_rt_error_message());
   double loss = readLoss(spec.buffers[lossIndex], buffer(lossIndex));
-  if (!std::isfinite(loss))
+  bool scaling = scalesLoss();
+  if (!std::isfinite(loss) && !scaling)
     return makeError(llvm::Twine("the loss is ") +
                      (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
                      llvm::Twine(step + 1) +
                      "; parameters keep their values from before the step");
-  // The outputs become the next step's parameters and state.
+  // The outputs become the next step's parameters and state, unless the
+  // loss scaler skips the step.
+  if (scaling) {
+    llvm::Expected<bool> overflow = gradientsOverflowed(loss);
+    if (!overflow)
+      return overflow.takeError();
+    updateScale(*overflow);
+    if (*overflow) {
+      stepsRun = index + 1;
+      return loss;
+    }
+  }
   for (auto [out, arg] : llvm::enumerate(feedsBack))
     if (arg >= 0)
       std::swap(buffers[out], buffers[arg]);
   stepsRun = index + 1;
   return loss;
+}
+
+llvm::Expected<bool> Trainer::gradientsOverflowed(double loss) const {
+  // The norm is complete on the ranks that hold it (every rank of an SPMD
+  // program; in a pipeline, the stage that sums the last partial): one
+  // scalar reduction over the world makes every rank take the same
+  // decision.
+  double norm = normIndex >= 0
+                    ? readLoss(spec.buffers[normIndex], buffer(normIndex))
+                    : 0.0;
+  double mine[1] = {!std::isfinite(loss) || !std::isfinite(norm) ? 1.0 : 0.0};
+  double any[1] = {mine[0]};
+  if (options.mesh && options.mesh->numDevices() > 1) {
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, mine, any,
+                         1);
+    if (cleave_rt_failed())
+      return makeError("rank " + llvm::Twine(options.rank) +
+                       ": the overflow check of the loss scaler failed: " +
+                       cleave_rt_error_message());
+  }
+  return any[0] != 0.0;
+}
+
+bool Trainer::scalesLoss() const {
+  auto scales = [](const FunctionSpec &f) {
+    return f.find(BufferSpec::Role::Input, "loss_scale") >= 0;
+  };
+  // In a pipeline every stage's rank takes part in the overflow check.
+  return scales(spec) || llvm::any_of(options.stages, scales);
+}
+
+void Trainer::updateScale(bool overflow) {
+  // torch.cuda.amp.GradScaler.update.
+  const LossScalingOptions &o = options.lossScaling;
+  skippedLast = overflow;
+  if (overflow) {
+    ++skipped;
+    scale *= o.backoffFactor;
+    goodSteps = 0;
+    return;
+  }
+  if (++goodSteps >= o.growthInterval) {
+    scale *= o.growthFactor;
+    goodSteps = 0;
+  }
 }
 
 llvm::Expected<double> Trainer::evaluate(const FunctionSpec &evalSpec,

@@ -110,6 +110,25 @@ cl::opt<bool> noDecayVectors(
     "no-decay-vectors", cl::init(false), cl::cat(trainCat),
     cl::desc("Weight decay on matrices only: biases and norm weights (rank "
              "< 2) are not decayed, as nanoGPT's optimizer groups"));
+cl::opt<std::string> lossScale(
+    "loss-scale", cl::init(""), cl::cat(trainCat),
+    cl::desc("dynamic: scale the loss, skip steps whose gradients overflow "
+             "(inf/NaN on any rank) and halve the scale, grow it after "
+             "--loss-scale-growth-interval good steps (PyTorch's GradScaler); "
+             "none: no scaling (default: dynamic with --dtype f16, else "
+             "none)"));
+cl::opt<double> lossScaleInit("loss-scale-init", cl::init(65536.0),
+                              cl::cat(trainCat),
+                              cl::desc("The first loss scale"));
+cl::opt<int64_t> lossScaleInterval(
+    "loss-scale-growth-interval", cl::init(2000), cl::cat(trainCat),
+    cl::desc("Good steps in a row after which the scale grows"));
+cl::opt<double> lossScaleGrowth("loss-scale-growth", cl::init(2.0),
+                                cl::cat(trainCat),
+                                cl::desc("Growth factor of the loss scale"));
+cl::opt<double>
+    lossScaleBackoff("loss-scale-backoff", cl::init(0.5), cl::cat(trainCat),
+                     cl::desc("Factor of the loss scale after an overflow"));
 cl::opt<uint64_t> seed("seed", cl::init(1234), cl::cat(trainCat),
                        cl::desc("Seed of initialization, data order, dropout"));
 cl::opt<int64_t> logEvery("log-every", cl::init(10), cl::cat(trainCat),
@@ -369,6 +388,23 @@ Error checkNumbers() {
                     "a step >= --warmup-steps " +
                         Twine(warmupSteps.getValue()) +
                         ": the decay starts after the warmup");
+  if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none")
+    return badValue("loss-scale", lossScale.getValue(), "dynamic or none");
+  if (!finite(lossScaleInit) || lossScaleInit <= 0 || lossScaleInit > 1e30)
+    return badValue("loss-scale-init", showNumber(lossScaleInit.getValue()),
+                    "a finite scale in (0, 1e30]");
+  if (lossScaleInterval < 1)
+    return badValue("loss-scale-growth-interval",
+                    Twine(lossScaleInterval.getValue()),
+                    "a number of steps >= 1");
+  if (!finite(lossScaleGrowth) || lossScaleGrowth <= 1)
+    return badValue("loss-scale-growth", showNumber(lossScaleGrowth.getValue()),
+                    "a finite factor > 1");
+  if (!finite(lossScaleBackoff) || lossScaleBackoff <= 0 ||
+      lossScaleBackoff >= 1)
+    return badValue("loss-scale-backoff",
+                    showNumber(lossScaleBackoff.getValue()),
+                    "a factor in (0, 1)");
   if (evalEvery < 0)
     return badValue("eval-every", Twine(evalEvery.getValue()),
                     "a number of steps >= 0");
@@ -411,7 +447,7 @@ Error checkStepOptions(mlir::ModuleOp module) {
     return Error::success();
   for (cl::Option *o : std::initializer_list<cl::Option *>{
            &lrSchedule, &warmupSteps, &decaySteps, &lrMin, &noDecayVectors,
-           &gradClip})
+           &gradClip, &lossScale})
     if (o->getNumOccurrences())
       return createStringError(
           inconvertibleErrorCode(),
@@ -527,6 +563,8 @@ RankCompileOptions rankCompileOptions(int world) {
   o.autodiff.decaySteps = lrSchedule == "constant" ? 0 : effectiveDecaySteps();
   o.autodiff.lrMin = lrMin;
   o.autodiff.gradClip = gradClip;
+  o.autodiff.lossScaling =
+      lossScale.empty() ? dtype == "f16" : lossScale == "dynamic";
   o.keepOtherFunctions = !emitObject.empty();
   o.evalStep = !valDataPath.empty();
   o.log = &outs();
@@ -547,6 +585,10 @@ RunOptions runOptions() {
   o.lossesPath = lossesPath;
   o.evalEvery = evalEvery;
   o.evalBatches = evalSteps;
+  o.lossScaling.initScale = lossScaleInit;
+  o.lossScaling.growthInterval = lossScaleInterval;
+  o.lossScaling.growthFactor = lossScaleGrowth;
+  o.lossScaling.backoffFactor = lossScaleBackoff;
   return o;
 }
 

@@ -115,6 +115,8 @@ struct RunOptions {
   /// batches.
   int64_t evalEvery = 0;
   int64_t evalBatches = 1;
+  /// The loss scaler of a step that scales its loss (fp16).
+  LossScalingOptions lossScaling;
   /// Prefix of error messages ("cleave-run").
   std::string programName = "cleave-run";
 };
