@@ -45,6 +45,13 @@
 // STATE-DAG: cleave.loss_scale_good_steps{{[[:space:]]+}}I64{{[[:space:]]+}}[]
 // STATE-DAG: cleave.skipped_steps{{[[:space:]]+}}I64{{[[:space:]]+}}[]
 
+// The scaler's state resumes: 5 + 5 resumed steps (skips, growth and the
+// update count across the split) equal 10 straight ones, bit for bit.
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dtype f16 --steps 10 --loss-scale-init 1e6 --loss-scale-growth-interval 2 --save-params %t/straight.st > /dev/null
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dtype f16 --steps 5 --loss-scale-init 1e6 --loss-scale-growth-interval 2 --save-params %t/half.st --save-state > /dev/null
+// RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dtype f16 --steps 5 --loss-scale-init 1e6 --loss-scale-growth-interval 2 --params %t/half.st --save-params %t/resumed.st > /dev/null
+// RUN: cmp %t/straight.st %t/resumed.st
+
 // bf16 (and f32) steps do not scale: no loss_scale input, no record.
 // RUN: cleave-run --model tiny-gpt --layers 1 --hidden 32 --heads 2 --dtype bf16 --steps 1 --save-losses %t/bf16.st > /dev/null
 // RUN: env PYTHONPATH=%cleave_src/python %python -m cleave.tensorfile %t/bf16.st | FileCheck %s --check-prefix=BF16
