@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 using namespace mlir::cleave;
 using nlohmann::json;
@@ -150,6 +151,19 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
     t.data.assign(p, p + b.numBytes());
     shard.push_back(std::move(t));
   }
+  // The loss scaler's state, the same on every rank: rank 0 writes it.
+  if (options.rank == 0)
+    for (auto [name, dtype, value] :
+         {std::tuple{kLossScaleName, CLEAVE_F64, (const void *)&scale},
+          {kGoodStepsName, CLEAVE_I64, (const void *)&goodSteps},
+          {kSkippedStepsName, CLEAVE_I64, (const void *)&skipped}}) {
+      ShardTensor t;
+      t.key = std::string("scaler:") + name;
+      t.dtype = dtype;
+      auto *p = static_cast<const char *>(value);
+      t.data.assign(p, p + 8);
+      shard.push_back(std::move(t));
+    }
   return shard;
 }
 
@@ -372,6 +386,19 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
       return makeError("checkpoint " + stepDir + ": the saved blocks of '" +
                        key + "' cover " + llvm::Twine(copied) + " of the " +
                        llvm::Twine(wanted) + " elements this rank needs");
+  }
+  // The loss scaler's state (checkpoints of this version have it).
+  for (auto [name, value] : {std::pair{kLossScaleName, (void *)&scale},
+                             {kGoodStepsName, (void *)&goodSteps},
+                             {kSkippedStepsName, (void *)&skipped}}) {
+    auto it = saved.find(std::string("scaler:") + name);
+    if (it == saved.end() || it->second.empty())
+      continue;
+    cleave_tensor_file *&f = files[it->second.front().file];
+    if ((!f &&
+         !(f = cleave_tensor_file_open(it->second.front().file.c_str()))) ||
+        cleave_tensor_file_read(f, it->first.c_str(), value, 8) != 0)
+      return makeError(cleave_rt_error_message());
   }
   firstStep = step;
   stepsRun = 0;

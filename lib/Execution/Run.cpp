@@ -2,6 +2,7 @@
 
 #include "cleave/Execution/Run.h"
 #include "cleave/Execution/Checkpoint.h"
+#include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Process.h"
@@ -74,11 +75,15 @@ BatchSource &TrainingData::source(uint64_t seed, int64_t modelVocab) {
 // Jobs
 //===----------------------------------------------------------------------===//
 
-/// Names of the functions some rank runs as the training step.
+/// Names of the functions some rank runs: the training step (one per
+/// pipeline stage) and the evaluation step if the program has one.
 static std::vector<std::string> stepNames(const ProgramManifest &manifest) {
+  std::vector<std::string> names = {"train_step"};
   if (manifest.pipeline)
-    return manifest.pipeline->stages;
-  return {"train_step"};
+    names = manifest.pipeline->stages;
+  if (manifest.lookup(kEvalStepName))
+    names.push_back(kEvalStepName.str());
+  return names;
 }
 
 Expected<TrainJob> mlir::cleave::loadAotJob(llvm::StringRef path) {
@@ -117,7 +122,8 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
   for (const FunctionSpec *f : stepFunctions)
     for (const BufferSpec &b : f->buffers) {
       if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
-          b.name == "step" || b.name == "seed")
+          b.name == "step" || b.name == "seed" || b.name == "update" ||
+          b.name == "loss_scale")
         continue;
       BufferSpec global = b;
       if (mesh)
@@ -127,6 +133,27 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
       if (Error err = job.source->fill(global, 0, scratch.data()))
         return err;
     }
+  return Error::success();
+}
+
+Error mlir::cleave::checkValidation(const TrainJob &job, int64_t batches,
+                                    const Twine &what) {
+  const FunctionSpec *eval = job.manifest.lookup(kEvalStepName);
+  if (!eval)
+    return runError(what + ": the program has no @" + kEvalStepName);
+  const std::optional<MeshSpec> &mesh = job.manifest.mesh;
+  for (const BufferSpec &b : eval->buffers) {
+    if (b.role != BufferSpec::Role::Input || b.name == "seed")
+      continue;
+    BufferSpec global = b;
+    if (mesh)
+      global.shape = globalShape(b, *mesh);
+    global.layout.clear();
+    std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
+    for (int64_t k = 0; k < batches; ++k)
+      if (Error err = job.valSource->fill(global, k, scratch.data()))
+        return runError(what + ": " + toString(std::move(err)));
+  }
   return Error::success();
 }
 
@@ -221,28 +248,72 @@ double StepTimes::steadyMedian() const {
   return (lower + upper) / 2;
 }
 
-/// Writes the losses (rank 0), with every rank's row for comparison.
-static Error saveLosses(const std::vector<double> &losses, int world, int rank,
-                        const std::string &path) {
+/// The validation losses of a run and the steps after which they were
+/// computed.
+struct ValidationLosses {
+  std::vector<double> losses;
+  std::vector<int64_t> steps;
+};
+
+/// The loss scaler's record of a run: the scale each step used, and
+/// whether it skipped the step (1) or not (0).
+struct ScalerRecord {
+  std::vector<double> scales, skipped;
+};
+
+/// Every rank's `mine` (n values), rank by rank.
+static Expected<std::vector<double>> gatherRows(const std::vector<double> &mine,
+                                                int world) {
+  if (world == 1)
+    return mine;
+  std::vector<double> all(mine.size() * world);
+  cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, mine.data(), all.data(),
+                       mine.size());
+  if (cleave_rt_failed())
+    return runError(cleave_rt_error_message());
+  return all;
+}
+
+/// Writes the losses (rank 0), with every rank's row for comparison, the
+/// validation losses if there are any and the loss scaler's record (the
+/// scale, and every rank's skipped steps) if it ran.
+static Error saveLosses(const std::vector<double> &losses,
+                        const ValidationLosses &val, const ScalerRecord &scaler,
+                        int world, int rank, const std::string &path) {
   int64_t n = losses.size();
-  std::vector<double> all(n * world);
-  if (world > 1) {
-    cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, losses.data(),
-                         all.data(), n);
-    if (cleave_rt_failed())
-      return runError(cleave_rt_error_message());
-  } else {
-    all = losses;
+  Expected<std::vector<double>> all = gatherRows(losses, world);
+  if (!all)
+    return all.takeError();
+  std::vector<double> allSkipped;
+  if (!scaler.scales.empty()) {
+    Expected<std::vector<double>> gathered = gatherRows(scaler.skipped, world);
+    if (!gathered)
+      return gathered.takeError();
+    allSkipped = std::move(*gathered);
   }
   if (rank != 0)
     return Error::success();
   cleave_tensor_writer *w = cleave_tensor_writer_create(path.c_str());
-  int64_t shape[2] = {world, n};
-  if (!w ||
-      cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n, losses.data()) ||
+  int64_t shape[2] = {world, n}, evaluations = val.losses.size();
+  if (!w)
+    return runError(cleave_rt_error_message());
+  if (cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n, losses.data()) ||
       cleave_tensor_writer_add(w, "loss_by_rank", CLEAVE_F64, 2, shape,
-                               all.data()) ||
-      cleave_tensor_writer_finish(w) != 0)
+                               all->data()) ||
+      (!scaler.scales.empty() &&
+       (cleave_tensor_writer_add(w, "loss_scale", CLEAVE_F64, 1, &n,
+                                 scaler.scales.data()) ||
+        cleave_tensor_writer_add(w, "skipped_by_rank", CLEAVE_F64, 2, shape,
+                                 allSkipped.data()))) ||
+      (evaluations &&
+       (cleave_tensor_writer_add(w, "val_loss", CLEAVE_F64, 1, &evaluations,
+                                 val.losses.data()) ||
+        cleave_tensor_writer_add(w, "val_step", CLEAVE_I64, 1, &evaluations,
+                                 val.steps.data())))) {
+    cleave_tensor_writer_abort(w);
+    return runError(cleave_rt_error_message());
+  }
+  if (cleave_tensor_writer_finish(w) != 0)
     return runError(cleave_rt_error_message());
   return Error::success();
 }
@@ -254,6 +325,7 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
     return std::move(err);
   TrainerOptions trainerOptions;
   trainerOptions.learningRate = options.learningRate;
+  trainerOptions.lossScaling = options.lossScaling;
   trainerOptions.seed = options.seed;
   trainerOptions.mesh = job.manifest.mesh;
   trainerOptions.rank = rank;
@@ -339,6 +411,36 @@ static void logStep(int64_t s, double loss, const StepTimes &times,
   llvm::outs().flush();
 }
 
+/// Evaluates after step `s` (0-based) if the options say so; rank 0
+/// prints the mean validation loss. Every rank evaluates (a collective).
+static Error maybeEvaluate(Trainer &trainer, TrainJob &job,
+                           const RunOptions &options, int64_t s, int rank,
+                           ValidationLosses &val) {
+  if (!job.valSource)
+    return Error::success();
+  int64_t step = trainer.stepCounter();
+  bool due = s + 1 == options.steps ||
+             (options.evalEvery > 0 && step % options.evalEvery == 0);
+  if (!due)
+    return Error::success();
+  const FunctionSpec *eval = job.manifest.lookup(kEvalStepName);
+  Expected<double> loss =
+      trainer.evaluate(*eval, job.entries.at(kEvalStepName.str()),
+                       *job.valSource, options.evalBatches);
+  if (!loss)
+    return loss.takeError();
+  val.losses.push_back(*loss);
+  val.steps.push_back(step);
+  if (rank == 0) {
+    llvm::outs() << "step " << llvm::format("%5lld", (long long)step)
+                 << "  val loss " << llvm::format("%.4f", *loss) << " (mean of "
+                 << options.evalBatches << " batch"
+                 << (options.evalBatches == 1 ? "" : "es") << ")\n";
+    llvm::outs().flush();
+  }
+  return Error::success();
+}
+
 /// One rank: connect, set up the trainer, train, save. Errors are printed
 /// here (forked ranks have no one else to tell).
 static int runRank(TrainJob &job, const RunOptions &options) {
@@ -363,6 +465,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
 
   bool tty = rank == 0 && llvm::sys::Process::StandardOutIsDisplayed();
   std::vector<double> losses;
+  ValidationLosses val;
+  ScalerRecord scaler;
   StepTimes times;
   std::optional<CheckpointWriter> checkpoints;
   if (options.checkpointEvery > 0)
@@ -373,6 +477,7 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   int64_t first = options.resume ? (*trainer)->stepCounter() : 0;
   for (int64_t s = first; s < options.steps; ++s) {
     double start = cleave_rt_now();
+    double scale = (*trainer)->lossScale();
     Expected<double> loss = (*trainer)->runStep(s - first, *job.source);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
@@ -385,6 +490,19 @@ static int runRank(TrainJob &job, const RunOptions &options) {
     losses.push_back(*loss);
     if (rank == 0)
       logStep(s, *loss, times, options, tty);
+    if ((*trainer)->scalesLoss()) {
+      bool skippedStep = (*trainer)->lastStepSkipped();
+      scaler.scales.push_back(scale);
+      scaler.skipped.push_back(skippedStep);
+      if (rank == 0 && skippedStep)
+        llvm::outs() << "step " << (*trainer)->stepCounter()
+                     << ": a gradient overflowed (inf or NaN) at loss scale "
+                     << llvm::format("%g", scale)
+                     << ": skipped on every rank; scale now "
+                     << llvm::format("%g", (*trainer)->lossScale()) << "\n";
+    }
+    if (Error err = maybeEvaluate(**trainer, job, options, s, rank, val))
+      return fail("rank " + Twine(rank) + ": " + toString(std::move(err)));
   }
   if (checkpoints) {
     if (Error err = checkpoints->finish())
@@ -425,7 +543,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
       llvm::outs() << "saved parameters to " << options.savePath << "\n";
   }
   if (!options.lossesPath.empty())
-    if (Error err = saveLosses(losses, world, rank, options.lossesPath))
+    if (Error err =
+            saveLosses(losses, val, scaler, world, rank, options.lossesPath))
       return fail(toString(std::move(err)));
   trainer->reset();
   cleave_rt_finalize();
