@@ -209,6 +209,12 @@ static json blockJson(const Trainer::ShardTensor &t) {
 
 void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
                              int64_t step) {
+  auto start = std::chrono::steady_clock::now();
+  auto account = llvm::make_scope_exit([&] {
+    writeSeconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  });
   std::string stepDir = checkpointStepDir(dir_, step);
   if (std::error_code ec = llvm::sys::fs::create_directories(stepDir)) {
     error_ = "cannot create " + stepDir + ": " + ec.message();
@@ -239,6 +245,8 @@ void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
   }
   uint64_t bytes = 0;
   llvm::sys::fs::file_size(file, bytes);
+  ++written_;
+  bytesWritten_ += int64_t(bytes);
   json meta = {{"rank", rank_},
                {"step", step},
                {"file", llvm::sys::path::filename(file).str()},
@@ -248,9 +256,27 @@ void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
     error_ = llvm::toString(std::move(err));
     return;
   }
+  account.release();
+  writeSeconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  // The commit (rank 0 waiting for the other shards) is not writing.
   if (rank_ == 0)
     if (llvm::Error err = commit(step))
       error_ = llvm::toString(std::move(err));
+}
+
+int64_t mlir::cleave::checkpointBytes(llvm::StringRef stepDir) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(stepDir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    uint64_t bytes = 0;
+    if (llvm::StringRef(it->path()).ends_with(".ckpt") &&
+        !llvm::sys::fs::file_size(it->path(), bytes))
+      total += int64_t(bytes);
+  }
+  return total;
 }
 
 llvm::Error CheckpointWriter::commit(int64_t step) {

@@ -5,6 +5,7 @@
 #include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Process.h"
 #include <algorithm>
 #include <csignal>
@@ -318,6 +319,18 @@ static Error saveLosses(const std::vector<double> &losses,
   return Error::success();
 }
 
+/// The largest `value` over the world's ranks (`value` alone on one).
+static double maxOverRanks(double value) {
+  double v[1] = {value};
+  if (cleave_rt_world_size() > 1)
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, v, v, 1);
+  return v[0];
+}
+
+static std::string megabytes(int64_t bytes) {
+  return llvm::formatv("{0:f1}", double(bytes) / 1e6).str();
+}
+
 /// The trainer of this rank, with its parameters initialized or loaded.
 static Expected<std::unique_ptr<Trainer>>
 setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
@@ -346,16 +359,24 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
   std::optional<std::string> checkpoint;
   if (options.resume)
     checkpoint = latestCheckpoint(options.checkpointDir);
+  double loadStart = cleave_rt_now();
   Error loaded = checkpoint ? (*trainer)->loadCheckpoint(*checkpoint)
                  : options.paramsPath.empty()
                      ? (*trainer)->initParameters()
                      : (*trainer)->loadParameters(options.paramsPath);
   if (loaded)
     return std::move(loaded);
+  // Every rank reads its blocks at once: the load took the slowest rank's
+  // time.
+  double loadSeconds = maxOverRanks(cleave_rt_now() - loadStart);
   if (rank == 0 && options.resume)
     llvm::outs() << (checkpoint
                          ? "resuming from " + *checkpoint + " (after step " +
-                               std::to_string((*trainer)->stepCounter()) + ")"
+                               std::to_string((*trainer)->stepCounter()) +
+                               "): read " +
+                               megabytes(checkpointBytes(*checkpoint)) +
+                               " MB in " +
+                               llvm::formatv("{0:f3}", loadSeconds).str() + " s"
                          : "no checkpoint in " + options.checkpointDir +
                                ": starting at step 0")
                  << "\n";
@@ -507,8 +528,17 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   if (checkpoints) {
     if (Error err = checkpoints->finish())
       return fail(toString(std::move(err)));
+    // The ranks write at once: all their bytes in the slowest one's time.
+    double bytes[1] = {double(checkpoints->bytesWritten())};
+    if (world > 1)
+      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_SUM, bytes,
+                           bytes, 1);
+    double seconds = maxOverRanks(checkpoints->writeSeconds());
     if (rank == 0)
-      llvm::outs() << "checkpoints: "
+      llvm::outs() << "checkpoints: " << checkpoints->checkpointsWritten()
+                   << " written, " << megabytes(int64_t(bytes[0]))
+                   << " MB by all ranks in " << llvm::formatv("{0:f3}", seconds)
+                   << " s of background writing; "
                    << llvm::format("%.1f",
                                    1000.0 * checkpoints->snapshotSeconds())
                    << " ms of snapshots on the training thread; newest "

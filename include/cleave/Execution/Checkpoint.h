@@ -57,6 +57,11 @@ public:
   llvm::Error finish();
   /// Seconds the calling thread spent in save() (the snapshot), in total.
   double snapshotSeconds() const { return snapshotSeconds_; }
+  /// After finish(): checkpoints written, and the bytes and seconds of this
+  /// rank's shard writes (in the background; commits not included).
+  int64_t checkpointsWritten() const { return written_; }
+  int64_t bytesWritten() const { return bytesWritten_; }
+  double writeSeconds() const { return writeSeconds_; }
 
 private:
   void write(std::vector<Trainer::ShardTensor> shard, int64_t step);
@@ -67,8 +72,12 @@ private:
   int64_t timeoutMs_;
   std::thread thread_;
   std::string error_;
-  double snapshotSeconds_ = 0;
+  double snapshotSeconds_ = 0, writeSeconds_ = 0;
+  int64_t written_ = 0, bytesWritten_ = 0;
 };
+
+/// The bytes of the shard files of checkpoint `stepDir`.
+int64_t checkpointBytes(llvm::StringRef stepDir);
 
 } // namespace mlir::cleave
 
