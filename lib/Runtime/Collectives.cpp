@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Async.h"
 #include "DType.h"
 #include "State.h"
 
@@ -174,7 +175,7 @@ void failLocal(RuntimeState &state, Group &group, const std::string &where,
 /// Runs one communication call: `prepare(group, fingerprint)` checks the
 /// arguments and completes the fingerprint; `body(comm, seq)` communicates.
 template <typename Prepare, typename Body>
-void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
+void runCallNow(Fingerprint call, Prepare &&prepare, Body &&body) {
   if (hasFailed())
     return;
   const char *name = opName(call.op);
@@ -242,6 +243,15 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
     group->active = false;
     failLocal(*state, *group, where(), e.what());
   }
+}
+
+/// runCallNow, queued behind the asynchronous requests in flight if any
+/// (Async.cpp), so that calls run in program order.
+template <typename Prepare, typename Body>
+void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
+  auto now = [&] { runCallNow(call, prepare, body); };
+  if (!forwardToProgressThread(now))
+    now();
 }
 
 Fingerprint makeCall(int32_t op, int64_t group, int32_t dtype, int32_t reduce,
