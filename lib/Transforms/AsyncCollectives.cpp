@@ -13,6 +13,7 @@
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "cleave-async-collectives"
@@ -61,6 +62,27 @@ Operation *firstUse(Operation *op, Block &block) {
         first = inBlock;
     }
   return first;
+}
+
+/// Moves the pure one-operand ops of `block` that read `value` (slices and
+/// reshapes of a bucket's result), transitively, down to just before their
+/// first use, so that the first use of a collective's result is where its
+/// data is needed.
+void sinkViews(Value value, Block &block) {
+  SmallVector<Operation *> users;
+  for (Operation *user : value.getUsers())
+    if (user->getBlock() == &block && user->getNumOperands() == 1 &&
+        user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
+        !user->hasTrait<OpTrait::IsTerminator>() &&
+        !llvm::is_contained(users, user))
+      users.push_back(user);
+  for (Operation *user : users) {
+    for (Value result : user->getResults())
+      sinkViews(result, block);
+    if (Operation *first = firstUse(user, block))
+      if (first != user->getNextNode())
+        user->moveBefore(first);
+  }
 }
 
 /// The start op equivalent to blocking `op`, built by `b`.
@@ -121,6 +143,8 @@ int64_t scheduleBlock(Block &block, int64_t prefetch) {
     Operation *startAt = bound && !bound->isBeforeInBlock(op)
                              ? op
                              : (bound ? bound->getNextNode() : &block.front());
+    for (Value result : op->getResults())
+      sinkViews(result, block);
     Operation *waitAt = firstUse(op, block);
     if (!waitAt)
       waitAt = terminator;

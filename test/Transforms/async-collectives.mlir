@@ -58,15 +58,18 @@ func.func @zero3_prefetch(%x: tensor<8x8xf32>, %w1: tensor<4x8xf32>, %w2: tensor
 cleave.mesh @m(dp = 2 : ib)
 
 // A start never moves above an earlier communication op, so every device
-// starts its communication in program order; a collective that would be
-// waited right after its start stays blocking.
+// starts its communication in program order (the second start follows the
+// first); the one-operand ops that read the first result (neg, exp) move
+// down to their first use, behind both starts.
 // CHECK-LABEL: func.func @program_order
 func.func @program_order(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
-  // CHECK-NEXT: %[[A:.*]] = cleave.all_reduce %{{.*}} on @m axes = [dp] reduction = max
-  // CHECK-NEXT: %[[S:.*]] = cleave.all_reduce_start %{{.*}} on @m axes = [dp]
+  // CHECK-NEXT: %[[S0:.*]] = cleave.all_reduce_start %{{.*}} on @m axes = [dp] reduction = max
+  // CHECK-NEXT: %[[S1:.*]] = cleave.all_reduce_start %{{.*}} on @m axes = [dp] :
+  // CHECK-NEXT: %[[A:.*]] = cleave.wait %[[S0]]
   // CHECK-NEXT: %[[B:.*]] = cleave.neg %[[A]]
-  // CHECK-NEXT: cleave.exp
-  // CHECK-NEXT: cleave.wait %[[S]]
+  // CHECK-NEXT: %[[E:.*]] = cleave.exp %[[B]]
+  // CHECK-NEXT: %[[C:.*]] = cleave.wait %[[S1]]
+  // CHECK-NEXT: cleave.add %[[C]], %[[E]]
   %a = cleave.all_reduce %x on @m axes = [dp] reduction = max : tensor<8xf32>
   %b = cleave.neg %a : tensor<8xf32>
   %e = cleave.exp %b : tensor<8xf32>
@@ -96,4 +99,31 @@ func.func @pipeline_stage(%x: tensor<8xf32>) -> tensor<8xf32> {
   %v = cleave.recv on @m axes = [pp] from 1 : tensor<8xf32>
   %z = cleave.add %v, %e : tensor<8xf32>
   return %z : tensor<8xf32>
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib)
+
+// A bucket: the slices and reshapes that cut the bucket's result back into
+// gradients move down to their first use, so the wait goes where the first
+// gradient is needed and the all-reduce overlaps the compute in between.
+// CHECK-LABEL: func.func @bucket_views
+func.func @bucket_views(%ga: tensor<4xf32>, %gb: tensor<4xf32>, %x: tensor<8x8xf32>, %wa: tensor<4xf32>, %wb: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<8x8xf32>) {
+  // CHECK-NEXT: cleave.concat
+  // CHECK-NEXT: %[[S:.*]] = cleave.all_reduce_start
+  // CHECK-NEXT: %[[Y:.*]] = cleave.matmul
+  // CHECK-NEXT: %[[B:.*]] = cleave.wait %[[S]]
+  // CHECK-NEXT: %[[A:.*]] = cleave.slice %[[B]] offsets = [0]
+  // CHECK-NEXT: cleave.sub %{{.*}}, %[[A]]
+  // CHECK-NEXT: %[[C:.*]] = cleave.slice %[[B]] offsets = [4]
+  // CHECK-NEXT: cleave.sub %{{.*}}, %[[C]]
+  %c = cleave.concat %ga, %gb dim = 0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  %r = cleave.all_reduce %c on @m axes = [dp] : tensor<8xf32>
+  %a = cleave.slice %r offsets = [0] sizes = [4] strides = [1] : tensor<8xf32> -> tensor<4xf32>
+  %b = cleave.slice %r offsets = [4] sizes = [4] strides = [1] : tensor<8xf32> -> tensor<4xf32>
+  %y = cleave.matmul %x, %x : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %ua = cleave.sub %wa, %a : tensor<4xf32>
+  %ub = cleave.sub %wb, %b : tensor<4xf32>
+  return %ua, %ub, %y : tensor<4xf32>, tensor<4xf32>, tensor<8x8xf32>
 }

@@ -668,8 +668,10 @@ def CleaveAsyncCollectivesPass
       that prefetching holds: with `prefetch = 1`, ZeRO-3 gathers the next
       layer's parameters while the current layer computes;
     * the wait moves down to just before the first op of the block that uses
-      the result; a send's wait, and the wait of a result that nothing in the
-      block uses, goes before the block's terminator.
+      the result, after the pure one-operand ops that read it (a bucket's
+      slices and reshapes) have been moved down to their own first use; a
+      send's wait, and the wait of a result that nothing in the block uses,
+      goes before the block's terminator.
 
     ```mlir
     %g = cleave.all_reduce %dw on @m axes = [dp] : tensor<64xf32>
