@@ -373,7 +373,8 @@ LogicalResult CallBuilder::lowerStart(Operation *start) {
     return i64(b, loc, cast<RankedTensorType>(t).getNumElements());
   };
   Value out = value ? buffer(b, loc, value) : Value();
-  Value inPtr = data ? pointer(b, loc, input(b, loc, data)) : Value();
+  Value in = data ? input(b, loc, data) : Value();
+  Value inPtr = data ? pointer(b, loc, in) : Value();
   Value outPtr = out ? pointer(b, loc, out) : Value();
   auto reduce = [&](ReductionKind kind) {
     return i32(b, loc, reductionCode(kind));
@@ -407,12 +408,16 @@ LogicalResult CallBuilder::lowerStart(Operation *start) {
   Value handle = b.create<func::CallOp>(loc, declare(name, types, {i64T}), args)
                      .getResult(0);
   b.setInsertionPoint(wait);
+  // The start's buffers again (the same values: a copy that bufferization
+  // makes of a strided operand stays alive until here), and the operand
+  // read once more at the wait, so that no op writes it in place before.
   Value null = b.create<LLVM::ZeroOp>(loc, ptr);
-  Value keepIn = data ? pointer(b, loc, input(b, loc, data)) : null;
+  Value keepIn = data ? pointer(b, loc, in) : null;
   Value keepOut = out ? pointer(b, loc, out) : null;
-  b.create<func::CallOp>(loc,
-                         declare("cleave_rt_wait", {i64T, ptr, ptr}, {i32T}),
-                         ValueRange{handle, keepIn, keepOut});
+  Value operand = data ? pointer(b, loc, input(b, loc, data)) : null;
+  b.create<func::CallOp>(
+      loc, declare("cleave_rt_wait", {i64T, ptr, ptr, ptr}, {i32T}),
+      ValueRange{handle, keepIn, keepOut, operand});
   if (out)
     wait.getResult().replaceAllUsesWith(result(b, loc, out));
   wait.erase();

@@ -132,16 +132,20 @@ int ProgressThread::wait(int64_t id, const void *in, const void *out) {
     return 1;
   }
   Request &r = it->second;
-  if ((in && in != r.in) || (out && out != r.out)) {
-    std::string what =
+  std::string mismatch;
+  if ((in && in != r.in) || (out && out != r.out))
+    mismatch =
         concat("wait: request ", id, " (", r.op, ") was started with buffers ",
                r.in, " -> ", r.out, " but is waited with ", in, " -> ", out);
-    lock.unlock();
-    recordError(what);
+  // Even then the request runs to its end before the wait returns: the
+  // caller may free its buffers next.
+  idle_.wait(lock, [&] { return r.done; });
+  requests_.erase(id);
+  lock.unlock();
+  if (!mismatch.empty()) {
+    recordError(mismatch);
     return 1;
   }
-  idle_.wait(lock, [&] { return r.done; });
-  requests_.erase(it);
   return hasFailed() ? 1 : 0;
 }
 
@@ -232,7 +236,9 @@ int64_t cleave_rt_recv_start(int64_t group, int64_t peer, int32_t dtype,
   });
 }
 
-int cleave_rt_wait(int64_t request, const void *in, const void *out) {
+int cleave_rt_wait(int64_t request, const void *in, const void *out,
+                   const void *operand) {
+  (void)operand; // Only keeps the operand in use until here (Runtime.h).
   return progress().wait(request, in, out);
 }
 

@@ -24,7 +24,7 @@ func.func @overwrite_in_flight(%s: f32) -> (tensor<8xf32>, tensor<8xf32>) {
   // CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8xf32>
   // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[Y]] : memref<8xf32>)
   %y = linalg.fill ins(%s : f32) outs(%x : tensor<8xf32>) -> tensor<8xf32>
-  // CHECK: call @cleave_rt_wait(%[[H]], %{{.*}}, %{{.*}})
+  // CHECK: call @cleave_rt_wait(%[[H]], %[[XP2:.*]], %{{.*}}, %{{.*}})
   // CHECK: return %[[Y]], %[[OUT]]
   %z = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
   return %y, %z : tensor<8xf32>, tensor<8xf32>

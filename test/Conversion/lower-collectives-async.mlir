@@ -1,10 +1,11 @@
 // RUN: cleave-opt %s -split-input-file --cleave-lower-collectives | FileCheck %s
 
 // Start/wait pairs become cleave_rt_*_start calls returning a request handle
-// and a cleave_rt_wait at the wait. The wait passes the operand's buffer
-// (through a second to_memref) and the result buffer again, so that
-// bufferization keeps the operand alive and unwritten, and the result
-// buffer allocated, until the wait.
+// and a cleave_rt_wait at the wait. The wait passes the start's operand and
+// result buffers again (the same values, so that they, or a copy that
+// bufferization makes of a strided operand, stay allocated until the wait)
+// and the operand read once more through a second to_memref, so that no op
+// writes the operand in place before the wait.
 
 cleave.mesh @m(dp = 2 : ib, pp = 2 : ib)
 
@@ -12,14 +13,15 @@ cleave.mesh @m(dp = 2 : ib, pp = 2 : ib)
 // CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>)
 func.func @all_reduce(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   // CHECK: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x16xf32>
-  // CHECK: bufferization.to_memref %[[X]] read_only {collective_input = 0 : i64}
+  // CHECK: %[[IN:.*]] = bufferization.to_memref %[[X]] read_only {collective_input = 0 : i64}
   // CHECK: %[[H:.*]] = call @cleave_rt_all_reduce_start(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %c3_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c128_i64{{[_0-9]*}}) : (i64, i32, i32, !llvm.ptr, !llvm.ptr, i64) -> i64
   %r = cleave.all_reduce_start %x on @m axes = [dp] reduction = avg : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
   // CHECK: %[[NEG:.*]] = cleave.neg %[[X]]
   %n = cleave.neg %x : tensor<8x16xf32>
-  // CHECK: bufferization.to_memref %[[X]] read_only {collective_input = 1 : i64}
+  // CHECK: memref.extract_aligned_pointer_as_index %[[IN]]
   // CHECK: memref.extract_aligned_pointer_as_index %[[OUT]]
-  // CHECK: call @cleave_rt_wait(%[[H]], %{{.*}}, %{{.*}}) : (i64, !llvm.ptr, !llvm.ptr) -> i32
+  // CHECK: bufferization.to_memref %[[X]] read_only {collective_input = 1 : i64}
+  // CHECK: call @cleave_rt_wait(%[[H]], %{{.*}}, %{{.*}}, %{{.*}}) : (i64, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
   // CHECK: %[[Y:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
   %y = cleave.wait %r : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
   // CHECK: cleave.add %[[Y]], %[[NEG]]
@@ -28,7 +30,7 @@ func.func @all_reduce(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 }
 
 // CHECK: func.func private @cleave_rt_all_reduce_start(i64, i32, i32, !llvm.ptr, !llvm.ptr, i64) -> i64
-// CHECK: func.func private @cleave_rt_wait(i64, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: func.func private @cleave_rt_wait(i64, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 
 // -----
 
@@ -66,10 +68,10 @@ func.func @send_recv(%x: tensor<4xf32>) -> tensor<4xf32> {
   // CHECK: %[[R:.*]] = call @cleave_rt_recv_start(%c0_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %c4_i64{{[_0-9]*}}) : (i64, i64, i32, !llvm.ptr, i64) -> i64
   %r = cleave.recv_start on @m axes = [pp] from 1 : !cleave.request<tensor<4xf32>>
   // CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
-  // CHECK: call @cleave_rt_wait(%[[S]], %{{.*}}, %[[NULL]])
+  // CHECK: call @cleave_rt_wait(%[[S]], %{{.*}}, %[[NULL]], %{{.*}})
   cleave.wait %s : !cleave.request
   // CHECK: %[[NULL2:.*]] = llvm.mlir.zero : !llvm.ptr
-  // CHECK: call @cleave_rt_wait(%[[R]], %[[NULL2]], %{{.*}})
+  // CHECK: call @cleave_rt_wait(%[[R]], %[[NULL2]], %{{.*}}, %[[NULL2]])
   // CHECK: bufferization.to_tensor %[[OUT]]
   %y = cleave.wait %r : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
   return %y : tensor<4xf32>

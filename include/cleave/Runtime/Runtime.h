@@ -166,10 +166,15 @@ int64_t cleave_rt_recv_start(int64_t group, int64_t peer, int32_t dtype,
 /** Blocks until `request` has run and forgets it. `in` and `out`, unless
  *  NULL, must be the buffers it was started with (checked; generated code
  *  passes them so that the compiler sees the buffers in use until here).
- *  Returns 0, or non-zero when the runtime has failed: the error, raised on
- *  the progress thread or here, is cleave_rt_error_message() and names the
- *  rank and the call ("rank 1: all_reduce on group 0 ... timed out ..."). */
-int cleave_rt_wait(int64_t request, const void *in, const void *out);
+ *  `operand` is not read: generated code passes the operand's buffer as the
+ *  program sees it at the wait, so that bufferization does not overwrite
+ *  the operand in place before (it may be NULL). Returns 0, or non-zero
+ *  when the runtime has failed: the error, raised on the progress thread or
+ *  here, is cleave_rt_error_message() and names the rank and the call
+ *  ("rank 1: all_reduce on group 0 ... timed out ..."). The request has
+ *  run to its end when the wait returns, whatever the result. */
+int cleave_rt_wait(int64_t request, const void *in, const void *out,
+                   const void *operand);
 
 /** Writes this rank's flight recorder (its last communication calls) as
  *  JSON to `path`, or as text to stderr when `path` is NULL. The runtime
