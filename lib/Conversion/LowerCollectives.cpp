@@ -87,6 +87,32 @@ void moveToFront(OpT op, function_ref<Value(OpBuilder &, Value, Type)> make) {
   op.erase();
 }
 
+/// The start/wait form of moveToFront: the start's operand is transposed
+/// before it, the wait's result back after it.
+template <typename OpT>
+void moveStartToFront(
+    OpT op, function_ref<Operation *(OpBuilder &, Value, Type)> make) {
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  auto out = cast<RankedTensorType>(op.getValueType());
+  WaitOp wait = op.getWait();
+  auto [perm, inverse] = frontPerm(in.getRank(), op.getDim());
+  OpBuilder b(op);
+  Value moved = transpose(b, op.getLoc(), op.getInput(), perm);
+  SmallVector<int64_t> outShape;
+  for (int64_t p : perm)
+    outShape.push_back(out.getDimSize(p));
+  auto movedType = RankedTensorType::get(outShape, out.getElementType());
+  Operation *start =
+      make(b, moved, RequestType::get(b.getContext(), movedType));
+  b.setInsertionPoint(wait);
+  auto movedWait =
+      b.create<WaitOp>(wait.getLoc(), movedType, start->getResult(0));
+  wait.getResult().replaceAllUsesWith(
+      transpose(b, wait.getLoc(), movedWait.getResult(), inverse));
+  wait.erase();
+  op.erase();
+}
+
 /// all_to_all(split j, concat i) as a leading-dimension exchange: split
 /// dimension first, exchange blocks, then put the senders' blocks next to
 /// dimension i and merge them into it.
@@ -129,10 +155,29 @@ void normalizeAllToAll(AllToAllOp op, int64_t groupSize) {
 LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
   SmallVector<Operation *> work;
   module.walk([&](Operation *op) {
-    if (isa<AllGatherOp, ReduceScatterOp, AllToAllOp>(op))
+    if (isa<AllGatherOp, ReduceScatterOp, AllToAllOp, AllGatherStartOp,
+            ReduceScatterStartOp>(op))
       work.push_back(op);
   });
   for (Operation *op : work) {
+    if (auto g = dyn_cast<AllGatherStartOp>(op)) {
+      if (!isLeading(g.getInput().getType(), g.getDim()))
+        moveStartToFront(g, [&](OpBuilder &b, Value v, Type t) -> Operation * {
+          return b.create<AllGatherStartOp>(g.getLoc(), t, v, g.getMeshAttr(),
+                                            g.getAxesAttr(),
+                                            b.getI64IntegerAttr(0));
+        });
+      continue;
+    }
+    if (auto s = dyn_cast<ReduceScatterStartOp>(op)) {
+      if (!isLeading(s.getInput().getType(), s.getDim()))
+        moveStartToFront(s, [&](OpBuilder &b, Value v, Type t) -> Operation * {
+          return b.create<ReduceScatterStartOp>(
+              s.getLoc(), t, v, s.getMeshAttr(), s.getAxesAttr(),
+              b.getI64IntegerAttr(0), s.getReductionAttr());
+        });
+      continue;
+    }
     if (auto g = dyn_cast<AllGatherOp>(op)) {
       if (isLeading(g.getInput().getType(), g.getDim()))
         continue;
@@ -207,6 +252,7 @@ private:
   Value result(OpBuilder &b, Location loc, Value memref);
   Value groupRank(OpBuilder &b, Location loc, ArrayAttr axes);
   LogicalResult lowerShard(ShardOp op);
+  LogicalResult lowerStart(Operation *start);
 
   ModuleOp module;
   MLIRContext *ctx;
@@ -302,9 +348,89 @@ LogicalResult CallBuilder::lowerShard(ShardOp op) {
   return success();
 }
 
+/// A start and its wait: the start calls cleave_rt_*_start on the operand's
+/// buffer and a fresh result buffer; the wait calls cleave_rt_wait with both
+/// (a second to_memref of the operand, so bufferization keeps the operand
+/// alive and unwritten until the wait, and the result buffer is in use until
+/// there) and hands the result buffer to the tensor program.
+LogicalResult CallBuilder::lowerStart(Operation *start) {
+  auto wait = cast<WaitOp>(*start->getResult(0).user_begin());
+  OpBuilder b(start);
+  Location loc = start->getLoc();
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  Type i64T = b.getI64Type(), i32T = b.getI32Type();
+  Value data = start->getNumOperands() ? start->getOperand(0) : Value();
+  Type value = cast<RequestType>(start->getResult(0).getType()).getValueType();
+  Type elemType =
+      cast<RankedTensorType>(data ? data.getType() : value).getElementType();
+  std::optional<int32_t> dtype = runtimeDTypeCode(elemType);
+  if (!dtype)
+    return start->emitError()
+           << "element type " << elemType << " has no runtime code";
+  Value group = i64(b, loc, groupId(start->getAttrOfType<ArrayAttr>("axes")));
+  Value dt = i32(b, loc, *dtype);
+  auto count = [&](Type t) {
+    return i64(b, loc, cast<RankedTensorType>(t).getNumElements());
+  };
+  Value out = value ? buffer(b, loc, value) : Value();
+  Value in = data ? input(b, loc, data) : Value();
+  Value inPtr = data ? pointer(b, loc, in) : Value();
+  Value outPtr = out ? pointer(b, loc, out) : Value();
+  auto reduce = [&](ReductionKind kind) {
+    return i32(b, loc, reductionCode(kind));
+  };
+  StringRef name;
+  SmallVector<Value> args;
+  SmallVector<Type> types;
+  if (auto ar = dyn_cast<AllReduceStartOp>(start)) {
+    name = "cleave_rt_all_reduce_start";
+    args = {group, dt, reduce(ar.getReduction()), inPtr, outPtr, count(value)};
+    types = {i64T, i32T, i32T, ptr, ptr, i64T};
+  } else if (isa<AllGatherStartOp>(start)) {
+    name = "cleave_rt_all_gather_start";
+    args = {group, dt, inPtr, outPtr, count(data.getType())};
+    types = {i64T, i32T, ptr, ptr, i64T};
+  } else if (auto rs = dyn_cast<ReduceScatterStartOp>(start)) {
+    name = "cleave_rt_reduce_scatter_start";
+    args = {group, dt, reduce(rs.getReduction()), inPtr, outPtr, count(value)};
+    types = {i64T, i32T, i32T, ptr, ptr, i64T};
+  } else if (auto send = dyn_cast<SendStartOp>(start)) {
+    name = "cleave_rt_send_start";
+    args = {group, i64(b, loc, send.getPeer()), dt, inPtr,
+            count(data.getType())};
+    types = {i64T, i64T, i32T, ptr, i64T};
+  } else {
+    auto recv = cast<RecvStartOp>(start);
+    name = "cleave_rt_recv_start";
+    args = {group, i64(b, loc, recv.getPeer()), dt, outPtr, count(value)};
+    types = {i64T, i64T, i32T, ptr, i64T};
+  }
+  Value handle = b.create<func::CallOp>(loc, declare(name, types, {i64T}), args)
+                     .getResult(0);
+  b.setInsertionPoint(wait);
+  // The start's buffers again (the same values: a copy that bufferization
+  // makes of a strided operand stays alive until here), and the operand
+  // read once more at the wait, so that no op writes it in place before.
+  Value null = b.create<LLVM::ZeroOp>(loc, ptr);
+  Value keepIn = data ? pointer(b, loc, in) : null;
+  Value keepOut = out ? pointer(b, loc, out) : null;
+  Value operand = data ? pointer(b, loc, input(b, loc, data)) : null;
+  b.create<func::CallOp>(
+      loc, declare("cleave_rt_wait", {i64T, ptr, ptr, ptr}, {i32T}),
+      ValueRange{handle, keepIn, keepOut, operand});
+  if (out)
+    wait.getResult().replaceAllUsesWith(result(b, loc, out));
+  wait.erase();
+  start->erase();
+  return success();
+}
+
 LogicalResult CallBuilder::lower(Operation *op) {
   if (auto shard = dyn_cast<ShardOp>(op))
     return lowerShard(shard);
+  if (isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp, SendStartOp,
+          RecvStartOp>(op))
+    return lowerStart(op);
   OpBuilder b(op);
   Location loc = op->getLoc();
   Type ptr = LLVM::LLVMPointerType::get(ctx);
@@ -414,7 +540,9 @@ struct CleaveLowerCollectivesPass final
     SmallVector<Operation *> work;
     module.walk([&](Operation *op) {
       if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
-              CollectivePermuteOp, SendOp, RecvOp, AxisIndexOp, ShardOp>(op))
+              CollectivePermuteOp, SendOp, RecvOp, AxisIndexOp, ShardOp,
+              AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
+              SendStartOp, RecvStartOp>(op))
         work.push_back(op);
     });
     for (Operation *op : work)

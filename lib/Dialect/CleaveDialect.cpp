@@ -21,10 +21,17 @@ using namespace mlir::cleave;
 #include "cleave/Dialect/CleaveEnums.cpp.inc"
 #include "cleave/Dialect/CleaveInterfaces.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "cleave/Dialect/CleaveTypes.cpp.inc"
+
 void CleaveDialect::initialize() {
   // Defined across the op-definition shards (see lib/Dialect/CMakeLists.txt).
   registerCleaveDialectOperations(this);
   registerAttributes();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "cleave/Dialect/CleaveTypes.cpp.inc"
+      >();
 }
 
 Operation *CleaveDialect::materializeConstant(OpBuilder &builder,

@@ -93,6 +93,11 @@ CLEAVE_AXIS_NAMES(AllToAllOp)
 CLEAVE_AXIS_NAMES(CollectivePermuteOp)
 CLEAVE_AXIS_NAMES(SendOp)
 CLEAVE_AXIS_NAMES(RecvOp)
+CLEAVE_AXIS_NAMES(AllReduceStartOp)
+CLEAVE_AXIS_NAMES(AllGatherStartOp)
+CLEAVE_AXIS_NAMES(ReduceScatterStartOp)
+CLEAVE_AXIS_NAMES(SendStartOp)
+CLEAVE_AXIS_NAMES(RecvStartOp)
 CLEAVE_AXIS_NAMES(AxisIndexOp)
 CLEAVE_AXIS_NAMES(ShardOp)
 #undef CLEAVE_AXIS_NAMES
@@ -188,4 +193,121 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   return verifyScaledShape(*this, input, cast<RankedTensorType>(getType()),
                            {{getDim(), -*n}});
+}
+
+//===----------------------------------------------------------------------===//
+// Start / wait
+//===----------------------------------------------------------------------===//
+
+/// The request of a start op is waited exactly once, in the start's block;
+/// a request with a value type produces that tensor.
+static LogicalResult verifyRequestUses(Operation *op, Value request,
+                                       bool hasValue) {
+  auto type = cast<RequestType>(request.getType());
+  if (hasValue != bool(type.getValueType()))
+    return op->emitOpError()
+           << (hasValue ? "request must name the tensor its wait produces, "
+                          "e.g. !cleave.request<tensor<...>>"
+                        : "request of a send produces nothing: its type is "
+                          "!cleave.request");
+  if (type.getValueType() && !isa<RankedTensorType>(type.getValueType()))
+    return op->emitOpError() << "request value type " << type.getValueType()
+                             << " is not a ranked tensor";
+  int64_t uses = std::distance(request.use_begin(), request.use_end());
+  if (uses == 0)
+    return op->emitOpError()
+           << "request is never waited (each start needs one cleave.wait)";
+  if (uses > 1)
+    return op->emitOpError() << "request is used " << uses
+                             << " times; it must be waited exactly once";
+  Operation *user = *request.user_begin();
+  if (!isa<WaitOp>(user))
+    return op->emitOpError() << "request is used by '" << user->getName()
+                             << "', not by a cleave.wait";
+  if (user->getBlock() != op->getBlock())
+    return op->emitOpError() << "request is waited in another block than "
+                                "the one it starts in";
+  return success();
+}
+
+#define CLEAVE_START_OP(OpClass, HasValue)                                     \
+  WaitOp OpClass::getWait() {                                                  \
+    return getRequest().hasOneUse()                                            \
+               ? dyn_cast<WaitOp>(*getRequest().user_begin())                  \
+               : WaitOp();                                                     \
+  }                                                                            \
+  LogicalResult OpClass::verify() {                                            \
+    return verifyRequestUses(*this, getRequest(), HasValue);                   \
+  }
+CLEAVE_START_OP(AllReduceStartOp, true)
+CLEAVE_START_OP(AllGatherStartOp, true)
+CLEAVE_START_OP(ReduceScatterStartOp, true)
+CLEAVE_START_OP(SendStartOp, false)
+CLEAVE_START_OP(RecvStartOp, true)
+#undef CLEAVE_START_OP
+
+static RankedTensorType requestTensor(Operation *op) {
+  return cast<RankedTensorType>(
+      cast<RequestType>(op->getResult(0).getType()).getValueType());
+}
+
+LogicalResult
+AllReduceStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
+    return failure();
+  return verifyScaledShape(*this, getInput().getType(), requestTensor(*this),
+                           {});
+}
+
+LogicalResult
+AllGatherStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  auto input = cast<RankedTensorType>(getInput().getType());
+  if (failed(n) || failed(verifyDim(*this, "dim", getDim(), input.getRank())))
+    return failure();
+  return verifyScaledShape(*this, input, requestTensor(*this),
+                           {{getDim(), *n}});
+}
+
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  auto input = cast<RankedTensorType>(getInput().getType());
+  if (failed(n) || failed(verifyDim(*this, "dim", getDim(), input.getRank())))
+    return failure();
+  return verifyScaledShape(*this, input, requestTensor(*this),
+                           {{getDim(), -*n}});
+}
+
+LogicalResult SendStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  return failure(failed(n) || failed(verifyPeer(*this, getPeer(), *n)));
+}
+
+LogicalResult RecvStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  return failure(failed(n) || failed(verifyPeer(*this, getPeer(), *n)));
+}
+
+Operation *WaitOp::getStart() {
+  Operation *def = getRequest().getDefiningOp();
+  return isa_and_nonnull<AllReduceStartOp, AllGatherStartOp,
+                         ReduceScatterStartOp, SendStartOp, RecvStartOp>(def)
+             ? def
+             : nullptr;
+}
+
+LogicalResult WaitOp::verify() {
+  if (!getStart())
+    return emitOpError() << "waits for a request that no cleave.*_start op "
+                            "defines (a wait without a start)";
+  Type value = getRequest().getType().getValueType();
+  Type result = getResult() ? getResult().getType() : Type();
+  if (value != result) {
+    if (!value)
+      return emitOpError() << "waits for a send, which produces no result";
+    return emitOpError() << "result type should be " << value << " but is "
+                         << (result ? result : Type());
+  }
+  return success();
 }

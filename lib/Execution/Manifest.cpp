@@ -184,8 +184,9 @@ static void describeIdBounds(BlockArgument arg, BufferSpec &spec) {
         if (use.getOperandNumber() == 1 && !e.getBlock())
           bound(e.getTable().getType().getDimSize(0), std::nullopt);
       } else if (isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp,
-                     ShardOp, AllGatherOp, AllToAllOp, CollectivePermuteOp>(
-                     user)) {
+                     ShardOp, AllGatherOp, AllToAllOp, CollectivePermuteOp,
+                     AllGatherStartOp, WaitOp>(user)) {
+        // (A gather's start passes the ids on to its wait.)
         llvm::append_range(worklist, user->getResults());
       }
     }

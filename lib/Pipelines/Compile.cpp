@@ -235,6 +235,8 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   for (MeshOp mesh : module.getOps<MeshOp>())
     pipelined |= meshPipelines(mesh);
   partition.bucketBytes = pipelined ? 0 : options.bucketBytes;
+  // A pipeline's transfers are split once cleave-pipeline has built them.
+  partition.asyncCollectives = !pipelined && options.asyncCollectives;
   if (llvm::Error err =
           runStages(module, partition, true, "partitioning the training step"))
     return err;
@@ -244,6 +246,7 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   schedule.trainStep = schedule.partition = false;
   schedule.pipeline = meshPipelines(*meshes.begin());
   schedule.verify = options.verify;
+  schedule.asyncCollectives = options.asyncCollectives;
   if (!schedule.pipeline && !schedule.verify)
     return llvm::Error::success();
   return runStages(module, schedule, true,

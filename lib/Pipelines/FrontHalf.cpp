@@ -38,6 +38,8 @@ void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
     buckets.bucketBytes = options.bucketBytes;
     pm.addPass(createCleaveBucketCollectivesPass(buckets));
   }
+  if (options.asyncCollectives && (options.partition || options.pipeline))
+    pm.addPass(createCleaveAsyncCollectivesPass());
   if (options.verify)
     pm.addPass(createCleaveVerifyCollectivesPass());
 }

@@ -37,6 +37,11 @@ struct DistributeCLOptions : public PassPipelineOptions<DistributeCLOptions> {
       llvm::cl::desc("Largest gradient/ZeRO bucket in bytes "
                      "(cleave-bucket-collectives; 0: none)"),
       llvm::cl::init(25 * 1024 * 1024)};
+  Option<bool> asyncCollectives{
+      *this, "async-collectives",
+      llvm::cl::desc("Split collectives into start/wait pairs that overlap "
+                     "compute (cleave-async-collectives)"),
+      llvm::cl::init(true)};
 };
 
 /// The textual options of `cleave-lower-to-cuda`.
@@ -81,6 +86,7 @@ LogicalResult buildDistribute(OpPassManager &pm, StringRef text,
   options.autodiff.optimizer = cl.optimizer;
   options.verify = cl.verify;
   options.bucketBytes = cl.bucketBytes;
+  options.asyncCollectives = cl.asyncCollectives;
   if (!cl.plan.empty()) {
     llvm::Expected<PlanSpec> plan =
         parsePlan(cl.plan, cl.ranks, "cleave-distribute plan");

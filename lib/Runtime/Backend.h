@@ -107,6 +107,9 @@ public:
   virtual void copy(void *dst, const void *src, size_t bytes) = 0;
   /// Sets `bytes` of device memory to zero.
   virtual void zero(void *dst, size_t bytes) = 0;
+  /// Prepares a thread other than the one that initialized the runtime to
+  /// call the backend (the communication progress thread).
+  virtual void attachThread() {}
 };
 
 /// The cpu backend (Gloo over TCP, OpenBLAS). `socketHost` is the address

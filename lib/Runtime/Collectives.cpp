@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Async.h"
 #include "Call.h"
 #include "DType.h"
 #include "State.h"
@@ -135,7 +136,7 @@ void failLocal(RuntimeState &state, Group &group, const std::string &where,
 /// arguments and completes the fingerprint; `body(comm, agree)` communicates
 /// with transport tags made from the call's agreement hash.
 template <typename Prepare, typename Body>
-void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
+void runCallNow(Fingerprint call, Prepare &&prepare, Body &&body) {
   if (hasFailed())
     return;
   const char *name = opName(call.op);
@@ -203,6 +204,15 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
     group->endCall();
     failLocal(*state, *group, where(), e.what());
   }
+}
+
+/// runCallNow, queued behind the asynchronous requests in flight if any
+/// (Async.cpp), so that calls run in program order.
+template <typename Prepare, typename Body>
+void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
+  auto now = [&] { runCallNow(call, prepare, body); };
+  if (!forwardToProgressThread(now))
+    now();
 }
 
 Fingerprint makeCall(int32_t op, int64_t group, int32_t dtype, int32_t reduce,

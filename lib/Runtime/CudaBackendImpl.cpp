@@ -111,6 +111,9 @@ public:
     afterCall();
   }
 
+  /// The progress thread calls NCCL and the driver: the context must be
+  /// current on it too.
+  void attachThread() override { device_.makeCurrent(); }
   void zero(void *dst, size_t bytes) override {
     cudaCheck(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), 0, bytes,
                               device_.compute()),

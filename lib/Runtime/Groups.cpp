@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Async.h"
 #include "DType.h"
 #include "State.h"
 
@@ -204,6 +205,7 @@ int cleave_rt_define_mesh(int64_t ndims, const int64_t *shape,
 int cleave_rt_define_group(int64_t group_id, int64_t naxes,
                            const int64_t *axes) {
   std::string what = concat("define_group ", group_id);
+  drainProgressThread(); // Requests in flight may use the group.
   return guard(what.c_str(), 1,
                [&] { return defineGroup(group_id, naxes, axes); });
 }

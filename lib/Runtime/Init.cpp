@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Async.h"
 #include "CudaBackend.h"
 #include "State.h"
 #include <csignal>
@@ -220,6 +221,7 @@ void cleave_rt_finalize(void) {
   // Keep rank 0's store alive until every rank is done with it.
   if (state.options.worldSize > 1 && !hasFailed())
     cleave_rt_barrier(-1);
+  stopProgressThread();
   state.finalizing = true;
   if (state.heartbeat) {
     state.heartbeat->publishNow();

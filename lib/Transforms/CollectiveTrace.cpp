@@ -21,9 +21,21 @@
 using namespace mlir;
 using namespace mlir::cleave;
 
+bool mlir::cleave::isStartOp(Operation *op) {
+  return isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
+             SendStartOp, RecvStartOp>(op);
+}
+
 bool mlir::cleave::isCommunicationOp(Operation *op) {
   return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
-             CollectivePermuteOp, SendOp, RecvOp>(op);
+             CollectivePermuteOp, SendOp, RecvOp>(op) ||
+         isStartOp(op);
+}
+
+Type mlir::cleave::communicatedType(Operation *op) {
+  if (isStartOp(op))
+    return cast<RequestType>(op->getResult(0).getType()).getValueType();
+  return op->getNumResults() ? op->getResult(0).getType() : Type();
 }
 
 //===----------------------------------------------------------------------===//
@@ -44,15 +56,20 @@ std::string typeText(Type type) {
 std::string collectiveSignature(Operation *op) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << op->getName().stripDialect() << "(" << op->getOperand(0).getType();
-  if (op->getResult(0).getType() != op->getOperand(0).getType())
-    os << " -> " << op->getResult(0).getType();
+  // A start matches the blocking op (the runtime runs the same call).
+  StringRef name = op->getName().stripDialect();
+  name.consume_back("_start");
+  Type result = communicatedType(op);
+  os << name << "(" << op->getOperand(0).getType();
+  if (result != op->getOperand(0).getType())
+    os << " -> " << result;
   llvm::TypeSwitch<Operation *>(op)
-      .Case([&](AllReduceOp o) {
+      .Case<AllReduceOp, AllReduceStartOp>([&](auto o) {
         os << ", " << stringifyReductionKind(o.getReduction());
       })
-      .Case([&](AllGatherOp o) { os << ", dim " << o.getDim(); })
-      .Case([&](ReduceScatterOp o) {
+      .Case<AllGatherOp, AllGatherStartOp>(
+          [&](auto o) { os << ", dim " << o.getDim(); })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto o) {
         os << ", dim " << o.getDim() << ", "
            << stringifyReductionKind(o.getReduction());
       })
@@ -102,14 +119,14 @@ CommEvent CommTable::eventFor(Operation *op) {
   auto meshRef = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
   auto axes = op->getAttrOfType<ArrayAttr>("axes");
   event.comm = internComm(lookupMesh(op, meshRef, &symbols), axes);
-  if (auto send = dyn_cast<SendOp>(op)) {
+  if (isa<SendOp, SendStartOp>(op)) {
     event.kind = CommKind::Send;
-    event.peer = send.getPeer();
-    event.signature = internSignature(typeText(send.getInput().getType()));
-  } else if (auto recv = dyn_cast<RecvOp>(op)) {
+    event.peer = op->getAttrOfType<IntegerAttr>("peer").getInt();
+    event.signature = internSignature(typeText(op->getOperand(0).getType()));
+  } else if (isa<RecvOp, RecvStartOp>(op)) {
     event.kind = CommKind::Recv;
-    event.peer = recv.getPeer();
-    event.signature = internSignature(typeText(recv.getType()));
+    event.peer = op->getAttrOfType<IntegerAttr>("peer").getInt();
+    event.signature = internSignature(typeText(communicatedType(op)));
   } else {
     event.signature = internSignature(collectiveSignature(op));
   }

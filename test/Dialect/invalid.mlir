@@ -1109,3 +1109,100 @@ func.func @barrier_changes_type(%x: tensor<4xf32>) -> tensor<2x2xf32> {
   %0 = "cleave.optimization_barrier"(%x) : (tensor<4xf32>) -> tensor<2x2xf32>
   return %0 : tensor<2x2xf32>
 }
+
+//===----------------------------------------------------------------------===//
+// Start / wait
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A wait without a start.
+func.func @f(%r: !cleave.request<tensor<8xf32>>) -> tensor<8xf32> {
+  // expected-error @below {{waits for a request that no cleave.*_start op defines (a wait without a start)}}
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// A start never waited.
+cleave.mesh @m(dp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request is never waited (each start needs one cleave.wait)}}
+  %r = cleave.all_reduce_start %x on @m axes = [dp] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  return
+}
+
+// -----
+
+// A handle used twice.
+cleave.mesh @m(dp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request is used 2 times; it must be waited exactly once}}
+  %r = cleave.all_gather_start %x on @m axes = [dp] dim = 0 : tensor<8xf32> -> !cleave.request<tensor<16xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<16xf32>> -> tensor<16xf32>
+  %1 = cleave.wait %r : !cleave.request<tensor<16xf32>> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib)
+func.func @f(%x: tensor<8xf32>, %c: i1) {
+  // expected-error @below {{request is waited in another block than the one it starts in}}
+  %r = cleave.all_reduce_start %x on @m axes = [dp] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  scf.if %c {
+    %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{result shape should be [4] but is [16]}}
+  %r = cleave.reduce_scatter_start %x on @m axes = [dp] dim = 0 : tensor<8xf32> -> !cleave.request<tensor<16xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<16xf32>> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(dp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request must name the tensor its wait produces}}
+  %r = cleave.all_reduce_start %x on @m axes = [dp] : tensor<8xf32> -> !cleave.request
+  cleave.wait %r : !cleave.request
+  return
+}
+
+// -----
+
+cleave.mesh @m(pp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request of a send produces nothing: its type is !cleave.request}}
+  %r = cleave.send_start %x on @m axes = [pp] to 1 : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(pp = 2 : ib)
+func.func @f() {
+  %r = cleave.recv_start on @m axes = [pp] from 1 : !cleave.request<tensor<8xf32>>
+  // expected-error @below {{result type should be 'tensor<8xf32>' but is 'tensor<4xf32>'}}
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(pp = 2 : ib)
+func.func @f() {
+  // expected-error @below {{peer 2 is outside the group of 2 devices}}
+  %r = cleave.recv_start on @m axes = [pp] from 2 : !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return
+}

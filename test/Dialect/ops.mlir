@@ -241,6 +241,32 @@ func.func @collectives(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   return %7 : tensor<8x16xf32>
 }
 
+// Start/wait pairs of asynchronous communication.
+// CHECK-LABEL: func.func @async_collectives
+func.func @async_collectives(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x64xf32>, tensor<4x16xf32>, tensor<8x16xf32>) {
+  // CHECK: %[[R0:.*]] = cleave.all_reduce_start %{{.*}} on @world axes = [dp] reduction = avg : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  %r0 = cleave.all_reduce_start %x on @world axes = [dp] reduction = avg : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  // CHECK: %[[R1:.*]] = cleave.all_gather_start %{{.*}} on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> !cleave.request<tensor<8x64xf32>>
+  %r1 = cleave.all_gather_start %x on @world axes = [tp] dim = 1 : tensor<8x16xf32> -> !cleave.request<tensor<8x64xf32>>
+  // CHECK: %[[R2:.*]] = cleave.reduce_scatter_start %{{.*}} on @world axes = [dp] dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<4x16xf32>>
+  %r2 = cleave.reduce_scatter_start %x on @world axes = [dp] dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<4x16xf32>>
+  // CHECK: %[[R3:.*]] = cleave.send_start %{{.*}} on @cube axes = [pp] to 1 : tensor<8x16xf32> -> !cleave.request
+  %r3 = cleave.send_start %x on @cube axes = [pp] to 1 : tensor<8x16xf32> -> !cleave.request
+  // CHECK: %[[R4:.*]] = cleave.recv_start on @cube axes = [pp] from 1 : !cleave.request<tensor<8x16xf32>>
+  %r4 = cleave.recv_start on @cube axes = [pp] from 1 : !cleave.request<tensor<8x16xf32>>
+  // CHECK: cleave.wait %[[R0]] : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  %0 = cleave.wait %r0 : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  // CHECK: cleave.wait %[[R1]] : !cleave.request<tensor<8x64xf32>> -> tensor<8x64xf32>
+  %1 = cleave.wait %r1 : !cleave.request<tensor<8x64xf32>> -> tensor<8x64xf32>
+  // CHECK: cleave.wait %[[R2]] : !cleave.request<tensor<4x16xf32>> -> tensor<4x16xf32>
+  %2 = cleave.wait %r2 : !cleave.request<tensor<4x16xf32>> -> tensor<4x16xf32>
+  // CHECK: cleave.wait %[[R3]] : !cleave.request{{$}}
+  cleave.wait %r3 : !cleave.request
+  // CHECK: cleave.wait %[[R4]] : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  %3 = cleave.wait %r4 : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  return %0, %1, %2, %3 : tensor<8x16xf32>, tensor<8x64xf32>, tensor<4x16xf32>, tensor<8x16xf32>
+}
+
 // Per-device views and the per-device forms of position-dependent ops.
 // CHECK-LABEL: func.func @per_device
 func.func @per_device(%x: tensor<8x16xf32>, %table: tensor<5x8xf32>, %ids: tensor<2x4xi32>, %seed: tensor<i64>) -> (tensor<8x4xf32>, tensor<2x4x8xf32>, tensor<5x8xf32>, tensor<8x4xf32>) {

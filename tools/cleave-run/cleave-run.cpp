@@ -240,6 +240,14 @@ cl::opt<double> bucketMiB(
              "collective per bucket (cleave-bucket-collectives); 0: one "
              "collective per tensor"));
 
+cl::opt<bool> asyncCollectives(
+    "async-collectives", cl::init(true), cl::cat(parallelCat),
+    cl::desc("Overlap communication with compute: collectives and pipeline "
+             "transfers start early and are waited where their result is "
+             "used (cleave-async-collectives); =false: every collective "
+             "blocks. CLEAVE_ASYNC=0 keeps the schedule but runs each start "
+             "at once, without the progress thread"));
+
 int fail(const Twine &message) {
   outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
@@ -750,6 +758,7 @@ int main(int argc, char **argv) {
     return fail("--bucket-mb=" + std::to_string(bucketMiB.getValue()) +
                 ": must be between 0 and 1e6 (MiB)");
   rankOptions.bucketBytes = int64_t(bucketMiB * 1024.0 * 1024.0);
+  rankOptions.asyncCollectives = asyncCollectives;
   if (!planSpec.empty()) {
     Expected<PlanSpec> plan = parsePlan(planSpec, world, "--plan");
     if (!plan)

@@ -176,6 +176,166 @@ def Cleave_RecvOp : Cleave_CommOp<"recv"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Asynchronous communication: start / wait pairs
+//===----------------------------------------------------------------------===//
+
+/// The start of an asynchronous communication: same operands and semantics
+/// as the blocking op `blocking`, but it returns a `!cleave.request` at once;
+/// the result is available at the request's one `cleave.wait`.
+class Cleave_StartOp<string mnemonic, string blocking>
+    : Cleave_CommOp<mnemonic> {
+  let results = (outs Cleave_RequestType:$request);
+  let hasVerifier = 1;
+  let extraClassDeclaration = commonExtraClassDeclaration # [{
+    /// The tensor the request's wait produces (null for a send).
+    ::mlir::Type getValueType() {
+      return ::llvm::cast<RequestType>(getRequest().getType()).getValueType();
+    }
+    /// The one `cleave.wait` of the request (null if the IR is invalid).
+    WaitOp getWait();
+  }];
+  string blockingOp = blocking;
+}
+
+def Cleave_AllReduceStartOp : Cleave_StartOp<"all_reduce_start", "all_reduce"> {
+  let summary = "Starts an all_reduce; `cleave.wait` gives its result.";
+  let description = [{
+    `cleave.all_reduce` split in two: the start hands the operand to the
+    communication runtime and returns a request at once; the request's
+    `cleave.wait` returns the reduced tensor. Between the two, the program
+    computes while the runtime communicates (docs/runtime.md,
+    "Asynchronous communication"). The operand is read, and must not change,
+    until the wait.
+
+    ```mlir
+    %r = cleave.all_reduce_start %dw on @world axes = [dp] : tensor<768x768xf32> -> !cleave.request<tensor<768x768xf32>>
+    // ... compute that does not need the sum ...
+    %g = cleave.wait %r : !cleave.request<tensor<768x768xf32>> -> tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       DefaultValuedAttr<Cleave_ReductionKindAttr,
+                         "::mlir::cleave::ReductionKind::Sum">:$reduction);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes)
+    custom<Reduction>($reduction) attr-dict `:` type($input) `->`
+    qualified(type($request))
+  }];
+}
+
+def Cleave_AllGatherStartOp : Cleave_StartOp<"all_gather_start", "all_gather"> {
+  let summary = "Starts an all_gather; `cleave.wait` gives its result.";
+  let description = [{
+    `cleave.all_gather` split in start and wait (see
+    `cleave.all_reduce_start`). ZeRO-3 prefetches parameters with it.
+
+    ```mlir
+    %r = cleave.all_gather_start %shard on @world axes = [dp] dim = 0 : tensor<96x768xf32> -> !cleave.request<tensor<768x768xf32>>
+    %w = cleave.wait %r : !cleave.request<tensor<768x768xf32>> -> tensor<768x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `dim` `=` $dim
+    attr-dict `:` type($input) `->` qualified(type($request))
+  }];
+}
+
+def Cleave_ReduceScatterStartOp
+    : Cleave_StartOp<"reduce_scatter_start", "reduce_scatter"> {
+  let summary = "Starts a reduce_scatter; `cleave.wait` gives its result.";
+  let description = [{
+    `cleave.reduce_scatter` split in start and wait (see
+    `cleave.all_reduce_start`).
+
+    ```mlir
+    %r = cleave.reduce_scatter_start %dw on @world axes = [dp] dim = 0 : tensor<768x768xf32> -> !cleave.request<tensor<96x768xf32>>
+    %g = cleave.wait %r : !cleave.request<tensor<96x768xf32>> -> tensor<96x768xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim,
+                       DefaultValuedAttr<Cleave_ReductionKindAttr,
+                         "::mlir::cleave::ReductionKind::Sum">:$reduction);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `dim` `=` $dim
+    custom<Reduction>($reduction) attr-dict `:` type($input) `->`
+    qualified(type($request))
+  }];
+}
+
+def Cleave_SendStartOp : Cleave_StartOp<"send_start", "send"> {
+  let summary = "Starts a send; its `cleave.wait` returns nothing.";
+  let description = [{
+    `cleave.send` split in start and wait (see `cleave.all_reduce_start`):
+    the operand must not change until the wait. It matches a `cleave.recv`
+    or `cleave.recv_start` of the peer.
+
+    ```mlir
+    %r = cleave.send_start %act on @world axes = [pp] to 1 : tensor<8x128x768xf32> -> !cleave.request
+    cleave.wait %r : !cleave.request
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$peer);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes) `to` $peer
+    attr-dict `:` type($input) `->` qualified(type($request))
+  }];
+}
+
+def Cleave_RecvStartOp : Cleave_StartOp<"recv_start", "recv"> {
+  let summary = "Starts a recv; `cleave.wait` gives the received tensor.";
+  let description = [{
+    `cleave.recv` split in start and wait (see `cleave.all_reduce_start`).
+
+    ```mlir
+    %r = cleave.recv_start on @world axes = [pp] from 0 : !cleave.request<tensor<8x128x768xf32>>
+    %act = cleave.wait %r : !cleave.request<tensor<8x128x768xf32>> -> tensor<8x128x768xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+                       I64Attr:$peer);
+  let assemblyFormat = [{
+    `on` $mesh `axes` `=` custom<AxisList>($axes) `from` $peer
+    attr-dict `:` qualified(type($request))
+  }];
+}
+
+def Cleave_WaitOp : Cleave_Op<"wait", [
+    MemoryEffects<[MemRead<Cleave_CommResource>,
+                   MemWrite<Cleave_CommResource>]>]> {
+  let summary = "Waits for a started communication and returns its result.";
+  let description = [{
+    Blocks until the request's communication has completed on this device
+    and returns the tensor it produced (nothing for a send). Every request
+    is waited exactly once, in the block of its start.
+
+    The runtime executes requests in the order they were started, the same
+    on every device, so a program whose starts, read as the blocking ops,
+    cannot deadlock, cannot deadlock with its waits anywhere after the
+    starts either (docs/verify-collectives.md).
+
+    ```mlir
+    %g = cleave.wait %r : !cleave.request<tensor<768x768xf32>> -> tensor<768x768xf32>
+    cleave.wait %s : !cleave.request
+    ```
+  }];
+  let arguments = (ins Cleave_RequestType:$request);
+  let results = (outs Optional<Cleave_AnyTensor>:$result);
+  let assemblyFormat = [{
+    $request attr-dict `:` qualified(type($request)) (`->` type($result)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The start op of the request (null if the IR is invalid).
+    ::mlir::Operation *getStart();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Per-device views that need no communication
 //===----------------------------------------------------------------------===//
 

@@ -13,4 +13,7 @@
 #define GET_ATTRDEF_CLASSES
 #include "cleave/Dialect/CleaveAttrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "cleave/Dialect/CleaveTypes.h.inc"
+
 #endif // CLEAVE_DIALECT_CLEAVEDIALECT_H

@@ -10,6 +10,7 @@
 
 include "cleave/Dialect/CleaveBase.td"
 include "cleave/Dialect/CleaveAttrs.td"
+include "cleave/Dialect/CleaveTypes.td"
 include "cleave/Dialect/CleaveInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"

@@ -68,6 +68,9 @@ struct RankCompileOptions {
   /// Largest gradient/ZeRO bucket in bytes (cleave-bucket-collectives);
   /// 0: one collective per tensor. Pipelined programs are not bucketed.
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// Overlap communication with compute (cleave-async-collectives): on by
+  /// default; off, every collective blocks where the program has it.
+  bool asyncCollectives = true;
   /// Run cleave-verify-collectives at the end (the lowering pipelines
   /// begin with it anyway).
   bool verify = false;

@@ -39,6 +39,10 @@ struct FrontHalfOptions {
   /// (cleave-bucket-collectives; after partitioning, not for pipelined
   /// programs); 0: one collective per tensor.
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// Split the partitioned (or pipelined) program's collectives and
+  /// send/recv into start/wait pairs that overlap compute
+  /// (cleave-async-collectives, after bucketing or cleave-pipeline).
+  bool asyncCollectives = true;
   /// Prove every rank's collectives match (cleave-verify-collectives). The
   /// lowering pipelines begin with it too.
   bool verify = true;

@@ -144,6 +144,38 @@ void cleave_rt_barrier(int64_t group);
 void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype, void *data,
                          int64_t count);
 
+/*===----------------------------------------------------------------------===*/
+/* Asynchronous communication (docs/runtime.md). A start queues the call on  */
+/* the communication progress thread and returns a request handle (> 0)     */
+/* at once; requests run in the order they were started, and a blocking call */
+/* made meanwhile runs behind them, so every rank communicates in program    */
+/* order. Buffers must stay alive, and `in` unmodified, until the wait.      */
+/*===----------------------------------------------------------------------===*/
+
+int64_t cleave_rt_all_reduce_start(int64_t group, int32_t dtype, int32_t op,
+                                   const void *in, void *out, int64_t count);
+int64_t cleave_rt_all_gather_start(int64_t group, int32_t dtype, const void *in,
+                                   void *out, int64_t count);
+int64_t cleave_rt_reduce_scatter_start(int64_t group, int32_t dtype, int32_t op,
+                                       const void *in, void *out,
+                                       int64_t count);
+int64_t cleave_rt_send_start(int64_t group, int64_t peer, int32_t dtype,
+                             const void *in, int64_t count);
+int64_t cleave_rt_recv_start(int64_t group, int64_t peer, int32_t dtype,
+                             void *out, int64_t count);
+/** Blocks until `request` has run and forgets it. `in` and `out`, unless
+ *  NULL, must be the buffers it was started with (checked; generated code
+ *  passes them so that the compiler sees the buffers in use until here).
+ *  `operand` is not read: generated code passes the operand's buffer as the
+ *  program sees it at the wait, so that bufferization does not overwrite
+ *  the operand in place before (it may be NULL). Returns 0, or non-zero
+ *  when the runtime has failed: the error, raised on the progress thread or
+ *  here, is cleave_rt_error_message() and names the rank and the call
+ *  ("rank 1: all_reduce on group 0 ... timed out ..."). The request has
+ *  run to its end when the wait returns, whatever the result. */
+int cleave_rt_wait(int64_t request, const void *in, const void *out,
+                   const void *operand);
+
 /** Writes this rank's flight recorder (its last communication calls) as
  *  JSON to `path`, or as text to stderr when `path` is NULL. The runtime
  *  dumps it by itself on a communication error (stderr, and

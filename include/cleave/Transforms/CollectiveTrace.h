@@ -63,8 +63,15 @@ struct CommInfo {
   llvm::SmallVector<unsigned> axes;
 };
 
-/// Is `op` one of the communication ops of CleaveCollectiveOps.td?
+/// Is `op` one of the communication ops of CleaveCollectiveOps.td? A
+/// `cleave.*_start` is (the communication happens in start order, see
+/// docs/verify-collectives.md); a `cleave.wait` is not.
 bool isCommunicationOp(Operation *op);
+/// Is `op` a `cleave.*_start`?
+bool isStartOp(Operation *op);
+/// The tensor `op` produces: its result, or the start's request's value
+/// type (null for a send).
+Type communicatedType(Operation *op);
 
 /// Interns the communicators and signatures of the events of one module.
 class CommTable {

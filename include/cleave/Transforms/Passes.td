@@ -669,6 +669,55 @@ def CleaveAutoShardPass : Pass<"cleave-auto-shard", "::mlir::ModuleOp"> {
   ];
 }
 
+def CleaveAsyncCollectivesPass
+    : Pass<"cleave-async-collectives", "::mlir::ModuleOp"> {
+  let summary = "Splits blocking collectives and send/recv into start/wait "
+                "pairs and schedules them to overlap compute.";
+  let description = [{
+    Runs on per-device programs (after `cleave-partition`, after
+    `cleave-bucket-collectives` or `cleave-pipeline`). In every block, each
+    `cleave.all_reduce`, `cleave.all_gather`, `cleave.reduce_scatter`,
+    `cleave.send` and `cleave.recv` becomes a `cleave.*_start` and a
+    `cleave.wait`:
+
+    * the start moves up to where its operand is ready, but never above an
+      earlier communication op of the block (a blocking collective, a start,
+      or an op whose regions communicate), so every device still starts its
+      communication in the program's order, which the runtime keeps
+      (docs/runtime.md); nor above the wait of the collective of the same
+      kind started `prefetch` requests before it, which bounds the memory
+      that prefetching holds: with `prefetch = 1`, ZeRO-3 gathers the next
+      layer's parameters while the current layer computes;
+    * the wait moves down to just before the first op of the block that uses
+      the result, after the pure one-operand ops that read it (a bucket's
+      slices and reshapes) have been moved down to their own first use; a
+      send's wait, and the wait of a result that nothing in the block uses,
+      goes before the block's terminator.
+
+    ```mlir
+    %g = cleave.all_reduce %dw on @m axes = [dp] : tensor<64xf32>
+    %y = cleave.matmul %a, %b : ...           // does not use %g
+    %u = cleave.sub %w, %g : tensor<64xf32>
+    // becomes
+    %r = cleave.all_reduce_start %dw on @m axes = [dp] : tensor<64xf32> -> !cleave.request<tensor<64xf32>>
+    %y = cleave.matmul %a, %b : ...
+    %g = cleave.wait %r : !cleave.request<tensor<64xf32>> -> tensor<64xf32>
+    %u = cleave.sub %w, %g : tensor<64xf32>
+    ```
+
+    Since starts keep their order, a program that `cleave-verify-collectives`
+    proved deadlock-free stays so. A start never moves below the blocking
+    op's place. A collective whose start would sit right before its wait
+    gains nothing and stays blocking. Collectives in nested regions are
+    split within their block.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
+           "A start moves no higher than the wait of the collective of the "
+           "same kind started this many before it (0: no limit)">
+  ];
+}
+
 def CleaveBucketCollectivesPass
     : Pass<"cleave-bucket-collectives", "::mlir::ModuleOp"> {
   let summary = "Coalesces gradient all-reduces and ZeRO all-gathers and "
