@@ -275,17 +275,32 @@ nlohmann::json scalePoint(const planner::AutoShardResult &r, int gpus) {
            p;
   const planner::Candidate &b = *s->best;
   double exposed = 0;
-  for (double t : b.breakdown.exposedComm)
+  nlohmann::json byAxis = nlohmann::json::object();
+  for (int a = 0; a < cleave::cost::kNumAxes; ++a) {
+    double t = b.breakdown.exposedComm[size_t(a)];
+    byAxis[cleave::cost::toString(cleave::cost::Axis(a))] = t;
     exposed += t;
+  }
   p["plan"] = cleave::cost::describe(b.plan);
   p["step_time_s"] = b.stepTime;
   p["tokens_per_s"] = b.tokensPerSecond;
   p["mfu"] = b.mfu;
   p["exposed_comm_s"] = exposed;
   p["exposed_comm_share"] = exposed / b.stepTime;
+  p["exposed_comm_s_by_axis"] = byAxis;
   p["bubble_share"] = b.breakdown.bubble / b.stepTime;
   p["search_seconds"] = s->stats.seconds;
   return p;
+}
+
+/// A plan without its per-chunk layer counts (the JSON has them).
+std::string shortPlan(const std::string &plan) {
+  size_t at = plan.find(" layers=");
+  if (at == std::string::npos)
+    return plan;
+  size_t end = plan.find(' ', at + 1);
+  return plan.substr(0, at) + " layers=balanced" +
+         (end == std::string::npos ? "" : plan.substr(end));
 }
 
 /// The scale study's table.
@@ -309,7 +324,7 @@ void printScale(const nlohmann::json &points, int64_t batch) {
                       100 * p["mfu"].get<double>(),
                       100 * p["exposed_comm_share"].get<double>(),
                       100 * p["bubble_share"].get<double>())
-           << p["plan"].get<std::string>() << "\n";
+           << shortPlan(p["plan"]) << "\n";
   }
 }
 
