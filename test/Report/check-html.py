@@ -11,7 +11,8 @@ the --json flag's stdout with --json-stdout), then checks:
   - the drawn SVG elements have the counts the JSON implies: one memory bar per
     plan, one Gantt row per rank class and stream with tasks, one strip per
     pipeline stage, one square per GPU of the mesh (up to 256 nodes), four
-    points per scale-study size with a plan;
+    points per scale-study size with a plan, one table row per sharding
+    entry;
   - a screenshot (DIR/NAME.png) is taken.
 --self-test also breaks the page (a script that throws) and expects the check
 to notice. Exits 77 (skipped) when chromium is not installed.
@@ -69,6 +70,7 @@ def expected_counts(data):
     if "mesh" in data:
         m = data["mesh"]
         counts["mesh-gpu"] = min(m["gpus"], 256 * m["gpus_per_node"])
+    counts["sharding-row"] = len(data.get("sharding_table", []))
     counts["scale-point"] = 4 * sum(1 for p in data.get("scale", [])
                                     if "plan" in p)
     return counts

@@ -31,6 +31,8 @@
 // JSON: "scale": [
 // JSON: "exposed_comm_share":
 // JSON: "error": "gpus: 12 is not a whole number
+// JSON: "sharding_table": [
+// JSON: "kind": "parameter",
 // JSON: "timeline": {
 // JSON: "streams": [
 // JSON-NEXT: "compute",
