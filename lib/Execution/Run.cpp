@@ -308,6 +308,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   cleave_rt_options_t rtOptions;
   cleave_rt_default_options(&rtOptions);
   rtOptions.backend = options.backend == "cuda" ? "cuda" : "cpu";
+  if (!options.tracePath.empty()) // keep the calls of the traced steps
+    ::setenv("CLEAVE_FLIGHT_RECORDER_SIZE", "65536", /*overwrite=*/0);
   if (cleave_rt_init(&rtOptions) != 0)
     return fail(cleave_rt_error_message());
   int rank = cleave_rt_rank(), world = cleave_rt_world_size();
@@ -322,12 +324,14 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   bool tty = rank == 0 && llvm::sys::Process::StandardOutIsDisplayed();
   std::vector<double> losses;
   StepTimes times;
+  std::vector<std::pair<double, double>> spans;
   for (int64_t s = 0; s < options.steps; ++s) {
     double start = cleave_rt_now();
     Expected<double> loss = (*trainer)->runStep(s, *job.source);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
-    times.seconds.push_back(cleave_rt_now() - start);
+    spans.push_back({start, cleave_rt_now()});
+    times.seconds.push_back(spans.back().second - start);
     losses.push_back(*loss);
     if (rank == 0)
       logStep(s, *loss, times, options, tty);
@@ -361,6 +365,9 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   }
   if (!options.lossesPath.empty())
     if (Error err = saveLosses(losses, world, rank, options.lossesPath))
+      return fail(toString(std::move(err)));
+  if (!options.tracePath.empty())
+    if (Error err = writeMeasuredTrace(options.tracePath, rank, world, spans))
       return fail(toString(std::move(err)));
   trainer->reset();
   cleave_rt_finalize();

@@ -132,6 +132,10 @@ cl::opt<bool> saveState("save-state", cl::cat(ioCat),
 cl::opt<std::string> lossesPath(
     "save-losses", cl::cat(ioCat),
     cl::desc("Write the per-step losses as tensor 'loss' [steps] (f64)"));
+cl::opt<std::string> tracePath(
+    "trace", cl::cat(ioCat),
+    cl::desc("Write the measured timeline (steps, communication calls) as "
+             "Chrome trace JSON, the simulator's format (Perfetto)"));
 cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
@@ -401,6 +405,7 @@ Error checkPaths() {
                    {"program", &input.getValue()}};
   Path outputs[] = {{"save-params", &savePath.getValue()},
                     {"save-losses", &lossesPath.getValue()},
+                    {"trace", &tracePath.getValue()},
                     {"emit-object", &emitObject.getValue()}};
   auto absolute = [](const std::string &path) {
     SmallString<256> p(path);
@@ -511,6 +516,7 @@ RunOptions runOptions() {
   o.savePath = savePath;
   o.saveState = saveState;
   o.lossesPath = lossesPath;
+  o.tracePath = tracePath;
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include "cleave/Report/Html.h"
 #include "cleave/CostModel/Estimate.h"
+#include "cleave/Report/MeasuredTrace.h"
 
 #include <gtest/gtest.h>
 
@@ -144,6 +145,67 @@ TEST(HtmlTest, TimelineHasEveryTaskOfTheSimulatedStep) {
   // Without a kept timeline: mesh and pipeline only.
   cost::Result<cost::Estimate> bare = cost::estimate(m, *c, p);
   EXPECT_FALSE(report::picturesToJson(m, *c, p, *bare).contains("timeline"));
+}
+
+} // namespace
+
+namespace {
+
+TEST(MeasuredTraceTest, StepsSplitIntoCommunicationAndTheComputeAround) {
+  report::MeasuredRank r;
+  r.rank = 1;
+  r.steps = {{10.0, 10.010}, {10.020, 10.030}};
+  r.flight = {{"entries",
+               {// Set-up before the first step: left out.
+                {{"op", "broadcast"},
+                 {"group", 0},
+                 {"seq", 1},
+                 {"count", 4},
+                 {"dtype", "f32"},
+                 {"reduce", ""},
+                 {"peer", -1},
+                 {"start", 9.0},
+                 {"end", 9.5},
+                 {"state", "completed"}},
+                {{"op", "all_reduce"},
+                 {"group", 2},
+                 {"seq", 2},
+                 {"count", 8},
+                 {"dtype", "f32"},
+                 {"reduce", "sum"},
+                 {"peer", -1},
+                 {"start", 10.004},
+                 {"end", 10.006},
+                 {"state", "completed"}},
+                {{"op", "all_reduce"},
+                 {"group", 2},
+                 {"seq", 3},
+                 {"count", 8},
+                 {"dtype", "f32"},
+                 {"reduce", "sum"},
+                 {"peer", -1},
+                 {"start", 10.025},
+                 {"end", 10.030},
+                 {"state", "completed"}}}}};
+  json t = report::measuredTrace({r});
+  std::vector<json> compute, comm, steps;
+  for (const json &e : t["traceEvents"]) {
+    if (e["ph"] != "X")
+      continue;
+    EXPECT_EQ(e["pid"], 1);
+    (e["tid"] == 0 ? compute : e["tid"] == 1 ? comm : steps).push_back(e);
+  }
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(steps[0]["ts"].get<double>(), 0.0);
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_EQ(comm[0]["name"], "all_reduce g2");
+  EXPECT_NEAR(comm[0]["ts"].get<double>(), 4000.0, 1e-6);
+  EXPECT_NEAR(comm[0]["dur"].get<double>(), 2000.0, 1e-6);
+  // Step 0: compute before and after its call; step 1: before only.
+  ASSERT_EQ(compute.size(), 3u);
+  EXPECT_NEAR(compute[0]["dur"].get<double>(), 4000.0, 1e-6);
+  EXPECT_NEAR(compute[1]["ts"].get<double>(), 6000.0, 1e-6);
+  EXPECT_NEAR(compute[2]["dur"].get<double>(), 5000.0, 1e-6);
 }
 
 } // namespace
