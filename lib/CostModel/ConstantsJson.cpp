@@ -35,6 +35,7 @@ struct BoolField {
 
 const BoolField kBools[] = {
     {"ring_rail_aggregation", &CostConstants::ringRailAggregation},
+    {"p2p_synchronize", &CostConstants::p2pSynchronize},
 };
 
 } // namespace

@@ -80,6 +80,9 @@ private:
     int64_t replica = 0;
     int32_t id = 0;
     int32_t lastCompute = -1, lastDp = -1, lastReduce = -1, lastEmbed = -1;
+    /// The pipeline send the next compute must wait for (Megatron's device
+    /// synchronization after each send/receive), or -1.
+    int32_t syncSend = -1;
     std::deque<int32_t> window; ///< ZeRO-3: computes of the last layers
     std::vector<std::vector<int32_t>> gatherOfLayer; ///< [chunk][layer]
     std::vector<size_t> firstForward, lastGrad;      ///< [chunk]
@@ -163,6 +166,10 @@ Builder::Builder(const ModelConfig &m, const ClusterSpec &cl,
 
 int32_t Builder::push(Task t, std::vector<TaskRef> deps,
                       std::optional<RecvKey> recv) {
+  if (t.stream == kComputeStream && cur.syncSend >= 0) {
+    deps.push_back(ref(cur.syncSend));
+    cur.syncSend = -1;
+  }
   std::vector<PendingTask> &list = pending[cur.id];
   list.push_back({t, std::move(deps), recv});
   return int32_t(list.size() - 1);
@@ -440,8 +447,11 @@ void Builder::emitSend(const PassRef &r, int vs) {
   bool inter = interNode(cur.stage, toStage);
   double bytes = w.p2pBytes;
   // The transfer plus the launch of NCCL's send/recv kernel, which
-  // Megatron issues once per pass (batched isend/irecv).
-  double t = p2pTime(bytes, inter, cl, c) + c.kernelOverhead;
+  // Megatron issues once per pass (batched isend/irecv), and with the
+  // device synchronization after it the host's relaunch of the next kernel
+  // on both sides.
+  double t = p2pTime(bytes, inter, cl, c) +
+             c.kernelOverhead * (c.p2pSynchronize ? 2 : 1);
   if (inter && p.scatterGatherP2p && !p.sequenceParallel && p.tp > 1)
     t += collectiveCost(CollectiveKind::AllGather, bytes * p.tp,
                         axisGroup(Axis::TP, p, cl), cl, c)
@@ -457,6 +467,8 @@ void Builder::emitSend(const PassRef &r, int vs) {
   s.microBatch = r.microBatch;
   s.chunk = r.chunk;
   int32_t idx = push(s, {ref(cur.lastCompute)});
+  if (c.p2pSynchronize)
+    cur.syncSend = idx;
   size_t key =
       ((size_t(backward) * p.numMicroBatches + r.microBatch) * virtualStages +
        vs) *

@@ -1,6 +1,7 @@
 //===- Layout.cpp - Blocks of global tensors on a device mesh -------------===//
 
 #include "cleave/Execution/Layout.h"
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir::cleave;
@@ -58,5 +59,46 @@ void mlir::cleave::copyBlock(const void *global,
         break;
       index[d] = 0;
     }
+  }
+}
+
+int64_t mlir::cleave::copyOverlap(const void *src, const Block &from, void *dst,
+                                  const Block &to, int64_t elementBytes) {
+  size_t rank = from.sizes.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, elementBytes);
+    return 1;
+  }
+  // The intersection, in global coordinates.
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(from.offsets[d], to.offsets[d]);
+    hi[d] =
+        std::min(from.offsets[d] + from.sizes[d], to.offsets[d] + to.sizes[d]);
+    if (lo[d] >= hi[d])
+      return 0;
+  }
+  auto offsetIn = [&](const Block &b, const std::vector<int64_t> &at) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d)
+      offset = offset * b.sizes[d] + (at[d] - b.offsets[d]);
+    return offset;
+  };
+  int64_t run = hi[rank - 1] - lo[rank - 1], copied = 0;
+  std::vector<int64_t> at = lo;
+  for (;;) {
+    std::memcpy(static_cast<char *>(dst) + offsetIn(to, at) * elementBytes,
+                static_cast<const char *>(src) +
+                    offsetIn(from, at) * elementBytes,
+                run * elementBytes);
+    copied += run;
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++at[d] < hi[d])
+        break;
+      at[d] = lo[d];
+    }
+    if (d == size_t(-1))
+      return copied;
   }
 }

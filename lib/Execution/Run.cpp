@@ -1,10 +1,15 @@
 //===- Run.cpp - Train a compiled program on local or launched ranks ------===//
 
 #include "cleave/Execution/Run.h"
+#include "cleave/Execution/Checkpoint.h"
+#include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Process.h"
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <dlfcn.h>
 
 using namespace mlir;
@@ -70,11 +75,15 @@ BatchSource &TrainingData::source(uint64_t seed, int64_t modelVocab) {
 // Jobs
 //===----------------------------------------------------------------------===//
 
-/// Names of the functions some rank runs as the training step.
+/// Names of the functions some rank runs: the training step (one per
+/// pipeline stage) and the evaluation step if the program has one.
 static std::vector<std::string> stepNames(const ProgramManifest &manifest) {
+  std::vector<std::string> names = {"train_step"};
   if (manifest.pipeline)
-    return manifest.pipeline->stages;
-  return {"train_step"};
+    names = manifest.pipeline->stages;
+  if (manifest.lookup(kEvalStepName))
+    names.push_back(kEvalStepName.str());
+  return names;
 }
 
 Expected<TrainJob> mlir::cleave::loadAotJob(llvm::StringRef path) {
@@ -113,7 +122,8 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
   for (const FunctionSpec *f : stepFunctions)
     for (const BufferSpec &b : f->buffers) {
       if (b.role != BufferSpec::Role::Input || b.name == "lr" ||
-          b.name == "step" || b.name == "seed")
+          b.name == "step" || b.name == "seed" || b.name == "update" ||
+          b.name == "loss_scale")
         continue;
       BufferSpec global = b;
       if (mesh)
@@ -123,6 +133,27 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
       if (Error err = job.source->fill(global, 0, scratch.data()))
         return err;
     }
+  return Error::success();
+}
+
+Error mlir::cleave::checkValidation(const TrainJob &job, int64_t batches,
+                                    const Twine &what) {
+  const FunctionSpec *eval = job.manifest.lookup(kEvalStepName);
+  if (!eval)
+    return runError(what + ": the program has no @" + kEvalStepName);
+  const std::optional<MeshSpec> &mesh = job.manifest.mesh;
+  for (const BufferSpec &b : eval->buffers) {
+    if (b.role != BufferSpec::Role::Input || b.name == "seed")
+      continue;
+    BufferSpec global = b;
+    if (mesh)
+      global.shape = globalShape(b, *mesh);
+    global.layout.clear();
+    std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
+    for (int64_t k = 0; k < batches; ++k)
+      if (Error err = job.valSource->fill(global, k, scratch.data()))
+        return runError(what + ": " + toString(std::move(err)));
+  }
   return Error::success();
 }
 
@@ -217,28 +248,72 @@ double StepTimes::steadyMedian() const {
   return (lower + upper) / 2;
 }
 
-/// Writes the losses (rank 0), with every rank's row for comparison.
-static Error saveLosses(const std::vector<double> &losses, int world, int rank,
-                        const std::string &path) {
+/// The validation losses of a run and the steps after which they were
+/// computed.
+struct ValidationLosses {
+  std::vector<double> losses;
+  std::vector<int64_t> steps;
+};
+
+/// The loss scaler's record of a run: the scale each step used, and
+/// whether it skipped the step (1) or not (0).
+struct ScalerRecord {
+  std::vector<double> scales, skipped;
+};
+
+/// Every rank's `mine` (n values), rank by rank.
+static Expected<std::vector<double>> gatherRows(const std::vector<double> &mine,
+                                                int world) {
+  if (world == 1)
+    return mine;
+  std::vector<double> all(mine.size() * world);
+  cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, mine.data(), all.data(),
+                       mine.size());
+  if (cleave_rt_failed())
+    return runError(cleave_rt_error_message());
+  return all;
+}
+
+/// Writes the losses (rank 0), with every rank's row for comparison, the
+/// validation losses if there are any and the loss scaler's record (the
+/// scale, and every rank's skipped steps) if it ran.
+static Error saveLosses(const std::vector<double> &losses,
+                        const ValidationLosses &val, const ScalerRecord &scaler,
+                        int world, int rank, const std::string &path) {
   int64_t n = losses.size();
-  std::vector<double> all(n * world);
-  if (world > 1) {
-    cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F64, losses.data(),
-                         all.data(), n);
-    if (cleave_rt_failed())
-      return runError(cleave_rt_error_message());
-  } else {
-    all = losses;
+  Expected<std::vector<double>> all = gatherRows(losses, world);
+  if (!all)
+    return all.takeError();
+  std::vector<double> allSkipped;
+  if (!scaler.scales.empty()) {
+    Expected<std::vector<double>> gathered = gatherRows(scaler.skipped, world);
+    if (!gathered)
+      return gathered.takeError();
+    allSkipped = std::move(*gathered);
   }
   if (rank != 0)
     return Error::success();
   cleave_tensor_writer *w = cleave_tensor_writer_create(path.c_str());
-  int64_t shape[2] = {world, n};
-  if (!w ||
-      cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n, losses.data()) ||
+  int64_t shape[2] = {world, n}, evaluations = val.losses.size();
+  if (!w)
+    return runError(cleave_rt_error_message());
+  if (cleave_tensor_writer_add(w, "loss", CLEAVE_F64, 1, &n, losses.data()) ||
       cleave_tensor_writer_add(w, "loss_by_rank", CLEAVE_F64, 2, shape,
-                               all.data()) ||
-      cleave_tensor_writer_finish(w) != 0)
+                               all->data()) ||
+      (!scaler.scales.empty() &&
+       (cleave_tensor_writer_add(w, "loss_scale", CLEAVE_F64, 1, &n,
+                                 scaler.scales.data()) ||
+        cleave_tensor_writer_add(w, "skipped_by_rank", CLEAVE_F64, 2, shape,
+                                 allSkipped.data()))) ||
+      (evaluations &&
+       (cleave_tensor_writer_add(w, "val_loss", CLEAVE_F64, 1, &evaluations,
+                                 val.losses.data()) ||
+        cleave_tensor_writer_add(w, "val_step", CLEAVE_I64, 1, &evaluations,
+                                 val.steps.data())))) {
+    cleave_tensor_writer_abort(w);
+    return runError(cleave_rt_error_message());
+  }
+  if (cleave_tensor_writer_finish(w) != 0)
     return runError(cleave_rt_error_message());
   return Error::success();
 }
@@ -250,6 +325,7 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
     return std::move(err);
   TrainerOptions trainerOptions;
   trainerOptions.learningRate = options.learningRate;
+  trainerOptions.lossScaling = options.lossScaling;
   trainerOptions.seed = options.seed;
   trainerOptions.mesh = job.manifest.mesh;
   trainerOptions.rank = rank;
@@ -263,15 +339,53 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
                                  job.entries.at(name), trainerOptions);
   if (!trainer)
     return trainer.takeError();
-  Error loaded = options.paramsPath.empty()
+  // Step folders that were never committed (a run killed mid-write) go
+  // before this run writes any.
+  if (rank == 0 && !options.checkpointDir.empty())
+    removeUncommittedCheckpoints(options.checkpointDir);
+  std::optional<std::string> checkpoint;
+  if (options.resume)
+    checkpoint = latestCheckpoint(options.checkpointDir);
+  Error loaded = checkpoint ? (*trainer)->loadCheckpoint(*checkpoint)
+                 : options.paramsPath.empty()
                      ? (*trainer)->initParameters()
                      : (*trainer)->loadParameters(options.paramsPath);
   if (loaded)
     return std::move(loaded);
+  if (rank == 0 && options.resume)
+    llvm::outs() << (checkpoint
+                         ? "resuming from " + *checkpoint + " (after step " +
+                               std::to_string((*trainer)->stepCounter()) + ")"
+                         : "no checkpoint in " + options.checkpointDir +
+                               ": starting at step 0")
+                 << "\n";
+  if (checkpoint)
+    return trainer;
   if (rank == 0 && (*trainer)->stepCounter() > 0)
     llvm::outs() << "resuming after step " << (*trainer)->stepCounter()
                  << " (the step counter in " << options.paramsPath << ")\n";
   return trainer;
+}
+
+/// Fault injection for tests: CLEAVE_FAULT_KILL=RANK:STEP kills rank RANK
+/// (SIGKILL) once its step counter reaches STEP, on the first attempt only
+/// (CLEAVE_RESTART unset or 0).
+static bool faultKillsRank(int rank, int64_t step) {
+  const char *fault = std::getenv("CLEAVE_FAULT_KILL");
+  const char *restart = std::getenv("CLEAVE_RESTART");
+  if (!fault || (restart && std::atoi(restart) != 0))
+    return false;
+  int faultRank = -1;
+  long long faultStep = -1;
+  return std::sscanf(fault, "%d:%lld", &faultRank, &faultStep) == 2 &&
+         faultRank == rank && faultStep == step;
+}
+
+/// The runtime's timeout (CLEAVE_TIMEOUT_MS), which also bounds how long a
+/// checkpoint commit waits for the other ranks' shards.
+static int64_t rtTimeoutMs() {
+  const char *v = std::getenv("CLEAVE_TIMEOUT_MS");
+  return v && std::atoll(v) > 0 ? std::atoll(v) : 300000;
 }
 
 /// Rank 0's line for step `s` (0-based): the loss, then the first step's
@@ -295,6 +409,36 @@ static void logStep(int64_t s, double loss, const StepTimes &times,
   if (!tty || log)
     llvm::outs() << "\n";
   llvm::outs().flush();
+}
+
+/// Evaluates after step `s` (0-based) if the options say so; rank 0
+/// prints the mean validation loss. Every rank evaluates (a collective).
+static Error maybeEvaluate(Trainer &trainer, TrainJob &job,
+                           const RunOptions &options, int64_t s, int rank,
+                           ValidationLosses &val) {
+  if (!job.valSource)
+    return Error::success();
+  int64_t step = trainer.stepCounter();
+  bool due = s + 1 == options.steps ||
+             (options.evalEvery > 0 && step % options.evalEvery == 0);
+  if (!due)
+    return Error::success();
+  const FunctionSpec *eval = job.manifest.lookup(kEvalStepName);
+  Expected<double> loss =
+      trainer.evaluate(*eval, job.entries.at(kEvalStepName.str()),
+                       *job.valSource, options.evalBatches);
+  if (!loss)
+    return loss.takeError();
+  val.losses.push_back(*loss);
+  val.steps.push_back(step);
+  if (rank == 0) {
+    llvm::outs() << "step " << llvm::format("%5lld", (long long)step)
+                 << "  val loss " << llvm::format("%.4f", *loss) << " (mean of "
+                 << options.evalBatches << " batch"
+                 << (options.evalBatches == 1 ? "" : "es") << ")\n";
+    llvm::outs().flush();
+  }
+  return Error::success();
 }
 
 /// One rank: connect, set up the trainer, train, save. Errors are printed
@@ -323,26 +467,65 @@ static int runRank(TrainJob &job, const RunOptions &options) {
 
   bool tty = rank == 0 && llvm::sys::Process::StandardOutIsDisplayed();
   std::vector<double> losses;
+  ValidationLosses val;
+  ScalerRecord scaler;
   StepTimes times;
+  std::optional<CheckpointWriter> checkpoints;
+  if (options.checkpointEvery > 0)
+    checkpoints.emplace(options.checkpointDir, rank, world,
+                        options.keepCheckpoints, options.planText,
+                        rtTimeoutMs());
+  // A resumed run continues until the step counter reaches --steps.
+  int64_t first = options.resume ? (*trainer)->stepCounter() : 0;
   std::vector<std::pair<double, double>> spans;
-  for (int64_t s = 0; s < options.steps; ++s) {
+  for (int64_t s = first; s < options.steps; ++s) {
     double start = cleave_rt_now();
-    Expected<double> loss = (*trainer)->runStep(s, *job.source);
+    double scale = (*trainer)->lossScale();
+    Expected<double> loss = (*trainer)->runStep(s - first, *job.source);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
+    if (faultKillsRank(rank, (*trainer)->stepCounter()))
+      std::raise(SIGKILL);
+    if (checkpoints && (*trainer)->stepCounter() % options.checkpointEvery == 0)
+      if (Error err = checkpoints->save(**trainer))
+        return fail(toString(std::move(err)));
     spans.push_back({start, cleave_rt_now()});
     times.seconds.push_back(spans.back().second - start);
     losses.push_back(*loss);
     if (rank == 0)
       logStep(s, *loss, times, options, tty);
+    if ((*trainer)->scalesLoss()) {
+      bool skippedStep = (*trainer)->lastStepSkipped();
+      scaler.scales.push_back(scale);
+      scaler.skipped.push_back(skippedStep);
+      if (rank == 0 && skippedStep)
+        llvm::outs() << "step " << (*trainer)->stepCounter()
+                     << ": a gradient overflowed (inf or NaN) at loss scale "
+                     << llvm::format("%g", scale)
+                     << ": skipped on every rank; scale now "
+                     << llvm::format("%g", (*trainer)->lossScale()) << "\n";
+    }
+    if (Error err = maybeEvaluate(**trainer, job, options, s, rank, val))
+      return fail("rank " + Twine(rank) + ": " + toString(std::move(err)));
   }
-  if (rank == 0 && options.steps > 1)
+  if (checkpoints) {
+    if (Error err = checkpoints->finish())
+      return fail(toString(std::move(err)));
+    if (rank == 0)
+      llvm::outs() << "checkpoints: "
+                   << llvm::format("%.1f",
+                                   1000.0 * checkpoints->snapshotSeconds())
+                   << " ms of snapshots on the training thread; newest "
+                   << latestCheckpoint(options.checkpointDir).value_or("none")
+                   << "\n";
+  }
+  if (rank == 0 && times.seconds.size() > 1)
     llvm::outs() << "step time: first step "
                  << llvm::format("%.1f", 1000.0 * times.first())
                  << " ms (warm-up), then median "
                  << llvm::format("%.1f", 1000.0 * times.steadyMedian())
-                 << " ms/step over " << options.steps - 1 << " steps\n";
-  if (options.steps > 0) {
+                 << " ms/step over " << times.seconds.size() - 1 << " steps\n";
+  if (!times.seconds.empty()) {
     int64_t peak = 0;
     cleave_rt_memory_stats(nullptr, &peak);
     double mine[1] = {double(peak)}, worst[1] = {double(peak)};
@@ -364,7 +547,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
       llvm::outs() << "saved parameters to " << options.savePath << "\n";
   }
   if (!options.lossesPath.empty())
-    if (Error err = saveLosses(losses, world, rank, options.lossesPath))
+    if (Error err =
+            saveLosses(losses, val, scaler, world, rank, options.lossesPath))
       return fail(toString(std::move(err)));
   if (!options.tracePath.empty())
     if (Error err = writeMeasuredTrace(options.tracePath, rank, world, spans))
@@ -390,15 +574,29 @@ static int runForkedRank(void *arg) {
 int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
   if (options.localRanks <= 1)
     return runRank(job, options);
-  ForkedRank rank{&job, &options};
-  cleave_launch_options_t o{};
-  o.nprocs = options.localRanks;
-  o.prefix_output = 1;
-  o.body = runForkedRank;
-  o.body_arg = &rank;
-  int rc = cleave_launch(&o);
-  if (rc != 0 && cleave_rt_failed())
-    llvm::errs() << options.programName
-                 << ": error: " << cleave_rt_error_message() << "\n";
-  return rc;
+  RunOptions attempt = options;
+  for (int restart = 0;; ++restart) {
+    // The ranks see which attempt they are (CLEAVE_RESTART, as torchrun's
+    // TORCHELASTIC_RESTART_COUNT).
+    ::setenv("CLEAVE_RESTART", std::to_string(restart).c_str(), 1);
+    ForkedRank rank{&job, &attempt};
+    cleave_launch_options_t o{};
+    o.nprocs = options.localRanks;
+    o.prefix_output = 1;
+    o.body = runForkedRank;
+    o.body_arg = &rank;
+    int rc = cleave_launch(&o);
+    if (rc != 0 && cleave_rt_failed())
+      llvm::errs() << options.programName
+                   << ": error: " << cleave_rt_error_message() << "\n";
+    if (rc == 0 || restart == options.maxRestarts ||
+        options.checkpointDir.empty())
+      return rc;
+    std::optional<std::string> from = latestCheckpoint(options.checkpointDir);
+    llvm::errs() << options.programName << ": the ranks failed (status " << rc
+                 << "); restart " << restart + 1 << " of "
+                 << options.maxRestarts << " from "
+                 << from.value_or("step 0 (no checkpoint yet)") << "\n";
+    attempt.resume = true;
+  }
 }

@@ -187,6 +187,8 @@ Trainer::Trainer(const FunctionSpec &spec, EntryFn entry,
 Trainer::~Trainer() {
   for (void *b : buffers)
     cleave_rt_free(b);
+  for (void *b : evalBuffers)
+    cleave_rt_free(b);
 }
 
 llvm::Expected<std::unique_ptr<Trainer>>
@@ -210,11 +212,14 @@ Trainer::create(const FunctionSpec &spec, EntryFn entry,
         target = spec.find(BufferSpec::Role::State, b.name);
       if (b.name == "loss")
         t->lossIndex = t->feedsBack.size();
+      if (b.name == "grad_norm_sq")
+        t->normIndex = t->feedsBack.size();
     }
     t->feedsBack.push_back(target);
   }
   if (t->lossIndex < 0)
     return makeError("@" + spec.name + " has no output named 'loss'");
+  t->scale = options.lossScaling.initScale;
   return std::move(t);
 }
 
@@ -242,9 +247,13 @@ llvm::Error mlir::cleave::defineCommunicators(const ProgramManifest &manifest) {
 
 llvm::Error Trainer::fromGlobal(int64_t index,
                                 llvm::function_ref<llvm::Error(void *)> fill) {
-  const BufferSpec &b = spec.buffers[index];
+  return fromGlobal(spec.buffers[index], buffer(index), fill);
+}
+
+llvm::Error Trainer::fromGlobal(const BufferSpec &b, void *dst,
+                                llvm::function_ref<llvm::Error(void *)> fill) {
   if (!options.mesh || !b.isSplit())
-    return fill(buffer(index));
+    return fill(dst);
   std::vector<int64_t> shape = globalShape(b, *options.mesh);
   int64_t elements = 1;
   for (int64_t d : shape)
@@ -253,10 +262,21 @@ llvm::Error Trainer::fromGlobal(int64_t index,
   std::vector<char> global(elements * elementBytes);
   if (llvm::Error err = fill(global.data()))
     return err;
-  copyBlock(global.data(), shape, buffer(index),
-            blockOf(b, *options.mesh, options.rank), elementBytes,
-            /*intoBlock=*/true);
+  copyBlock(global.data(), shape, dst, blockOf(b, *options.mesh, options.rank),
+            elementBytes, /*intoBlock=*/true);
   return llvm::Error::success();
+}
+
+llvm::Error Trainer::fillInput(const BufferSpec &b, void *dst, int64_t batch,
+                               BatchSource &source) {
+  return fromGlobal(b, dst, [&](void *data) {
+    if (!options.mesh || !b.isSplit())
+      return source.fill(b, batch, data);
+    BufferSpec global = b;
+    global.shape = globalShape(b, *options.mesh);
+    global.layout.clear();
+    return source.fill(global, batch, data);
+  });
 }
 
 llvm::Expected<std::vector<char>> Trainer::gatherGlobal(int64_t index) const {
@@ -388,6 +408,39 @@ llvm::Error Trainer::loadStepCounter(cleave_tensor_file *file,
   return llvm::Error::success();
 }
 
+llvm::Error Trainer::loadScalerState(cleave_tensor_file *file,
+                                     llvm::StringSet<> &known) {
+  scale = options.lossScaling.initScale;
+  goodSteps = skipped = 0;
+  struct Entry {
+    const char *name;
+    int32_t dtype;
+    void *value;
+  } entries[] = {{kLossScaleName, CLEAVE_F64, &scale},
+                 {kGoodStepsName, CLEAVE_I64, &goodSteps},
+                 {kSkippedStepsName, CLEAVE_I64, &skipped}};
+  for (const Entry &e : entries) {
+    int32_t dtype;
+    int64_t rank, shape[8];
+    if (cleave_tensor_file_info(file, e.name, &dtype, &rank, shape))
+      continue;
+    known.insert(e.name);
+    if (dtype != e.dtype || rank != 0 ||
+        cleave_tensor_file_read(file, e.name, e.value, 8) != 0)
+      return makeError(llvm::Twine("'") + e.name + "' (the loss scaler's " +
+                       "state) must be a scalar " +
+                       (e.dtype == CLEAVE_F64 ? "F64" : "I64"));
+  }
+  if (!(scale > 0) || !std::isfinite(scale) || goodSteps < 0 || skipped < 0 ||
+      skipped > firstStep)
+    return makeError(llvm::Twine("the loss scaler's state is not valid: "
+                                 "scale ") +
+                     std::to_string(scale) + ", " + llvm::Twine(goodSteps) +
+                     " good steps, " + llvm::Twine(skipped) + " skipped of " +
+                     llvm::Twine(firstStep));
+  return llvm::Error::success();
+}
+
 llvm::Error Trainer::loadParameters(llvm::StringRef path) {
   cleave_tensor_file *file = cleave_tensor_file_open(path.str().c_str());
   if (!file)
@@ -396,6 +449,8 @@ llvm::Error Trainer::loadParameters(llvm::StringRef path) {
   std::vector<std::string> problems;
   llvm::StringSet<> known;
   if (llvm::Error err = loadStepCounter(file, known))
+    problems.push_back(llvm::toString(std::move(err)));
+  else if (llvm::Error err = loadScalerState(file, known))
     problems.push_back(llvm::toString(std::move(err)));
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     bool param = b.role == BufferSpec::Role::Param;
@@ -475,9 +530,25 @@ llvm::Error Trainer::saveParameters(llvm::StringRef path,
     cleave_tensor_writer_abort(w);
     return makeError(cleave_rt_error_message());
   }
+  if (withState && scalesLoss() &&
+      (cleave_tensor_writer_add(w, kLossScaleName, CLEAVE_F64, 0, nullptr,
+                                &scale) != 0 ||
+       cleave_tensor_writer_add(w, kGoodStepsName, CLEAVE_I64, 0, nullptr,
+                                &goodSteps) != 0 ||
+       cleave_tensor_writer_add(w, kSkippedStepsName, CLEAVE_I64, 0, nullptr,
+                                &skipped) != 0)) {
+    cleave_tensor_writer_abort(w);
+    return makeError(cleave_rt_error_message());
+  }
   if (cleave_tensor_writer_finish(w) != 0)
     return makeError(cleave_rt_error_message());
   return llvm::Error::success();
+}
+
+/// The loss of a function's buffer at `p`: f64 or f32.
+static double readLoss(const BufferSpec &b, const void *p) {
+  return b.dtype == CLEAVE_F64 ? *static_cast<const double *>(p)
+                               : *static_cast<const float *>(p);
 }
 
 /// splitmix64: a well-mixed per-step seed for dropout.
@@ -497,16 +568,13 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
       *static_cast<float *>(buffer(i)) = options.learningRate;
     else if (b.name == "step")
       *static_cast<float *>(buffer(i)) = static_cast<float>(step + 1);
+    else if (b.name == "update")
+      *static_cast<float *>(buffer(i)) = static_cast<float>(step - skipped + 1);
+    else if (b.name == "loss_scale")
+      *static_cast<float *>(buffer(i)) = static_cast<float>(scale);
     else if (b.name == "seed")
       *static_cast<uint64_t *>(buffer(i)) = mixSeed(options.seed, step);
-    else if (llvm::Error err = fromGlobal(i, [&](void *data) {
-               if (!options.mesh || !b.isSplit())
-                 return source.fill(b, step, data);
-               BufferSpec global = b;
-               global.shape = globalShape(b, *options.mesh);
-               global.layout.clear();
-               return source.fill(global, step, data);
-             }))
+    else if (llvm::Error err = fillInput(b, buffer(i), step, source))
       return std::move(err);
   }
   if (!entry)
@@ -515,20 +583,144 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
   if (cleave_rt_failed())
     return makeError(llvm::Twine("step ") + llvm::Twine(step + 1) +
                      " failed: " + cleave_rt_error_message());
-  double loss = spec.buffers[lossIndex].dtype == CLEAVE_F64
-                    ? *static_cast<double *>(buffer(lossIndex))
-                    : *static_cast<float *>(buffer(lossIndex));
-  if (!std::isfinite(loss))
+  double loss = readLoss(spec.buffers[lossIndex], buffer(lossIndex));
+  bool scaling = scalesLoss();
+  if (!std::isfinite(loss) && !scaling)
     return makeError(llvm::Twine("the loss is ") +
                      (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
                      llvm::Twine(step + 1) +
                      "; parameters keep their values from before the step");
-  // The outputs become the next step's parameters and state.
+  // The outputs become the next step's parameters and state, unless the
+  // loss scaler skips the step.
+  if (scaling) {
+    llvm::Expected<bool> overflow = gradientsOverflowed(loss);
+    if (!overflow)
+      return overflow.takeError();
+    updateScale(*overflow);
+    if (*overflow) {
+      stepsRun = index + 1;
+      return loss;
+    }
+  }
   for (auto [out, arg] : llvm::enumerate(feedsBack))
     if (arg >= 0)
       std::swap(buffers[out], buffers[arg]);
   stepsRun = index + 1;
   return loss;
+}
+
+llvm::Expected<bool> Trainer::gradientsOverflowed(double loss) const {
+  // The norm is complete on the ranks that hold it (every rank of an SPMD
+  // program; in a pipeline, the stage that sums the last partial): one
+  // scalar reduction over the world makes every rank take the same
+  // decision.
+  double norm = normIndex >= 0
+                    ? readLoss(spec.buffers[normIndex], buffer(normIndex))
+                    : 0.0;
+  double mine[1] = {!std::isfinite(loss) || !std::isfinite(norm) ? 1.0 : 0.0};
+  double any[1] = {mine[0]};
+  if (options.mesh && options.mesh->numDevices() > 1) {
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, mine, any,
+                         1);
+    if (cleave_rt_failed())
+      return makeError("rank " + llvm::Twine(options.rank) +
+                       ": the overflow check of the loss scaler failed: " +
+                       cleave_rt_error_message());
+  }
+  return any[0] != 0.0;
+}
+
+bool Trainer::scalesLoss() const {
+  auto scales = [](const FunctionSpec &f) {
+    return f.find(BufferSpec::Role::Input, "loss_scale") >= 0;
+  };
+  // In a pipeline every stage's rank takes part in the overflow check.
+  return scales(spec) || llvm::any_of(options.stages, scales);
+}
+
+void Trainer::updateScale(bool overflow) {
+  // torch.cuda.amp.GradScaler.update.
+  const LossScalingOptions &o = options.lossScaling;
+  skippedLast = overflow;
+  if (overflow) {
+    ++skipped;
+    scale *= o.backoffFactor;
+    goodSteps = 0;
+    return;
+  }
+  if (++goodSteps >= o.growthInterval) {
+    scale *= o.growthFactor;
+    goodSteps = 0;
+  }
+}
+
+llvm::Expected<double> Trainer::evaluate(const FunctionSpec &evalSpec,
+                                         EntryFn evalEntry, BatchSource &source,
+                                         int64_t batches) {
+  if (evalBuffers.empty())
+    for (const BufferSpec &b : evalSpec.buffers) {
+      void *p = nullptr;
+      if (b.role != BufferSpec::Role::Param) {
+        p = cleave_rt_alloc(std::max<int64_t>(b.numBytes(), 1));
+        if (!p)
+          return makeError("cannot allocate the evaluation buffer '" + b.name +
+                           "'");
+        std::memset(p, 0, std::max<int64_t>(b.numBytes(), 1));
+      }
+      evalBuffers.push_back(p);
+    }
+  // The parameters are the training step's current buffers (outputs are
+  // swapped in after every step), laid out alike.
+  std::vector<void *> args(evalBuffers);
+  int64_t lossAt = -1;
+  for (auto [i, b] : llvm::enumerate(evalSpec.buffers)) {
+    if (b.role == BufferSpec::Role::Output && lossAt < 0)
+      lossAt = i;
+    if (b.role != BufferSpec::Role::Param)
+      continue;
+    int64_t mine = spec.find(BufferSpec::Role::Param, b.name);
+    if (mine < 0)
+      return makeError("@" + evalSpec.name + " reads parameter '" + b.name +
+                       "', which the training step does not have");
+    const BufferSpec &t = spec.buffers[mine];
+    if (t.shape != b.shape || t.dtype != b.dtype || t.layout != b.layout)
+      return makeError("@" + evalSpec.name + "'s parameter '" + b.name +
+                       "' is " + shapeString(b.shape) +
+                       " on this rank, laid "
+                       "out unlike the training step's (" +
+                       shapeString(t.shape) + ")");
+    args[i] = buffers[mine];
+  }
+  if (lossAt < 0 || evalSpec.buffers[lossAt].numElements() != 1 ||
+      (evalSpec.buffers[lossAt].dtype != CLEAVE_F32 &&
+       evalSpec.buffers[lossAt].dtype != CLEAVE_F64))
+    return makeError("@" + evalSpec.name +
+                     "'s first result must be the "
+                     "loss, an f32 or f64 scalar");
+  double sum = 0;
+  for (int64_t k = 0; k < batches; ++k) {
+    for (auto [i, b] : llvm::enumerate(evalSpec.buffers)) {
+      if (b.role != BufferSpec::Role::Input)
+        continue;
+      if (b.name == "seed") // no dropout in evaluation: any seed
+        *static_cast<uint64_t *>(args[i]) = mixSeed(options.seed, k);
+      else if (llvm::Error err = fillInput(b, args[i], k, source))
+        return std::move(err);
+    }
+    evalEntry(args.data());
+    if (cleave_rt_failed())
+      return makeError(llvm::Twine("evaluating validation batch ") +
+                       llvm::Twine(k + 1) +
+                       " failed: " + cleave_rt_error_message());
+    double loss = readLoss(evalSpec.buffers[lossAt], args[lossAt]);
+    if (!std::isfinite(loss))
+      return makeError(llvm::Twine("the validation loss of batch ") +
+                       llvm::Twine(k + 1) + " is " +
+                       (std::isnan(loss) ? "NaN" : "infinite") +
+                       " after step " + llvm::Twine(stepCounter()));
+    sum += loss;
+  }
+  return batches > 0 ? sum / batches : 0.0;
 }
 
 const void *Trainer::parameter(llvm::StringRef name) const {

@@ -49,12 +49,47 @@ static bool hasStages(func::FuncOp forward) {
       .wasInterrupted();
 }
 
-/// Drops every function but @train_step that nothing uses.
+/// Drops every function but @train_step and @eval_step that nothing uses.
 static void keepOnlyTrainStep(ModuleOp module) {
   for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
     if (func.getSymName() != "train_step" &&
+        func.getSymName() != kEvalStepName &&
         SymbolTable::symbolKnownUseEmpty(func, module))
       func.erase();
+}
+
+/// @eval_step: a copy of @forward in evaluation mode (every dropout passes
+/// its input through, as PyTorch's model.eval()). Partitioned with the
+/// module, it gets the plan's shardings as @train_step does.
+static llvm::Error buildEvalStep(ModuleOp module,
+                                 const RankCompileOptions &options) {
+  const std::optional<PlanSpec> &plan = options.plan;
+  if (plan && (plan->automatic || plan->pipelines()))
+    return compileError(
+        "--val-data: the evaluation step runs with plans of dp, tp, sp, cp "
+        "and ZeRO; this " +
+        options.planName +
+        (plan->automatic ? " is the planner's"
+                         : " pipelines (pp, micro-batches or --accumulate)") +
+        ", whose stages or micro-batches it cannot share yet");
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.isExternal())
+    return compileError("--val-data: the program has no @forward to "
+                        "evaluate");
+  if (module.lookupSymbol(kEvalStepName))
+    return compileError(llvm::Twine("--val-data: the program already has a "
+                                    "function @") +
+                        kEvalStepName);
+  OpBuilder b(forward);
+  b.setInsertionPointAfter(forward);
+  auto eval = cast<func::FuncOp>(b.clone(*forward));
+  eval.setSymName(kEvalStepName);
+  eval.setPublic();
+  eval.walk([](DropoutOp dropout) {
+    dropout.getResult().replaceAllUsesWith(dropout.getInput());
+    dropout.erase();
+  });
+  return llvm::Error::success();
 }
 
 /// The training step, cut into stages first for a pipelined plan.
@@ -62,6 +97,9 @@ static llvm::Error buildTrainStep(ModuleOp module,
                                   const RankCompileOptions &options) {
   const std::optional<PlanSpec> &plan = options.plan;
   bool pipelined = plan && plan->pipelines();
+  if (options.evalStep)
+    if (llvm::Error err = buildEvalStep(module, options))
+      return err;
   FrontHalfOptions stages;
   stages.trainStep = false;
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -148,6 +186,9 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
     OwningOpRef<ModuleOp> planned = module.clone();
     RankCompileOptions stepOnly = options;
     stepOnly.plan.reset();
+    stepOnly.evalStep = false;
+    if (options.evalStep)
+      return buildEvalStep(module, options);
     if (llvm::Error err = buildTrainStep(*planned, stepOnly))
       return err;
     llvm::Expected<::cleave::cost::ParallelPlan> best =

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Call.h"
 #include "DType.h"
 #include "State.h"
 
@@ -17,26 +18,6 @@
 namespace cleave::rt {
 namespace {
 
-enum OpCode : int32_t {
-  OpAllReduce = 1,
-  OpAllGather,
-  OpReduceScatter,
-  OpAllToAll,
-  OpPermute,
-  OpSend,
-  OpRecv,
-  OpBarrier,
-  OpBroadcast,
-};
-
-const char *opName(int32_t op) {
-  static const char *names[] = {
-      "?",          "all_reduce",         "all_gather", "reduce_scatter",
-      "all_to_all", "collective_permute", "send",       "recv",
-      "barrier",    "broadcast"};
-  return op >= OpAllReduce && op <= OpBroadcast ? names[op] : names[0];
-}
-
 /// Tag spaces of sendRecv/hostExchange (below 2^48; Gloo adds a prefix).
 constexpr uint64_t kP2PTag = 1ull << 40;
 constexpr uint64_t kPermuteTag = 2ull << 40;
@@ -44,43 +25,13 @@ constexpr uint64_t kFingerprintP2PTag = 3ull << 40;
 /// Tag of the fingerprint all-gather (collective tags are sequence numbers).
 constexpr uint32_t kFingerprintTag = 0xFFFFFFF0u;
 
-uint32_t collectiveTag(uint64_t seq) { return uint32_t(seq % 0x7FFFFFFFu); }
-
-/// What a call is; also what the debug check exchanges (no padding).
-struct Fingerprint {
-  uint64_t seq = 0;
-  int64_t group = 0;
-  int64_t count = 0;
-  uint64_t extra = 0; ///< Hash of permute pairs, broadcast root.
-  int32_t op = 0;
-  int32_t dtype = -1;
-  int32_t reduce = -1;
-  int32_t peer = -1; ///< Group rank of the peer (send, recv).
-  int32_t self = -1; ///< Group rank of the caller.
-  int32_t pad = 0;
-  bool sameCall(const Fingerprint &o) const {
-    return seq == o.seq && group == o.group && count == o.count &&
-           extra == o.extra && op == o.op && dtype == o.dtype &&
-           reduce == o.reduce;
-  }
-};
-static_assert(sizeof(Fingerprint) == 56, "fingerprints must have no padding");
-
-std::string describe(const Fingerprint &f) {
-  std::string text = concat("call #", f.seq, ": ", opName(f.op), "(");
-  if (f.op == OpSend)
-    text += concat("to group rank ", f.peer, ", ");
-  if (f.op == OpRecv)
-    text += concat("from group rank ", f.peer, ", ");
-  if (f.op == OpBroadcast)
-    text += concat("root ", f.extra, ", ");
-  if (f.op == OpPermute)
-    text += concat("pairs hash ", f.extra, ", ");
-  if (f.op != OpBarrier)
-    text += concat("count ", f.count, ", ", dtypeName(f.dtype));
-  if (f.reduce >= 0)
-    text += concat(", ", reduceName(f.reduce));
-  return text + ")";
+/// Transport tags carry the call's agreement hash (Call.h): calls that
+/// disagree in operation, count, dtype or reduction never exchange data, so
+/// Gloo neither aborts on a size mismatch nor mixes them; the watchdog names
+/// both sides instead.
+uint32_t collectiveTag(uint64_t agree) { return uint32_t(agree & 0x7FFFFFFFu); }
+uint64_t slotTag(uint64_t space, uint64_t agree) {
+  return space | (agree & 0xFFFFFFFFFFull);
 }
 
 /// Scratch device memory from the backend.
@@ -114,10 +65,7 @@ void checkFingerprint(Group &group, const Fingerprint &mine) {
     Fingerprint theirs;
     group.comm->hostExchange(mine.peer, &mine, &theirs, sizeof(Fingerprint),
                              kFingerprintP2PTag);
-    bool match = theirs.op == (mine.op == OpSend ? OpRecv : OpSend) &&
-                 theirs.seq == mine.seq && theirs.count == mine.count &&
-                 theirs.dtype == mine.dtype && theirs.peer == mine.self;
-    if (!match)
+    if (!mine.matchesPeer(theirs))
       throw RuntimeError(
           concat("point-to-point mismatch: rank ", info.members[mine.self],
                  " issued ", describe(mine), " but rank ",
@@ -142,9 +90,21 @@ void failCommunication(RuntimeState &state, Group &group,
       e.kind == CommError::Timeout
           ? concat(where, " timed out after ", group.info.timeoutMs, " ms")
           : concat(where, " failed");
+  std::string verdict;
   {
     std::lock_guard<std::mutex> lock(state.groupsMutex);
-    state.failureNote = head;
+    verdict = state.watchdogVerdict;
+    if (verdict.empty())
+      state.failureNote = head;
+  }
+  if (!verdict.empty()) {
+    // The watchdog aborted the call; its verdict is the explanation.
+    std::string full = recordError(concat(where, ": ", verdict));
+    std::cerr << "cleave: " << full << "\n";
+    dumpFlightRecorder(state);
+    if (state.heartbeat)
+      state.heartbeat->publishNow();
+    return;
   }
   abortAllGroups(state, head);
   std::string diagnosis;
@@ -172,7 +132,8 @@ void failLocal(RuntimeState &state, Group &group, const std::string &where,
 }
 
 /// Runs one communication call: `prepare(group, fingerprint)` checks the
-/// arguments and completes the fingerprint; `body(comm, seq)` communicates.
+/// arguments and completes the fingerprint; `body(comm, agree)` communicates
+/// with transport tags made from the call's agreement hash.
 template <typename Prepare, typename Body>
 void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   if (hasFailed())
@@ -213,7 +174,7 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   uint64_t seq = p2p ? call.seq : group->seq.load() + 1;
   call.seq = seq;
   group->lastOp = name;
-  group->active = true;
+  group->startCall(call);
   if (!p2p)
     group->seq = seq;
   FlightEntry entry;
@@ -229,17 +190,17 @@ void runCall(Fingerprint call, Prepare &&prepare, Body &&body) {
   try {
     if (state->debugCollectives)
       checkFingerprint(*group, call);
-    body(*group->comm, seq);
+    body(*group->comm, call.agreementHash());
     state->recorder.finish(slot, true);
-    group->active = false;
+    group->endCall();
   } catch (const CommError &e) {
     state->recorder.finish(slot, false);
-    group->active = false;
+    group->endCall();
     failCommunication(*state, *group, where(), p2p ? group->seq.load() : seq,
                       e);
   } catch (const std::exception &e) {
     state->recorder.finish(slot, false);
-    group->active = false;
+    group->endCall();
     failLocal(*state, *group, where(), e.what());
   }
 }
@@ -301,7 +262,7 @@ void checkPairs(const Group &group, int64_t npairs, const int64_t *pairs,
 
 void permute(Backend &backend, Communicator &comm, const Group &group,
              int32_t dtype, const void *in, void *out, int64_t count,
-             int64_t npairs, const int64_t *pairs, uint64_t seq) {
+             int64_t npairs, const int64_t *pairs, uint64_t agree) {
   size_t bytes = size_t(count) * size_t(dtypeSize(dtype));
   int me = group.info.groupRank;
   std::vector<Transfer> sends, recvs;
@@ -319,7 +280,7 @@ void permute(Backend &backend, Communicator &comm, const Group &group,
   Scratch scratch(backend, useScratch ? bytes : 0);
   if (useScratch)
     recvs[0].data = scratch.ptr;
-  comm.sendRecv(sends, recvs, kPermuteTag | seq);
+  comm.sendRecv(sends, recvs, slotTag(kPermuteTag, agree));
   if (useScratch)
     backend.copy(out, scratch.ptr, bytes);
   if (self && in != out)
@@ -339,9 +300,9 @@ void cleave_rt_all_reduce(int64_t group, int32_t dtype, int32_t op,
                           const void *in, void *out, int64_t count) {
   runCall(makeCall(OpAllReduce, group, dtype, op, count),
           reducingCheck(dtype, op, count, in, out),
-          [&](Communicator &comm, uint64_t seq) {
+          [&](Communicator &comm, uint64_t agree) {
             comm.allReduce(in, out, size_t(count), dtype, op,
-                           collectiveTag(seq));
+                           collectiveTag(agree));
           });
 }
 
@@ -349,8 +310,8 @@ void cleave_rt_all_gather(int64_t group, int32_t dtype, const void *in,
                           void *out, int64_t count) {
   runCall(makeCall(OpAllGather, group, dtype, -1, count),
           plainCheck(dtype, count, in, out),
-          [&](Communicator &comm, uint64_t seq) {
-            comm.allGather(in, out, size_t(count), dtype, collectiveTag(seq));
+          [&](Communicator &comm, uint64_t agree) {
+            comm.allGather(in, out, size_t(count), dtype, collectiveTag(agree));
           });
 }
 
@@ -358,9 +319,9 @@ void cleave_rt_reduce_scatter(int64_t group, int32_t dtype, int32_t op,
                               const void *in, void *out, int64_t count) {
   runCall(makeCall(OpReduceScatter, group, dtype, op, count),
           reducingCheck(dtype, op, count, in, out),
-          [&](Communicator &comm, uint64_t seq) {
+          [&](Communicator &comm, uint64_t agree) {
             comm.reduceScatter(in, out, size_t(count), dtype, op,
-                               collectiveTag(seq));
+                               collectiveTag(agree));
           });
 }
 
@@ -368,8 +329,8 @@ void cleave_rt_all_to_all(int64_t group, int32_t dtype, const void *in,
                           void *out, int64_t count) {
   runCall(makeCall(OpAllToAll, group, dtype, -1, count),
           plainCheck(dtype, count, in, out),
-          [&](Communicator &comm, uint64_t seq) {
-            comm.allToAll(in, out, size_t(count), dtype, collectiveTag(seq));
+          [&](Communicator &comm, uint64_t agree) {
+            comm.allToAll(in, out, size_t(count), dtype, collectiveTag(agree));
           });
 }
 
@@ -385,15 +346,14 @@ void cleave_rt_collective_permute(int64_t group, int32_t dtype, const void *in,
         checkPairs(g, npairs, pairs, f.extra);
         target = &g;
       },
-      [&](Communicator &comm, uint64_t seq) {
+      [&](Communicator &comm, uint64_t agree) {
         permute(*runtimeState()->backend, comm, *target, dtype, in, out, count,
-                npairs, pairs, seq);
+                npairs, pairs, agree);
       });
 }
 
 void cleave_rt_send(int64_t group, int64_t peer, int32_t dtype, const void *in,
                     int64_t count) {
-  uint64_t pairSeq = 0;
   Fingerprint call = makeCall(OpSend, group, dtype, -1, count);
   call.peer = int32_t(peer);
   runCall(
@@ -402,18 +362,17 @@ void cleave_rt_send(int64_t group, int64_t peer, int32_t dtype, const void *in,
         checkDType(dtype);
         checkBuffers(count, in, in);
         checkPeer(g, peer);
-        pairSeq = f.seq = g.sendSeq[int(peer)]++;
+        f.seq = g.nextP2P(true, int(peer));
       },
-      [&](Communicator &comm, uint64_t) {
+      [&](Communicator &comm, uint64_t agree) {
         size_t bytes = size_t(count) * size_t(dtypeSize(dtype));
         comm.sendRecv({{int(peer), const_cast<void *>(in), bytes}}, {},
-                      kP2PTag | (pairSeq & 0xFFFFFFFFFFull));
+                      slotTag(kP2PTag, agree));
       });
 }
 
 void cleave_rt_recv(int64_t group, int64_t peer, int32_t dtype, void *out,
                     int64_t count) {
-  uint64_t pairSeq = 0;
   Fingerprint call = makeCall(OpRecv, group, dtype, -1, count);
   call.peer = int32_t(peer);
   runCall(
@@ -422,20 +381,19 @@ void cleave_rt_recv(int64_t group, int64_t peer, int32_t dtype, void *out,
         checkDType(dtype);
         checkBuffers(count, out, out);
         checkPeer(g, peer);
-        pairSeq = f.seq = g.recvSeq[int(peer)]++;
+        f.seq = g.nextP2P(false, int(peer));
       },
-      [&](Communicator &comm, uint64_t) {
+      [&](Communicator &comm, uint64_t agree) {
         size_t bytes = size_t(count) * size_t(dtypeSize(dtype));
-        comm.sendRecv({}, {{int(peer), out, bytes}},
-                      kP2PTag | (pairSeq & 0xFFFFFFFFFFull));
+        comm.sendRecv({}, {{int(peer), out, bytes}}, slotTag(kP2PTag, agree));
       });
 }
 
 void cleave_rt_barrier(int64_t group) {
   runCall(
       makeCall(OpBarrier, group, -1, -1, 0), [](Group &, Fingerprint &) {},
-      [&](Communicator &comm, uint64_t seq) {
-        comm.barrier(collectiveTag(seq));
+      [&](Communicator &comm, uint64_t agree) {
+        comm.barrier(collectiveTag(agree));
       });
 }
 
@@ -451,9 +409,9 @@ void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype, void *data,
                        g.info.size(), " ranks)"));
         f.extra = uint64_t(root);
       },
-      [&](Communicator &comm, uint64_t seq) {
+      [&](Communicator &comm, uint64_t agree) {
         comm.broadcast(data, size_t(count), dtype, int(root),
-                       collectiveTag(seq));
+                       collectiveTag(agree));
       });
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <unistd.h>
 
 namespace cleave::rt {
@@ -164,6 +165,15 @@ int64_t wallMillis() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+char processState(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() ? text[paren + 2]
+                                                               : 0;
 }
 
 std::string hostName() {

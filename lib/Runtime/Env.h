@@ -64,6 +64,9 @@ double monotonicSeconds();
 int64_t wallMillis();
 /// This machine's host name.
 std::string hostName();
+/// The state letter of process `pid` in /proc/<pid>/stat (R, S, T, Z...),
+/// or 0 if it cannot be read (no such process).
+char processState(int pid);
 
 /// The rank cleave_rt_init set up, or -1 when not initialized.
 int initializedRank();

@@ -60,6 +60,11 @@ void waitRecvs(gloo::transport::UnboundBuffer &buffer, int n,
 void waitSends(gloo::transport::UnboundBuffer &buffer, int n,
                std::chrono::milliseconds timeout);
 
+/// Wakes every wait of waitRecvs/waitSends in progress, and makes later
+/// ones fail at once, until resetPendingWaits() (a new backend).
+void abortPendingWaits();
+void resetPendingWaits();
+
 /// The reduce-scatter algorithms over a connected Gloo context.
 void ringReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
                        const void *in, void *out, size_t count, int32_t dtype,

@@ -8,14 +8,15 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <type_traits>
 #include <vector>
 
@@ -35,22 +36,66 @@ namespace cleave::rt {
   throw CommError(kind, message);
 }
 
-void waitRecvs(gloo::transport::UnboundBuffer &buffer, int n,
-               std::chrono::milliseconds timeout) {
+namespace {
+
+/// The unbound buffers a thread waits on right now, so that another thread
+/// (the watchdog) can wake it: Gloo delivers nothing to a waiter when a
+/// context's connections are closed under it.
+std::mutex pendingMutex;
+std::set<gloo::transport::UnboundBuffer *> pendingBuffers;
+std::atomic<bool> waitsAborted{false};
+
+/// Registers `buffer` for the duration of one wait.
+class PendingWait {
+public:
+  explicit PendingWait(gloo::transport::UnboundBuffer &buffer)
+      : buffer_(buffer) {
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    pendingBuffers.insert(&buffer_);
+  }
+  ~PendingWait() {
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    pendingBuffers.erase(&buffer_);
+  }
+
+private:
+  gloo::transport::UnboundBuffer &buffer_;
+};
+
+template <typename Wait>
+void waitOn(gloo::transport::UnboundBuffer &buffer, int n, const char *what,
+            Wait &&wait) {
+  PendingWait pending(buffer);
   for (int i = 0; i < n; ++i)
     glooCall([&] {
-      if (!buffer.waitRecv(nullptr, timeout))
-        throw CommError(CommError::Other, "receive aborted");
+      if (waitsAborted || !wait())
+        throw CommError(CommError::Other, what);
     });
+}
+
+} // namespace
+
+void abortPendingWaits() {
+  std::lock_guard<std::mutex> lock(pendingMutex);
+  waitsAborted = true;
+  for (gloo::transport::UnboundBuffer *buffer : pendingBuffers) {
+    buffer->abortWaitRecv();
+    buffer->abortWaitSend();
+  }
+}
+
+void resetPendingWaits() { waitsAborted = false; }
+
+void waitRecvs(gloo::transport::UnboundBuffer &buffer, int n,
+               std::chrono::milliseconds timeout) {
+  waitOn(buffer, n, "receive aborted",
+         [&] { return buffer.waitRecv(nullptr, timeout); });
 }
 
 void waitSends(gloo::transport::UnboundBuffer &buffer, int n,
                std::chrono::milliseconds timeout) {
-  for (int i = 0; i < n; ++i)
-    glooCall([&] {
-      if (!buffer.waitSend(nullptr, timeout))
-        throw CommError(CommError::Other, "send aborted");
-    });
+  waitOn(buffer, n, "send aborted",
+         [&] { return buffer.waitSend(nullptr, timeout); });
 }
 
 ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name) {
@@ -209,19 +254,19 @@ public:
 
   void broadcast(void *data, size_t count, int32_t dtype, int root,
                  uint32_t tag) override {
-    if (count == 0)
-      return;
-    withElementType(dtype, [&](auto *typed) {
-      using T = std::remove_pointer_t<decltype(typed)>;
-      gloo::BroadcastOptions o(ctx_);
-      o.setRoot(root);
-      if (ctx_->rank == root)
-        o.setInput(static_cast<T *>(data), count);
-      o.setOutput(static_cast<T *>(data), count);
-      o.setTag(tag);
-      o.setTimeout(timeout_);
-      glooCall([&] { gloo::broadcast(o); });
-    });
+    // The root sends to every other rank at once (one round, and waits
+    // that the watchdog can abort; Gloo's own broadcast cannot be).
+    // sendRecv tag space 4 << 40 (Collectives.cpp uses 1..3 << 40).
+    size_t bytes = count * size_t(dtypeSize(dtype));
+    std::vector<Transfer> sends, recvs;
+    if (ctx_->rank == root) {
+      for (int p = 0; p < ctx_->size; ++p)
+        if (p != root)
+          sends.push_back({p, data, bytes});
+    } else {
+      recvs.push_back({root, data, bytes});
+    }
+    sendRecv(sends, recvs, (4ull << 40) | tag);
   }
 
   void sendRecv(const std::vector<Transfer> &sends,
@@ -249,10 +294,11 @@ public:
   }
 
   void barrier(uint32_t tag) override {
-    gloo::BarrierOptions o(ctx_);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    glooCall([&] { gloo::barrier(o); });
+    // One byte all-gathered in one round: as fast as Gloo's barrier, and
+    // its waits can be aborted.
+    char mine = 1;
+    directAllGather(ctx_, &mine, scratch(2, size_t(ctx_->size)), 1, tag,
+                    timeout_);
   }
 
   void hostAllGather(const void *in, void *out, size_t bytes,
@@ -272,6 +318,10 @@ public:
   }
 
   void abort() override {
+    // Wake this rank's own waits first (the watchdog aborts from another
+    // thread while the communicating thread waits; closing the connections
+    // delivers nothing to a local waiter), then close, so that peers fail.
+    abortPendingWaits();
     try {
       ctx_->closeConnections();
     } catch (const std::exception &) {
@@ -386,6 +436,7 @@ private:
 
 std::unique_ptr<Backend> createCpuBackend(const std::string &socketHost,
                                           const std::string &ifname) {
+  resetPendingWaits();
   return std::make_unique<CpuBackend>(socketHost, ifname);
 }
 

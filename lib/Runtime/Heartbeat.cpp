@@ -16,8 +16,15 @@ namespace cleave::rt {
 
 std::string RankStatus::encode() const {
   nlohmann::json groupsJson = nlohmann::json::object();
-  for (const auto &[id, p] : groups)
-    groupsJson[std::to_string(id)] = {p.seq, p.op, p.active};
+  for (const auto &[id, p] : groups) {
+    nlohmann::json entry = {p.seq, p.op, p.active};
+    if (p.call) {
+      const Fingerprint &c = *p.call;
+      entry.push_back({p.sinceMs, c.op, c.seq, c.group, c.count, c.extra,
+                       c.dtype, c.reduce, c.peer, c.self});
+    }
+    groupsJson[std::to_string(id)] = entry;
+  }
   nlohmann::json doc = {{"t", timeMs},    {"pid", pid},
                         {"host", host},   {"state", state},
                         {"error", error}, {"groups", groupsJson}};
@@ -33,10 +40,27 @@ RankStatus RankStatus::decode(const std::string &text) {
     status.host = doc.at("host").get<std::string>();
     status.state = doc.at("state").get<std::string>();
     status.error = doc.at("error").get<std::string>();
-    for (const auto &[id, p] : doc.at("groups").items())
-      status.groups[std::stoll(id)] = {p.at(0).get<uint64_t>(),
-                                       p.at(1).get<std::string>(),
-                                       p.at(2).get<bool>()};
+    for (const auto &[id, p] : doc.at("groups").items()) {
+      GroupProgress &g = status.groups[std::stoll(id)];
+      g.seq = p.at(0).get<uint64_t>();
+      g.op = p.at(1).get<std::string>();
+      g.active = p.at(2).get<bool>();
+      if (p.size() > 3) {
+        const nlohmann::json &c = p.at(3);
+        Fingerprint f;
+        g.sinceMs = c.at(0).get<int64_t>();
+        f.op = c.at(1).get<int32_t>();
+        f.seq = c.at(2).get<uint64_t>();
+        f.group = c.at(3).get<int64_t>();
+        f.count = c.at(4).get<int64_t>();
+        f.extra = c.at(5).get<uint64_t>();
+        f.dtype = c.at(6).get<int32_t>();
+        f.reduce = c.at(7).get<int32_t>();
+        f.peer = c.at(8).get<int32_t>();
+        f.self = c.at(9).get<int32_t>();
+        g.call = f;
+      }
+    }
   } catch (const std::exception &e) {
     throw RuntimeError(concat("malformed heartbeat: ", e.what()));
   }
@@ -45,10 +69,11 @@ RankStatus RankStatus::decode(const std::string &text) {
 
 Heartbeat::Heartbeat(std::unique_ptr<KvStore> store, std::string keyPrefix,
                      int rank, int64_t intervalMs,
-                     std::function<RankStatus()> snapshot)
+                     std::function<RankStatus()> snapshot,
+                     std::function<void(Heartbeat &)> watch)
     : store_(std::move(store)), prefix_(std::move(keyPrefix)), rank_(rank),
       intervalMs_(std::max<int64_t>(intervalMs, 10)),
-      snapshot_(std::move(snapshot)) {
+      snapshot_(std::move(snapshot)), watch_(std::move(watch)) {
   publishNow();
   thread_ = std::thread([this] { run(); });
 }
@@ -80,6 +105,8 @@ void Heartbeat::run() {
       break;
     lock.unlock();
     publishNow();
+    if (watch_)
+      watch_(*this);
     lock.lock();
   }
 }
@@ -94,6 +121,19 @@ void Heartbeat::stop() {
     thread_.join();
 }
 
+std::optional<RankStatus> Heartbeat::read(int rank) {
+  std::optional<std::string> text;
+  try {
+    text = store_->tryGet(key(rank));
+  } catch (const std::exception &e) {
+    throw RuntimeError(
+        concat("cannot read the other ranks' heartbeats: ", e.what()));
+  }
+  if (!text)
+    return std::nullopt;
+  return RankStatus::decode(*text);
+}
+
 namespace {
 
 /// True if process `pid` on this host has exited (gone or a zombie).
@@ -102,12 +142,7 @@ bool processExited(int pid) {
     return false;
   if (::kill(pid, 0) != 0 && errno == ESRCH)
     return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() &&
-         text[paren + 2] == 'Z';
+  return processState(pid) == 'Z';
 }
 
 std::string seconds(int64_t ms) {
@@ -176,11 +211,9 @@ std::string Heartbeat::diagnose(const GroupInfo &group, uint64_t seq) {
         continue;
       std::optional<RankStatus> status;
       try {
-        std::optional<std::string> text = store_->tryGet(key(member));
-        if (text)
-          status = RankStatus::decode(*text);
+        status = read(member);
       } catch (const std::exception &e) {
-        return concat("cannot read the other ranks' heartbeats: ", e.what());
+        return e.what();
       }
       int severity = 0;
       std::string text =

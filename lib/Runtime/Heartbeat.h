@@ -13,6 +13,7 @@
 #define CLEAVE_LIB_RUNTIME_HEARTBEAT_H
 
 #include "Backend.h"
+#include "Call.h"
 #include "Store.h"
 
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -30,6 +32,9 @@ struct GroupProgress {
   uint64_t seq = 0;
   std::string op;
   bool active = false;
+  /// The running call and since when (wall ms), while `active`.
+  std::optional<Fingerprint> call;
+  int64_t sinceMs = 0;
 };
 
 /// What a rank publishes about itself.
@@ -48,9 +53,11 @@ struct RankStatus {
 
 class Heartbeat {
 public:
-  /// Starts the thread. `store` is a connection of its own.
+  /// Starts the thread. `store` is a connection of its own. After each
+  /// publication the thread calls `watch` (the watchdog), if given.
   Heartbeat(std::unique_ptr<KvStore> store, std::string keyPrefix, int rank,
-            int64_t intervalMs, std::function<RankStatus()> snapshot);
+            int64_t intervalMs, std::function<RankStatus()> snapshot,
+            std::function<void(Heartbeat &)> watch = {});
   ~Heartbeat();
   Heartbeat(const Heartbeat &) = delete;
   Heartbeat &operator=(const Heartbeat &) = delete;
@@ -65,6 +72,10 @@ public:
   std::string diagnose(const GroupInfo &group, uint64_t seq);
   /// A heartbeat older than this means the rank stopped responding.
   int64_t staleMs() const { return 4 * intervalMs_; }
+  int64_t intervalMs() const { return intervalMs_; }
+  /// What `rank` last published (nullopt: nothing yet). Throws RuntimeError
+  /// when the store cannot be read or the status is malformed.
+  std::optional<RankStatus> read(int rank);
 
 private:
   void run();
@@ -75,6 +86,7 @@ private:
   int rank_;
   int64_t intervalMs_;
   std::function<RankStatus()> snapshot_;
+  std::function<void(Heartbeat &)> watch_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

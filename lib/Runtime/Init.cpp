@@ -76,9 +76,16 @@ RankStatus snapshot(RuntimeState &state) {
     status.state = "failed";
     status.error = hasFailed() ? errorText() : state.failureNote;
   }
-  for (auto &[id, group] : state.groups)
-    status.groups[id] = {group->seq.load(), group->lastOp.load(),
-                         group->active.load()};
+  for (auto &[id, group] : state.groups) {
+    GroupProgress &p = status.groups[id];
+    p.seq = group->seq.load();
+    p.op = group->lastOp.load();
+    if (auto running = group->runningCall()) {
+      p.active = true;
+      p.call = running->first;
+      p.sinceMs = running->second;
+    }
+  }
   return status;
 }
 
@@ -117,10 +124,14 @@ void connectWorld(RuntimeState &state) {
   openStores(state, heartbeatStore);
   int64_t interval = envInt("CLEAVE_HEARTBEAT_MS", 500);
   require(interval > 0, "CLEAVE_HEARTBEAT_MS must be positive");
+  state.hangTimeoutMs = envInt("CLEAVE_HEARTBEAT_TIMEOUT_MS", 30000);
+  require(state.hangTimeoutMs > 0,
+          "CLEAVE_HEARTBEAT_TIMEOUT_MS must be positive");
   RuntimeState *raw = &state;
   state.heartbeat = std::make_unique<Heartbeat>(
       std::move(heartbeatStore), state.keyPrefix, o.rank, interval,
-      [raw] { return snapshot(*raw); });
+      [raw] { return snapshot(*raw); },
+      [raw](Heartbeat &heartbeat) { watchForStalls(*raw, heartbeat); });
   std::string socketHost = chooseSocketHost(state);
   state.backend = createBackend(o, socketHost);
 }

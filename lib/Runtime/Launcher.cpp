@@ -71,6 +71,7 @@ struct Child {
   int out = -1, err = -1;       ///< Read ends (prefixing only).
   std::string outLine, errLine; ///< Partial lines.
   bool running = false;
+  bool killedStopped = false; ///< SIGKILLed because it was stopped.
   int status = 0;
 };
 
@@ -308,8 +309,27 @@ void Launch::reap() {
   }
 }
 
+/// True if `pid` is stopped (SIGSTOP, SIGTSTP): it cannot end on its own.
+static bool processStopped(pid_t pid) {
+  char state = processState(int(pid));
+  return state == 'T' || state == 't';
+}
+
 void Launch::enforceTimeout() {
   bool stop = interrupted != 0;
+  if (firstFailure_ >= 0 && !termSent_) {
+    // A stopped rank never ends on its own (the others name it as hung):
+    // kill it now rather than after the grace period.
+    for (size_t r = 0; r < children_.size(); ++r) {
+      Child &c = children_[r];
+      if (!c.running || c.killedStopped || !processStopped(c.pid))
+        continue;
+      writeAllFd(2, concat("cleave_launch_local: rank ", r, " (pid ", c.pid,
+                           ") is stopped; killing it\n"));
+      ::kill(c.pid, SIGKILL);
+      c.killedStopped = true;
+    }
+  }
   if (firstFailure_ >= 0) {
     double waited = (monotonicSeconds() - firstFailure_) * 1e3;
     stop = stop || waited >= double(o_.timeout_ms);

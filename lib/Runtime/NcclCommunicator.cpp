@@ -179,10 +179,11 @@ void NcclWatchdog::poll() {
 void NcclWatchdog::fail(const Pending &p, const std::string &why) {
   if (fired_.exchange(true))
     return;
-  std::string message = recordError(concat(
-      p.op, " on ", p.comm->info().describe(), ", call #", p.tag, ", ", why,
-      "; every NCCL communicator of this "
-      "rank was aborted"));
+  std::string message =
+      recordError(concat(p.op, " on ", p.comm->info().describe(),
+                         " (transport tag ", p.tag, "), ", why,
+                         "; every NCCL communicator of this "
+                         "rank was aborted"));
   std::cerr << "cleave: " << message << std::endl;
   std::set<NcclCommunicator *> comms;
   {

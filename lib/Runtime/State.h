@@ -11,6 +11,7 @@
 #define CLEAVE_LIB_RUNTIME_STATE_H
 
 #include "Backend.h"
+#include "Call.h"
 #include "Env.h"
 #include "FlightRecorder.h"
 #include "Heartbeat.h"
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace cleave::rt {
@@ -29,11 +31,49 @@ namespace cleave::rt {
 struct Group {
   GroupInfo info;
   std::unique_ptr<Communicator> comm;
-  std::atomic<uint64_t> seq{0};             ///< Calls started on this group.
-  std::atomic<const char *> lastOp{""};     ///< Name of the last call.
-  std::atomic<bool> active{false};          ///< A call is running.
-  std::map<int, uint64_t> sendSeq, recvSeq; ///< Point-to-point counters.
+  std::atomic<uint64_t> seq{0};         ///< Calls started on this group.
+  std::atomic<const char *> lastOp{""}; ///< Name of the last call.
+  std::atomic<bool> active{false};      ///< A call is running.
   std::string broken; ///< Why the group is unusable ("" if usable).
+
+  /// The sequence number of the next send to (`send`) or receive from group
+  /// rank `peer`, counted from 0; advances the counter.
+  uint64_t nextP2P(bool send, int peer) {
+    std::lock_guard<std::mutex> lock(callMutex);
+    return (send ? sendSeq : recvSeq)[peer]++;
+  }
+  /// How many sends to (`send`) or receives from `peer` were started.
+  uint64_t p2pCalls(bool send, int peer) {
+    std::lock_guard<std::mutex> lock(callMutex);
+    auto &counts = send ? sendSeq : recvSeq;
+    auto it = counts.find(peer);
+    return it == counts.end() ? 0 : it->second;
+  }
+
+  /// Marks `call` as running (for the heartbeat and the watchdog).
+  void startCall(const Fingerprint &call) {
+    std::lock_guard<std::mutex> lock(callMutex);
+    current = call;
+    currentSinceMs = wallMillis();
+    active = true;
+  }
+  void endCall() {
+    std::lock_guard<std::mutex> lock(callMutex);
+    active = false;
+  }
+  /// The running call and since when (wall ms); nullopt when idle.
+  std::optional<std::pair<Fingerprint, int64_t>> runningCall() {
+    std::lock_guard<std::mutex> lock(callMutex);
+    if (!active)
+      return std::nullopt;
+    return std::make_pair(current, currentSinceMs);
+  }
+
+private:
+  std::mutex callMutex;
+  std::map<int, uint64_t> sendSeq, recvSeq; ///< Point-to-point counters.
+  Fingerprint current;
+  int64_t currentSinceMs = 0;
 };
 
 struct RuntimeState {
@@ -51,6 +91,10 @@ struct RuntimeState {
   bool debugCollectives = false;
   std::string flightRecorderDir;
   std::string failureNote; ///< "failed" while diagnosing (groupsMutex).
+  /// What the watchdog found (a hung rank, a mismatch, a deadlock), which
+  /// made it abort every group; "" if nothing (groupsMutex).
+  std::string watchdogVerdict;
+  int64_t hangTimeoutMs = 30000; ///< CLEAVE_HEARTBEAT_TIMEOUT_MS.
   std::atomic<bool> finalizing{false};
 };
 
@@ -73,6 +117,14 @@ std::unique_ptr<Communicator> connectGroup(RuntimeState &state,
 /// Closes every group's connections (after a communication error, so that
 /// peers fail fast) and marks the groups unusable with `why`.
 void abortAllGroups(RuntimeState &state, const std::string &why);
+
+/// The watchdog (Watchdog.cpp), run by the heartbeat thread after each
+/// publication: while a call of this rank has been blocked for a while, it
+/// reads the heartbeats of the ranks the call waits for and aborts every
+/// group, with a verdict naming them, when one is hung (silent for longer
+/// than CLEAVE_HEARTBEAT_TIMEOUT_MS), has failed or finalized, or is blocked
+/// in a call that can never match this one (a mismatch or a deadlock).
+void watchForStalls(RuntimeState &state, Heartbeat &heartbeat);
 
 /// Writes the flight recorder to stderr and, if CLEAVE_FLIGHT_RECORDER_DIR
 /// is set, to <dir>/cleave-flight-rank<R>.json. Returns the file written.

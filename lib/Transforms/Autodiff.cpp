@@ -202,7 +202,15 @@ private:
   /// parameters' stages: each partial sum of squares and each scaled
   /// gradient runs on its parameter's stage.
   void clipGradients(OpBuilder &b, Location loc, MutableArrayRef<Param> params,
-                     ArrayRef<std::optional<int64_t>> homes);
+                     ArrayRef<std::optional<int64_t>> homes, Value total);
+  /// The squared norm of the whole model's gradient: one partial sum of
+  /// squares per parameter (on its stage), summed in f32; null without
+  /// gradients.
+  Value squaredNorm(OpBuilder &b, Location loc, ArrayRef<Param> params,
+                    ArrayRef<std::optional<int64_t>> homes);
+  /// Multiplies every gradient by the f32 scalar `factor` (on its stage).
+  void scaleGradients(OpBuilder &b, Location loc, MutableArrayRef<Param> params,
+                      ArrayRef<std::optional<int64_t>> homes, Value factor);
 
   /// The schedule ops built, by stage (-1: none).
   DenseMap<int64_t, Value> schedules;
@@ -262,16 +270,18 @@ Value CleaveAutodiffPass::scheduledLr(OpBuilder &b, Location loc, Value lr,
   return slot;
 }
 
-void CleaveAutodiffPass::clipGradients(OpBuilder &b, Location loc,
-                                       MutableArrayRef<Param> params,
-                                       ArrayRef<std::optional<int64_t>> homes) {
+/// An f32 scalar constant.
+static Value f32Constant(OpBuilder &b, Location loc, double v) {
   auto scalar = RankedTensorType::get({}, b.getF32Type());
-  auto constant = [&](double v) {
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(v).getValue()));
-  };
-  // Partial sums of squares, one per parameter, summed in f32. Sharded
-  // gradients give sums the partitioner completes over their mesh axes.
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(v).getValue()));
+}
+
+Value CleaveAutodiffPass::squaredNorm(OpBuilder &b, Location loc,
+                                      ArrayRef<Param> params,
+                                      ArrayRef<std::optional<int64_t>> homes) {
+  // Sharded gradients give sums the partitioner completes over their mesh
+  // axes.
   Value total;
   for (auto [p, home] : llvm::zip(params, homes)) {
     if (!p.grad)
@@ -290,20 +300,23 @@ void CleaveAutodiffPass::clipGradients(OpBuilder &b, Location loc,
     total =
         total ? b.create<AddOp>(loc, total, sum).getResult() : sum.getResult();
   }
-  if (!total)
-    return;
-  Value norm = b.create<SqrtOp>(loc, total);
-  Value coeff = b.create<MinOp>(
-      loc, constant(1.0),
-      b.create<DivOp>(loc, constant(gradClip),
-                      b.create<AddOp>(loc, norm, constant(1e-6))));
+  return total;
+}
+
+void CleaveAutodiffPass::scaleGradients(OpBuilder &b, Location loc,
+                                        MutableArrayRef<Param> params,
+                                        ArrayRef<std::optional<int64_t>> homes,
+                                        Value factor) {
   for (auto [p, home] : llvm::zip(params, homes)) {
     if (!p.grad)
       continue;
     auto type = cast<RankedTensorType>(p.grad.getType());
-    Value c = coeff;
+    Value c = factor;
     if (!type.getElementType().isF32())
-      c = b.create<CastOp>(loc, scalar.clone(type.getElementType()), c);
+      c = b.create<CastOp>(
+          loc,
+          cast<RankedTensorType>(factor.getType()).clone(type.getElementType()),
+          c);
     SmallVector<int64_t> none;
     auto spread =
         b.create<BroadcastOp>(loc, type, c, b.getDenseI64ArrayAttr(none));
@@ -312,6 +325,20 @@ void CleaveAutodiffPass::clipGradients(OpBuilder &b, Location loc,
     setStage(scaled, home);
     p.grad = scaled;
   }
+}
+
+void CleaveAutodiffPass::clipGradients(OpBuilder &b, Location loc,
+                                       MutableArrayRef<Param> params,
+                                       ArrayRef<std::optional<int64_t>> homes,
+                                       Value total) {
+  if (!total)
+    return;
+  Value norm = b.create<SqrtOp>(loc, total);
+  Value coeff = b.create<MinOp>(
+      loc, f32Constant(b, loc, 1.0),
+      b.create<DivOp>(loc, f32Constant(b, loc, gradClip),
+                      b.create<AddOp>(loc, norm, f32Constant(b, loc, 1e-6))));
+  scaleGradients(b, loc, params, homes, coeff);
 }
 
 void CleaveAutodiffPass::update(
@@ -382,6 +409,11 @@ void CleaveAutodiffPass::runOnOperation() {
                         << gradClip.getValue();
     return signalPassFailure();
   }
+  if (lossScaling && optimizer == "none") {
+    forward.emitError() << "cleave-autodiff: loss-scaling needs an optimizer "
+                           "(it skips updates on overflow)";
+    return signalPassFailure();
+  }
   FailureOr<bool> schedule = checkSchedule(forward);
   if (failed(schedule))
     return signalPassFailure();
@@ -406,11 +438,33 @@ void CleaveAutodiffPass::runOnOperation() {
             arg.getArgNumber(), CleaveDialect::kParamAttrName))
       params.push_back({name.str(), arg, Value(), Value(), Value()});
 
+  // Dynamic loss scaling: the gradients are those of loss * loss_scale (an
+  // f32 input), so that small f16 gradients do not flush to zero; they are
+  // unscaled in f32 before anything reads them.
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  Value differentiated = loss, lossScale;
+  if (lossScaling) {
+    b.setInsertionPoint(body.getTerminator());
+    lossScale =
+        addArg(step, scalar, CleaveDialect::kInputAttrName, "loss_scale");
+    Value wide = loss;
+    if (!lossType.getElementType().isF32())
+      wide = b.create<CastOp>(loss.getLoc(), scalar, loss);
+    differentiated = b.create<MulOp>(loss.getLoc(), wide, lossScale);
+    if (auto stage = loss.getDefiningOp()
+                         ? loss.getDefiningOp()->getAttrOfType<IntegerAttr>(
+                               CleaveDialect::kStageAttrName)
+                         : IntegerAttr())
+      for (Value v : {wide, differentiated})
+        if (Operation *op = v.getDefiningOp(); op && op != loss.getDefiningOp())
+          setStage(op, stage.getInt());
+  }
+
   Differentiator diff(b);
   SmallVector<BlockArgument> paramValues;
   for (Param &p : params)
     paramValues.push_back(p.value);
-  if (failed(diff.run(body, loss, paramValues)))
+  if (failed(diff.run(body, differentiated, paramValues)))
     return signalPassFailure();
   for (Param &p : params)
     p.grad = diff.gradOf(p.value);
@@ -425,12 +479,17 @@ void CleaveAutodiffPass::runOnOperation() {
       p.expAvgSq = addArg(step, type, CleaveDialect::kStateAttrName,
                           p.name + ".exp_avg_sq");
     }
-  Value lr, stepValue;
+  Value lr, stepValue, updateValue;
   if (optimizer != "none") {
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
     lr = addArg(step, scalar, CleaveDialect::kInputAttrName, "lr");
     if (optimizer == "adamw" || scheduled)
       stepValue = addArg(step, scalar, CleaveDialect::kInputAttrName, "step");
+    // Skipped steps do not count as updates for AdamW's bias correction
+    // (GradScaler skips optimizer.step()); the schedule counts every step.
+    updateValue = stepValue;
+    if (lossScaling && optimizer == "adamw")
+      updateValue =
+          addArg(step, scalar, CleaveDialect::kInputAttrName, "update");
   }
   // The update runs on the stage of the parameter's first use.
   SmallVector<std::optional<int64_t>> homes;
@@ -442,8 +501,18 @@ void CleaveAutodiffPass::runOnOperation() {
         home = std::min(home.value_or(stage.getInt()), stage.getInt());
     homes.push_back(home);
   }
+  Value squared;
+  if (lossScaling) {
+    Value inverse = b.create<DivOp>(
+        step.getLoc(), f32Constant(b, step.getLoc(), 1.0), lossScale);
+    scaleGradients(b, step.getLoc(), params, homes, inverse);
+  }
+  // One sum of squares serves clipping and the overflow check: it is
+  // infinite or NaN if any gradient element is.
+  if ((gradClip > 0.0 && optimizer != "none") || lossScaling)
+    squared = squaredNorm(b, step.getLoc(), params, homes);
   if (gradClip > 0.0 && optimizer != "none")
-    clipGradients(b, step.getLoc(), params, homes);
+    clipGradients(b, step.getLoc(), params, homes, squared);
   SmallVector<std::pair<std::string, Value>> outputs;
   for (auto [p, home] : llvm::zip(params, homes)) {
     Operation *ret = body.getTerminator();
@@ -451,13 +520,16 @@ void CleaveAutodiffPass::runOnOperation() {
     Value rate = scheduled && p.grad
                      ? scheduledLr(b, p.value.getLoc(), lr, stepValue, home)
                      : lr;
-    update(b, p, rate, stepValue, outputs);
+    update(b, p, rate, updateValue, outputs);
     for (Operation *op = marker ? marker->getNextNode() : &body.front();
          home && op != ret; op = op->getNextNode())
       if (!op->hasAttr(CleaveDialect::kStageAttrName))
         setStage(op, home);
   }
   outputs.emplace_back("loss", loss);
+  if (lossScaling)
+    outputs.emplace_back("grad_norm_sq",
+                         squared ? squared : f32Constant(b, step.getLoc(), 0));
 
   Operation *ret = body.getTerminator();
   SmallVector<Value> values;

@@ -97,6 +97,12 @@ struct Analysis {
   /// `cleave.axis_index` ops naming the micro-batch axis: the position of
   /// the micro-batch, an operand of every pass that reads it.
   llvm::DenseSet<Operation *> microBatchIndices;
+  /// Sums over micro-batches of values computed from the micro-batches'
+  /// data alone (e.g. the count of labels a cross_entropy with ignore_index
+  /// divides by): each runs before the micro-batches (Phase::Invariant), on
+  /// every micro-batch's slice of the data in turn; with the ops it sums,
+  /// in program order.
+  llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> dataReductions;
   /// The stage each result of the function is produced on.
   llvm::SmallVector<int64_t> resultStage;
   /// Index of the result named "loss".

@@ -140,6 +140,34 @@ LogicalResult Analyzer::classifyArguments() {
   return success();
 }
 
+/// The ops that `reduce`'s operand is computed by, in program order, if
+/// they read nothing but per-micro-batch data arguments and constants and
+/// have no effects (so they can run on every micro-batch's data before the
+/// micro-batches); nullopt otherwise.
+static std::optional<SmallVector<Operation *>>
+dataOnlySlice(const Analysis &a, Operation *reduce) {
+  SetVector<Operation *> slice;
+  SmallVector<Value> work = {reduce->getOperand(0)};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (!a.argPerMicroBatch[arg.getArgNumber()])
+        return std::nullopt;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!isMemoryEffectFree(def) || def->getNumRegions() != 0 ||
+        isa<AxisIndexOp>(def))
+      return std::nullopt;
+    if (slice.insert(def))
+      llvm::append_range(work, def->getOperands());
+  }
+  SmallVector<Operation *> ordered(slice.begin(), slice.end());
+  llvm::sort(ordered,
+             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  return ordered;
+}
+
 /// Forward over the ops: per micro-batch (reads per-micro-batch data),
 /// per step (reads a sum over micro-batches), invariant or constant.
 LogicalResult Analyzer::classifyOps() {
@@ -158,6 +186,14 @@ LogicalResult Analyzer::classifyOps() {
         return op.emitError() << "cleave-pipeline: a "
                               << "reduction over "
                                  "micro-batches must be a sum";
+      // A sum of the data alone (a label count) is known before any
+      // micro-batch runs: the micro-batches may read it.
+      if (std::optional<SmallVector<Operation *>> slice =
+              dataOnlySlice(a, &op)) {
+        a.region[&op] = Phase::Invariant;
+        a.dataReductions[&op] = std::move(*slice);
+        continue;
+      }
       a.region[&op] = Phase::Step;
       continue;
     }
@@ -182,10 +218,11 @@ LogicalResult Analyzer::classifyOps() {
         }))
       return op.emitError()
              << "cleave-pipeline: this op reads a micro-batch's data and a "
-                "value summed over all micro-batches (e.g. a loss normalized "
-                "by the whole batch's label count, cross_entropy with "
-                "ignore_index), so no micro-batch can run before all have; "
-                "not supported yet";
+                "value summed over all micro-batches that their forward "
+                "passes compute (e.g. a normalization by a statistic of the "
+                "whole batch's activations), so no micro-batch can run before "
+                "all have; not supported (sums of the data alone, such as a "
+                "label count, are)";
     if (anyStep)
       a.region[&op] = Phase::Step;
     else if (anyMb)

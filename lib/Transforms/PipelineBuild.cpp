@@ -86,6 +86,9 @@ private:
   void emitEpilogue();
   void emitReturns();
   Value sliceMicroBatch(RankFunction &rf, Value arg, int64_t mb);
+  /// Emits a sum over micro-batches of their data alone
+  /// (Analysis::dataReductions) into `rf`'s prologue.
+  void emitDataReduction(RankFunction &rf, AllReduceOp reduce);
   /// The value of `index` (an axis_index naming the micro-batch axis) for
   /// micro-batch `mb` on this device.
   Value microBatchIndex(RankFunction &rf, AxisIndexOp index, int64_t mb);
@@ -164,6 +167,14 @@ void PipelineBuilder::createRankFunctions() {
   Operation *ret = func.getBody().front().getTerminator();
   OpBuilder b(ctx);
   b.setInsertionPoint(func);
+  // The data a sum over micro-batches' data reads is needed where the sum
+  // runs (emitDataReduction).
+  DenseSet<std::pair<Value, int64_t>> readByDataReduction;
+  for (auto &[reduce, slice] : a.dataReductions)
+    for (Operation *op : slice)
+      for (Value v : op->getOperands())
+        if (isa<BlockArgument>(v))
+          readByDataReduction.insert({v, rankOfStage(a.stage.lookup(reduce))});
   for (int64_t r = 0; r < plan.pp; ++r) {
     auto rf = std::make_unique<RankFunction>(ctx);
     SmallVector<Type> argTypes, resultTypes;
@@ -181,6 +192,7 @@ void PipelineBuilder::createRankFunctions() {
             return rankOfStage(a.resultStage[use.getOperandNumber()]) == r;
           return a.stage.count(user) && rankOfStage(a.stage.lookup(user)) == r;
         });
+        here |= readByDataReduction.contains({Value(arg), r});
       }
       if (!here)
         continue;
@@ -270,6 +282,11 @@ void PipelineBuilder::emitPrologue() {
       continue;
     int64_t home = rankOfStage(a.stage.lookup(&op));
     RankFunction &rf = *ranks[home];
+    if (a.dataReductions.count(&op)) {
+      emitDataReduction(rf, cast<AllReduceOp>(op));
+      sendStep(op.getResult(0), home);
+      continue;
+    }
     for (Value v : op.getOperands())
       if (!rf.step.contains(v))
         materialize(rf.builder, rf.step, v);
@@ -277,6 +294,34 @@ void PipelineBuilder::emitPrologue() {
     for (Value v : op.getResults())
       sendStep(v, home);
   }
+}
+
+void PipelineBuilder::emitDataReduction(RankFunction &rf, AllReduceOp reduce) {
+  // The sum over micro-batches, here: its ops on each micro-batch's data in
+  // turn (micro-batch order, as the accumulation), then the rest of the
+  // reduction's axes.
+  Value total;
+  for (int64_t mb = 0; mb < plan.numMicroBatches; ++mb) {
+    IRMapping map;
+    for (Operation *op : a.dataReductions.lookup(reduce)) {
+      for (Value v : op->getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          map.map(v, sliceMicroBatch(rf, v, mb));
+      rf.builder.clone(*op, map)->removeAttr(CleaveDialect::kStageAttrName);
+    }
+    Value part = map.lookup(reduce.getInput());
+    total =
+        total
+            ? rf.builder.create<AddOp>(reduce.getLoc(), total, part).getResult()
+            : part;
+  }
+  SmallVector<StringRef> rest = reduce.getAxisNames();
+  llvm::erase(rest, plan.mbAxis);
+  if (!rest.empty())
+    total = rf.builder.create<AllReduceOp>(
+        reduce.getLoc(), total, reduce.getMesh(),
+        rf.builder.getStrArrayAttr(rest), reduce.getReduction());
+  rf.step.map(reduce.getResult(), total);
 }
 
 Value PipelineBuilder::sliceMicroBatch(RankFunction &rf, Value arg,

@@ -22,6 +22,14 @@
 // LAYERS: cleave-run: error: --layers 0: expected a size >= 1
 // RUN: not cleave-run --model tiny-gpt --dropout 1.5 2>&1 | FileCheck %s --check-prefix=DROP
 // DROP: cleave-run: error: --dropout 1.5: expected a rate in [0, 1)
+// RUN: not cleave-run --model tiny-gpt --resume 2>&1 | FileCheck %s --check-prefix=RESUME
+// RESUME: cleave-run: error: --resume needs --checkpoint DIR
+// RUN: not cleave-run --model tiny-gpt -n 2 --max-restarts 1 2>&1 | FileCheck %s --check-prefix=RESTARTS
+// RESTARTS: cleave-run: error: --max-restarts needs --checkpoint DIR
+// RUN: not cleave-run --model tiny-gpt --checkpoint %t/ck --checkpoint-every -1 2>&1 | FileCheck %s --check-prefix=EVERY
+// EVERY: cleave-run: error: --checkpoint-every -1: expected a number of steps >= 0
+// RUN: not cleave-run --model tiny-gpt --heartbeat-timeout 0 2>&1 | FileCheck %s --check-prefix=HB
+// HB: cleave-run: error: --heartbeat-timeout 0: expected a number of seconds > 0
 
 // Saving over the training data is refused, and the data stays as it was.
 // RUN: %python -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<100H', *([1]*100)))" > %t/tokens.bin

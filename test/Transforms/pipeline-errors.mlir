@@ -79,16 +79,21 @@ module {
 }
 
 //--- whole-batch.mlir
-// WHOLEBATCH: error: cleave-pipeline: this op reads a micro-batch's data and a value summed over all micro-batches (e.g. a loss normalized by the whole batch's label count, cross_entropy with ignore_index), so no micro-batch can run before all have; not supported yet
+// A sum over the batch of what the forward pass computes, read with a
+// micro-batch's data (a sum of the data alone, a label count, is supported:
+// pipeline-data-reduction.mlir).
+// WHOLEBATCH: whole-batch.mlir:12:10: error: cleave-pipeline: this op reads a micro-batch's data and a value summed over all micro-batches that their forward passes compute (e.g. a normalization by a statistic of the whole batch's activations), so no micro-batch can run before all have; not supported (sums of the data alone, such as a label count, are)
 module {
-  func.func @forward(%ids: tensor<8xi32> {cleave.input = "ids"},
+  func.func @forward(%x: tensor<8x16xf32> {cleave.input = "x"},
                      %y: tensor<8xi32> {cleave.input = "labels"},
-                     %e: tensor<10x16xf32> {cleave.param = "wte"},
                      %w: tensor<10x16xf32> {cleave.param = "head"}) -> tensor<f32> {
-    %0 = cleave.embedding %e, %ids : (tensor<10x16xf32>, tensor<8xi32>) -> tensor<8x16xf32>
-    %1 = cleave.matmul %0, %w {transpose_rhs} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
-    %2 = cleave.cross_entropy %1, %y {ignore_index = -1 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
-    return %2 : tensor<f32>
+    %0 = cleave.matmul %x, %w {transpose_rhs} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
+    %s = cleave.reduce_sum %0 dims = [0, 1] : tensor<8x10xf32> -> tensor<f32>
+    %b = cleave.broadcast %s dims = [] : tensor<f32> -> tensor<8x16xf32>
+    %1 = cleave.mul %x, %b : tensor<8x16xf32>
+    %2 = cleave.matmul %1, %w {transpose_rhs} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
+    %3 = cleave.cross_entropy %2, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    return %3 : tensor<f32>
   }
 }
 

@@ -28,6 +28,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -109,6 +110,25 @@ cl::opt<bool> noDecayVectors(
     "no-decay-vectors", cl::init(false), cl::cat(trainCat),
     cl::desc("Weight decay on matrices only: biases and norm weights (rank "
              "< 2) are not decayed, as nanoGPT's optimizer groups"));
+cl::opt<std::string> lossScale(
+    "loss-scale", cl::init(""), cl::cat(trainCat),
+    cl::desc("dynamic: scale the loss, skip steps whose gradients overflow "
+             "(inf/NaN on any rank) and halve the scale, grow it after "
+             "--loss-scale-growth-interval good steps (PyTorch's GradScaler); "
+             "none: no scaling (default: dynamic with --dtype f16, else "
+             "none)"));
+cl::opt<double> lossScaleInit("loss-scale-init", cl::init(65536.0),
+                              cl::cat(trainCat),
+                              cl::desc("The first loss scale"));
+cl::opt<int64_t> lossScaleInterval(
+    "loss-scale-growth-interval", cl::init(2000), cl::cat(trainCat),
+    cl::desc("Good steps in a row after which the scale grows"));
+cl::opt<double> lossScaleGrowth("loss-scale-growth", cl::init(2.0),
+                                cl::cat(trainCat),
+                                cl::desc("Growth factor of the loss scale"));
+cl::opt<double>
+    lossScaleBackoff("loss-scale-backoff", cl::init(0.5), cl::cat(trainCat),
+                     cl::desc("Factor of the loss scale after an overflow"));
 cl::opt<uint64_t> seed("seed", cl::init(1234), cl::cat(trainCat),
                        cl::desc("Seed of initialization, data order, dropout"));
 cl::opt<int64_t> logEvery("log-every", cl::init(10), cl::cat(trainCat),
@@ -121,6 +141,20 @@ cl::opt<int> tokenBytes("token-bytes", cl::init(2), cl::cat(ioCat),
                         cl::desc("2 (uint16) or 4 (uint32) per token"));
 cl::opt<int64_t> vocabOpt("vocab", cl::init(-1), cl::cat(ioCat),
                           cl::desc("Vocabulary of the token data"));
+cl::opt<std::string> valDataPath(
+    "val-data", cl::cat(ioCat),
+    cl::desc("Validation data, like the training data: a token file with "
+             "--data, a per-batch tensors file with --inputs; the mean loss "
+             "of --eval-steps batches is printed and saved with "
+             "--save-losses (val_loss, val_step)"));
+cl::opt<int64_t> evalEvery(
+    "eval-every", cl::init(0), cl::cat(ioCat),
+    cl::desc("With --val-data: evaluate after every N-th step (and after "
+             "the last); 0: only after the last step"));
+cl::opt<int64_t> evalSteps(
+    "eval-steps", cl::init(1), cl::cat(ioCat),
+    cl::desc("With --val-data: batches per evaluation (the same ones each "
+             "time)"));
 cl::opt<std::string> inputsPath("inputs", cl::cat(ioCat),
                                 cl::desc("Per-step input tensors file"));
 cl::opt<std::string> paramsPath("params", cl::cat(ioCat),
@@ -136,6 +170,30 @@ cl::opt<std::string> tracePath(
     "trace", cl::cat(ioCat),
     cl::desc("Write the measured timeline (steps, communication calls) as "
              "Chrome trace JSON, the simulator's format (Perfetto)"));
+cl::opt<std::string> checkpointDir(
+    "checkpoint", cl::cat(ioCat),
+    cl::desc("Directory of sharded checkpoints: every rank writes its own "
+             "blocks of the parameters and optimizer state, in the "
+             "background; a step is committed once rank 0 renames its "
+             "manifest into place"));
+cl::opt<int64_t> checkpointEvery(
+    "checkpoint-every", cl::init(0), cl::cat(ioCat),
+    cl::desc("Write a checkpoint every N optimizer steps (needs "
+             "--checkpoint)"));
+cl::opt<int>
+    keepCheckpoints("keep-checkpoints", cl::init(2), cl::cat(ioCat),
+                    cl::desc("Committed checkpoints kept (default 2)"));
+cl::opt<bool> resume(
+    "resume", cl::cat(ioCat),
+    cl::desc("Load the newest committed checkpoint in --checkpoint (saved on "
+             "any mesh or plan) and continue until the step counter reaches "
+             "--steps; without one, start at step 0"));
+cl::opt<int> maxRestarts(
+    "max-restarts", cl::init(0), cl::cat(ioCat),
+    cl::desc("With -n N and --checkpoint: when a rank dies or the group "
+             "fails, restart every rank up to this many times, resuming from "
+             "the newest committed checkpoint (under torchrun, use its "
+             "--max-restarts with --resume)"));
 cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
@@ -171,6 +229,13 @@ cl::opt<std::string> planSpec(
              "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
              "without --plan, several ranks and no mesh in the program: "
              "dp=<ranks>"));
+
+cl::opt<double> heartbeatTimeout(
+    "heartbeat-timeout", cl::init(30.0), cl::cat(parallelCat),
+    cl::desc("Seconds without a heartbeat after which a rank that another "
+             "waits for is declared hung and every rank stops, naming it "
+             "(sets CLEAVE_HEARTBEAT_TIMEOUT_MS; default: that variable, "
+             "else 30)"));
 
 cl::opt<double> bucketMiB(
     "bucket-mb", cl::init(25.0), cl::cat(parallelCat),
@@ -319,6 +384,31 @@ Error checkNumbers() {
                                  ": expected a number of ranks in 1..1024");
   if (steps < 0)
     return badValue("steps", Twine(steps.getValue()), "a number of steps >= 0");
+  if (checkpointEvery < 0)
+    return badValue("checkpoint-every", Twine(checkpointEvery.getValue()),
+                    "a number of steps >= 0");
+  if (maxRestarts < 0)
+    return badValue("max-restarts", Twine(maxRestarts.getValue()),
+                    "a number >= 0");
+  if (maxRestarts > 0 && checkpointDir.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--max-restarts needs --checkpoint DIR (a "
+                             "restart resumes from its newest checkpoint)");
+  if (keepCheckpoints < 1)
+    return badValue("keep-checkpoints", Twine(keepCheckpoints.getValue()),
+                    "a number >= 1");
+  if ((checkpointEvery > 0 || resume) && checkpointDir.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             Twine(resume ? "--resume" : "--checkpoint-every") +
+                                 " needs --checkpoint DIR");
+  if (resume && !paramsPath.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--resume and --params both give the starting "
+                             "parameters: use one");
+  if (!std::isfinite(heartbeatTimeout) || heartbeatTimeout <= 0)
+    return badValue("heartbeat-timeout",
+                    showNumber(heartbeatTimeout.getValue()),
+                    "a number of seconds > 0");
   if (logEvery < 1)
     return badValue("log-every", Twine(logEvery.getValue()), "a number >= 1");
   auto finite = [](double v) { return std::isfinite(v); };
@@ -358,6 +448,42 @@ Error checkNumbers() {
                     "a step >= --warmup-steps " +
                         Twine(warmupSteps.getValue()) +
                         ": the decay starts after the warmup");
+  if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none")
+    return badValue("loss-scale", lossScale.getValue(), "dynamic or none");
+  if (!finite(lossScaleInit) || lossScaleInit <= 0 || lossScaleInit > 1e30)
+    return badValue("loss-scale-init", showNumber(lossScaleInit.getValue()),
+                    "a finite scale in (0, 1e30]");
+  if (lossScaleInterval < 1)
+    return badValue("loss-scale-growth-interval",
+                    Twine(lossScaleInterval.getValue()),
+                    "a number of steps >= 1");
+  if (!finite(lossScaleGrowth) || lossScaleGrowth <= 1)
+    return badValue("loss-scale-growth", showNumber(lossScaleGrowth.getValue()),
+                    "a finite factor > 1");
+  if (!finite(lossScaleBackoff) || lossScaleBackoff <= 0 ||
+      lossScaleBackoff >= 1)
+    return badValue("loss-scale-backoff",
+                    showNumber(lossScaleBackoff.getValue()),
+                    "a factor in (0, 1)");
+  if (evalEvery < 0)
+    return badValue("eval-every", Twine(evalEvery.getValue()),
+                    "a number of steps >= 0");
+  if (evalSteps < 1)
+    return badValue("eval-steps", Twine(evalSteps.getValue()),
+                    "a number of batches >= 1");
+  for (cl::Option *o : {static_cast<cl::Option *>(&evalEvery),
+                        static_cast<cl::Option *>(&evalSteps)})
+    if (o->getNumOccurrences() && valDataPath.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + o->ArgStr +
+                                   ": there is no validation data (give "
+                                   "--val-data)");
+  if (!valDataPath.empty() && dataPath.empty() && inputsPath.empty())
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--val-data " + valDataPath +
+            ": validation data is like the training data: give the "
+            "training data with --data (a token file) or --inputs");
   if (dropout.getNumOccurrences() &&
       (!finite(dropout) || dropout < 0 || dropout >= 1))
     return badValue("dropout", showNumber(dropout.getValue()),
@@ -381,7 +507,7 @@ Error checkStepOptions(mlir::ModuleOp module) {
     return Error::success();
   for (cl::Option *o : std::initializer_list<cl::Option *>{
            &lrSchedule, &warmupSteps, &decaySteps, &lrMin, &noDecayVectors,
-           &gradClip})
+           &gradClip, &lossScale})
     if (o->getNumOccurrences())
       return createStringError(
           inconvertibleErrorCode(),
@@ -398,11 +524,10 @@ Error checkPaths() {
     const char *option;
     const std::string *path;
   };
-  Path inputs[] = {{"data", &dataPath.getValue()},
-                   {"params", &paramsPath.getValue()},
-                   {"inputs", &inputsPath.getValue()},
-                   {"aot", &aotPath.getValue()},
-                   {"program", &input.getValue()}};
+  Path inputs[] = {
+      {"data", &dataPath.getValue()},     {"val-data", &valDataPath.getValue()},
+      {"params", &paramsPath.getValue()}, {"inputs", &inputsPath.getValue()},
+      {"aot", &aotPath.getValue()},       {"program", &input.getValue()}};
   Path outputs[] = {{"save-params", &savePath.getValue()},
                     {"save-losses", &lossesPath.getValue()},
                     {"trace", &tracePath.getValue()},
@@ -458,6 +583,17 @@ Error checkPaths() {
                   ": cannot write in the directory " + dir + " (" +
                   strerror(errno) + ")");
   }
+  if (!checkpointDir.empty()) {
+    if (std::error_code ec = sys::fs::create_directories(checkpointDir))
+      return fail("--checkpoint " + checkpointDir + ": " + ec.message());
+    if (::access(checkpointDir.c_str(), W_OK) != 0)
+      return fail("--checkpoint " + checkpointDir +
+                  ": the directory is not writable (" + strerror(errno) + ")");
+    for (const Path &in : inputs)
+      if (!in.path->empty() && same(checkpointDir, *in.path))
+        return fail("--checkpoint " + checkpointDir + " is the --" + in.option +
+                    " input");
+  }
   return Error::success();
 }
 
@@ -499,7 +635,10 @@ RankCompileOptions rankCompileOptions(int world) {
   o.autodiff.decaySteps = lrSchedule == "constant" ? 0 : effectiveDecaySteps();
   o.autodiff.lrMin = lrMin;
   o.autodiff.gradClip = gradClip;
+  o.autodiff.lossScaling =
+      lossScale.empty() ? dtype == "f16" : lossScale == "dynamic";
   o.keepOtherFunctions = !emitObject.empty();
+  o.evalStep = !valDataPath.empty();
   o.log = &outs();
   return o;
 }
@@ -517,7 +656,77 @@ RunOptions runOptions() {
   o.saveState = saveState;
   o.lossesPath = lossesPath;
   o.tracePath = tracePath;
+  o.checkpointDir = checkpointDir;
+  o.checkpointEvery = checkpointEvery;
+  o.keepCheckpoints = keepCheckpoints;
+  o.resume = resume;
+  o.maxRestarts = maxRestarts;
+  o.planText = planSpec;
+  o.evalEvery = evalEvery;
+  o.evalBatches = evalSteps;
+  o.lossScaling.initScale = lossScaleInit;
+  o.lossScaling.growthInterval = lossScaleInterval;
+  o.lossScaling.growthFactor = lossScaleGrowth;
+  o.lossScaling.backoffFactor = lossScaleBackoff;
   return o;
+}
+
+/// A validation token file must be tokens of the training data's size
+/// and vocabulary: checked over the whole file before anything runs.
+Error checkValidationTokens(int64_t vocab) {
+  auto fail = [&](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(),
+                             "--val-data " + valDataPath + ": " + message);
+  };
+  ErrorOr<std::unique_ptr<MemoryBuffer>> file =
+      MemoryBuffer::getFile(valDataPath, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
+  if (!file)
+    return fail("cannot read it (" + file.getError().message() + ")");
+  StringRef bytes = (*file)->getBuffer();
+  int64_t width = tokenBytes;
+  if (bytes.size() % width)
+    return fail(Twine(bytes.size()) + " bytes are not a whole number of " +
+                Twine(width) + "-byte tokens (--token-bytes " + Twine(width) +
+                ")");
+  int64_t count = bytes.size() / width;
+  bool oddWordsZero = width == 2 && count >= 16;
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    std::memcpy(&id, bytes.data() + i * width, width); // little endian
+    if (vocab >= 0 && int64_t(id) >= vocab)
+      return fail("token " + Twine(i) + " is " + Twine(id) +
+                  ", outside the vocabulary of " + Twine(vocab) +
+                  " tokens that the model is trained on (another tokenizer, "
+                  "or --token-bytes " +
+                  Twine(width) + " is not the file's)");
+    oddWordsZero &= i % 2 == 0 || id == 0;
+  }
+  if (oddWordsZero)
+    return fail("every second 16-bit token is 0: the file holds 4-byte "
+                "tokens, but --token-bytes is 2");
+  return Error::success();
+}
+
+/// The validation batches (--val-data), opened like the training data.
+Expected<std::unique_ptr<TrainingData>> openValidation(int64_t vocab) {
+  if (valDataPath.empty())
+    return nullptr;
+  DataOptions options;
+  if (!inputsPath.empty()) {
+    options.inputsPath = valDataPath;
+  } else {
+    if (Error err = checkValidationTokens(vocab))
+      return std::move(err);
+    options.tokensPath = valDataPath;
+    options.tokenBytes = tokenBytes;
+  }
+  Expected<std::unique_ptr<TrainingData>> data = TrainingData::open(options);
+  if (!data)
+    return createStringError(inconvertibleErrorCode(),
+                             "--val-data " + valDataPath + ": " +
+                                 toString(data.takeError()));
+  return data;
 }
 
 } // namespace
@@ -533,6 +742,9 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (Error err = checkPaths())
     return fail(toString(std::move(err)));
+  if (heartbeatTimeout.getNumOccurrences())
+    ::setenv("CLEAVE_HEARTBEAT_TIMEOUT_MS",
+             std::to_string(int64_t(heartbeatTimeout * 1000.0)).c_str(), 1);
   int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
   if (backendOpt != "cpu" && backendOpt != "cuda")
     return fail("unknown --backend '" + backendOpt + "' (cpu or cuda)");
@@ -583,6 +795,9 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (!rankOptions.model && (*data)->hasTokens() && vocab < 0)
     return fail("token data needs --vocab for a program read from a file");
+  Expected<std::unique_ptr<TrainingData>> valData = openValidation(vocab);
+  if (!valData)
+    return fail(toString(valData.takeError()));
   if (aotPath.empty())
     if (Error err = compileForRanks(*module, rankOptions))
       return fail(toString(std::move(err)));
@@ -610,6 +825,13 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (Error err = checkJob(*job))
     return fail(toString(std::move(err)));
+  if (*valData) {
+    // Another seed than training's: with the same file the batches differ.
+    job->valSource = &(*valData)->source(seed + 1, vocab);
+    if (Error err =
+            checkValidation(*job, evalSteps, "--val-data " + valDataPath))
+      return fail(toString(std::move(err)));
+  }
   if (job->entries.empty()) {
     Expected<CompileCacheOptions> cacheOptions =
         CompileCacheOptions::fromEnvironment();

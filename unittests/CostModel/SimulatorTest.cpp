@@ -251,23 +251,68 @@ TEST(SimulatorTest, GradientBucketsGrowWithDataParallelism) {
 
 namespace {
 
-/// A pipeline send costs its transfer (link latency + bytes / bandwidth)
-/// and the launch of NCCL's send/recv kernel.
+/// A pipeline send costs its transfer (link latency + bytes / bandwidth),
+/// the launch of NCCL's send/recv kernel and, with Megatron's device
+/// synchronization after it, the host's relaunch of the next kernel.
 TEST(SimulatorTest, PipelineSendsPayTheirLaunch) {
   ModelConfig m = test::model("gpt2-medium");
   ClusterSpec c = test::preset("dgx-a100-80gb", 1);
-  CostConstants k;
   ParallelPlan p = test::plan(1, 2, 1, 4);
-  Workload w = buildWorkload(m, c, p, k);
-  Program prog = buildProgram(m, c, p, w, k);
-  int sends = 0;
-  for (const Task &t : prog.ranks[0].tasks)
-    if (t.kind == TaskKind::Send) {
-      ++sends;
-      EXPECT_DOUBLE_EQ(t.duration,
-                       p2pTime(w.p2pBytes, false, c, k) + k.kernelOverhead);
+  for (bool sync : {true, false}) {
+    CostConstants k;
+    k.p2pSynchronize = sync;
+    Workload w = buildWorkload(m, c, p, k);
+    Program prog = buildProgram(m, c, p, w, k);
+    int sends = 0;
+    for (const Task &t : prog.ranks[0].tasks)
+      if (t.kind == TaskKind::Send) {
+        ++sends;
+        EXPECT_DOUBLE_EQ(t.duration, p2pTime(w.p2pBytes, false, c, k) +
+                                         k.kernelOverhead * (sync ? 2 : 1));
+      }
+    EXPECT_EQ(sends, 4); // stage 0 sends one activation per micro-batch
+  }
+}
+
+/// Megatron synchronizes the device after each pipeline send/receive: the
+/// sending stage's next compute waits for its send (and the host's
+/// relaunch), so a slow link holds the sender too, not only the receiver.
+TEST(SimulatorTest, SynchronizedSendsBlockTheSender) {
+  ModelConfig m = test::model("gpt2-medium");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  c.intra.bandwidth = 1e9; // each send as long as a pass or more
+  ParallelPlan p = test::plan(1, 2, 1, 4);
+  p.schedule = Schedule::GPipe;
+  for (bool sync : {true, false}) {
+    CostConstants k;
+    k.p2pSynchronize = sync;
+    Workload w = buildWorkload(m, c, p, k);
+    Program prog = buildProgram(m, c, p, w, k);
+    Result<SimulationResult> r = simulate(prog, k, {true});
+    ASSERT_TRUE(r) << r.error();
+    // Stage 0 runs F0 S0 F1 S1 ...: with the synchronization each forward
+    // after the first starts when the previous send has ended; without it,
+    // right after the previous forward.
+    const std::vector<Task> &tasks = prog.ranks[0].tasks;
+    const std::vector<TaskTiming> &at = r->timings[0];
+    int checked = 0;
+    double lastSendEnd = -1, lastForwardEnd = -1;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].kind == TaskKind::Send) {
+        lastSendEnd = at[i].end;
+        continue;
+      }
+      if (tasks[i].category != TaskCategory::Forward)
+        continue;
+      if (lastSendEnd >= 0) {
+        ++checked;
+        EXPECT_GT(lastSendEnd, lastForwardEnd + 1e-3);
+        EXPECT_NEAR(at[i].start, sync ? lastSendEnd : lastForwardEnd, 1e-9);
+      }
+      lastForwardEnd = at[i].end;
     }
-  EXPECT_EQ(sends, 4); // stage 0 sends one activation per micro-batch
+    EXPECT_EQ(checked, 3);
+  }
 }
 
 } // namespace

@@ -2,18 +2,39 @@
 //
 // cleave-runtime-worker allreduce: init from the launcher's environment,
 // all-reduce the ranks, check, finalize. Exit 0 on success.
+// cleave-runtime-worker stop-rank-2: all-reduce in a loop; rank 2 stops
+// itself (SIGSTOP) at the fourth; the others print their error, exit 1.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Runtime/Runtime.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+/// The stop-rank-2 mode.
+static int stopRank2(int rank) {
+  std::vector<float> x(1 << 16, 1.0f);
+  for (int it = 0; it < 1000; ++it) {
+    if (rank == 2 && it == 3)
+      std::raise(SIGSTOP);
+    cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM, x.data(),
+                         x.data(), int64_t(x.size()));
+    if (cleave_rt_failed()) {
+      std::printf("worker %d: %s\n", rank, cleave_rt_error_message());
+      return 1;
+    }
+  }
+  std::printf("worker %d: never stopped\n", rank);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2 || std::strcmp(argv[1], "allreduce") != 0) {
-    std::fprintf(stderr, "usage: %s allreduce\n", argv[0]);
+  bool stop = argc == 2 && std::strcmp(argv[1], "stop-rank-2") == 0;
+  if (argc < 2 || (!stop && std::strcmp(argv[1], "allreduce") != 0)) {
+    std::fprintf(stderr, "usage: %s allreduce|stop-rank-2\n", argv[0]);
     return 2;
   }
   if (cleave_rt_init(nullptr) != 0) {
@@ -21,6 +42,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rank = cleave_rt_rank(), size = cleave_rt_world_size();
+  if (stop)
+    return stopRank2(rank);
   std::vector<double> x(1000, double(rank + 1));
   cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_SUM, x.data(),
                        x.data(), 1000);

@@ -109,6 +109,14 @@ struct CostConstants {
   /// DEFAULT_LL_BUFFSIZE 524,288 B). NCCL's logs on 8-GPU NVSwitch nodes
   /// report 16-32 collective channels; 16 is a prior.
   double ncclChannels = 16;
+  /// Whether each pipeline send/receive is followed by a device
+  /// synchronization, as Megatron does after its batched isend/irecv
+  /// (p2p_communication.py, `torch.cuda.synchronize()` "to protect against
+  /// race condition when using batch_isend_irecv()"; Megatron-Core's
+  /// batch_p2p_sync, on by default): the stage's next compute waits for its
+  /// own send to finish, and both sides relaunch their next kernel from the
+  /// host (one more kernelOverhead after the transfer).
+  bool p2pSynchronize = true;
 };
 
 /// The constants the calibration benchmark reports against.

@@ -29,6 +29,12 @@ void copyBlock(const void *global, const std::vector<int64_t> &globalShape,
                void *block, const Block &where, int64_t elementBytes,
                bool intoBlock);
 
+/// Copies the part of global tensor region `from` (a dense row-major block
+/// at `src`) that lies in region `to` (dense at `dst`). Returns the number
+/// of elements copied (0 if the regions do not meet).
+int64_t copyOverlap(const void *src, const Block &from, void *dst,
+                    const Block &to, int64_t elementBytes);
+
 } // namespace mlir::cleave
 
 #endif // CLEAVE_EXECUTION_LAYOUT_H

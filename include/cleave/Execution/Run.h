@@ -63,6 +63,9 @@ struct TrainJob {
   /// Owns the entries of a JIT build.
   std::unique_ptr<JitProgram> jit;
   BatchSource *source = nullptr;
+  /// The validation batches, for the program's kEvalStepName (none: no
+  /// validation).
+  BatchSource *valSource = nullptr;
 };
 
 /// Loads an AOT build (a shared library linked from compileToObject's
@@ -72,6 +75,12 @@ llvm::Expected<TrainJob> loadAotJob(llvm::StringRef path);
 /// Checks what can be checked before compiling: the program has a
 /// @train_step and the source fills its first batch.
 llvm::Error checkJob(const TrainJob &job);
+
+/// Checks that the validation source fills `batches` batches of the
+/// program's evaluation step (kEvalStepName) with the shapes, types and ids
+/// it reads; errors are prefixed with `what` (the option and file).
+llvm::Error checkValidation(const TrainJob &job, int64_t batches,
+                            const llvm::Twine &what);
 
 /// Compiles the per-device program `module` into `job` and reports where
 /// the time went to `log` (for `world` ranks). With an enabled `cache`, a
@@ -99,8 +108,29 @@ struct RunOptions {
   /// `saveState`).
   std::string savePath;
   bool saveState = false;
-  /// Write the per-step losses here.
+  /// Write the per-step losses here (and the validation losses).
   std::string lossesPath;
+  /// Sharded checkpoints (Checkpoint.h): written to `checkpointDir` every
+  /// `checkpointEvery` optimizer steps (0: never), the last
+  /// `keepCheckpoints` kept. With `resume`, the newest committed checkpoint
+  /// there is loaded (any mesh or plan) and the run continues until the
+  /// step counter reaches `steps`; without one it starts at step 0.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  int keepCheckpoints = 2;
+  bool resume = false;
+  /// Local ranks (`localRanks` > 1): when the group fails, restart it up to
+  /// this many times, resuming from the newest checkpoint.
+  int maxRestarts = 0;
+  /// The plan, as the user named it (recorded in checkpoints).
+  std::string planText;
+  /// With a validation source: evaluate after every step whose number is a
+  /// multiple of this (0: only after the last step), on `evalBatches`
+  /// batches.
+  int64_t evalEvery = 0;
+  int64_t evalBatches = 1;
+  /// The loss scaler of a step that scales its loss (fp16).
+  LossScalingOptions lossScaling;
   /// Prefix of error messages ("cleave-run").
   std::string programName = "cleave-run";
   /// Write the measured timeline here (Chrome trace; writeMeasuredTrace).

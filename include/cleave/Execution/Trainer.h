@@ -40,8 +40,20 @@ std::unique_ptr<BatchSource> makeTokenSource(cleave_token_file *file,
 llvm::Expected<std::unique_ptr<BatchSource>>
 makeTensorFileSource(llvm::StringRef path);
 
+/// Dynamic loss scaling (PyTorch's GradScaler and its defaults), for a step
+/// built with cleave-autodiff's loss-scaling: its `loss_scale` input, its
+/// `update` input (updates done + 1) and its `grad_norm_sq` output.
+struct LossScalingOptions {
+  double initScale = 65536.0;
+  double growthFactor = 2.0;
+  double backoffFactor = 0.5;
+  /// Good steps in a row after which the scale grows.
+  int64_t growthInterval = 2000;
+};
+
 struct TrainerOptions {
   double learningRate = 1e-3;
+  LossScalingOptions lossScaling;
   /// Seed of parameter initialization and dropout.
   uint64_t seed = 0;
   /// For a per-device program: its mesh and this process's rank. Buffers
@@ -91,10 +103,55 @@ public:
   /// as they were before the step).
   llvm::Expected<double> runStep(int64_t step, BatchSource &source);
 
+  /// This rank's part of a sharded checkpoint (Checkpoint.cpp): a host copy
+  /// of every parameter and optimizer-state block that no lower rank holds
+  /// too, with where it sits in its global tensor.
+  struct ShardTensor {
+    std::string key; ///< "param:<name>" or "state:<name>".
+    int32_t dtype = 0;
+    std::vector<int64_t> globalShape, offsets, sizes;
+    std::vector<char> data;
+  };
+  std::vector<ShardTensor> checkpointShard() const;
+  /// Loads every parameter and state block of this rank from the committed
+  /// checkpoint `stepDir` (written by CheckpointWriter, on any mesh or plan
+  /// with the same global tensors): each block is assembled from the saved
+  /// blocks it overlaps, read from their shard files; nothing is gathered.
+  /// The step counter resumes from the checkpoint's.
+  llvm::Error loadCheckpoint(llvm::StringRef stepDir);
+
+  /// The mean loss of `batches` batches (0..batches-1 of `source`) under
+  /// the current parameters, computed by `evalSpec` (a forward-only step,
+  /// kEvalStepName, whose parameters are laid out as this step's; its
+  /// first result is the loss) through `evalEntry`. Every rank calls it.
+  /// Fails naming the parameter whose layout differs, or the batch whose
+  /// loss is not finite.
+  llvm::Expected<double> evaluate(const FunctionSpec &evalSpec,
+                                  EntryFn evalEntry, BatchSource &source,
+                                  int64_t batches);
+
+  /// Whether the step scales its loss (it has a `loss_scale` input).
+  bool scalesLoss() const;
+  /// The loss scale the next step uses.
+  double lossScale() const { return scale; }
+  /// Whether the last step found an infinite or NaN gradient (its
+  /// `grad_norm_sq`) and was skipped: parameters and optimizer state kept,
+  /// the scale multiplied by the backoff factor. Every rank sees the same
+  /// norm (the partitioner reduces it over every axis that shards a
+  /// gradient), so every rank skips the same steps.
+  bool lastStepSkipped() const { return skippedLast; }
+  /// Steps skipped so far, loaded ones included.
+  int64_t skippedSteps() const { return skipped; }
+
   /// The optimizer updates done: loaded, plus the steps run since.
   int64_t stepCounter() const { return firstStep + stepsRun; }
   /// The name of the step counter in a file saved with the state.
   static constexpr const char *kStepCounterName = "cleave.step";
+  /// The loss scaler's state in a file saved with the state: the scale
+  /// (F64), the good steps in a row (I64) and the skipped steps (I64).
+  static constexpr const char *kLossScaleName = "cleave.loss_scale";
+  static constexpr const char *kGoodStepsName = "cleave.loss_scale_good_steps";
+  static constexpr const char *kSkippedStepsName = "cleave.skipped_steps";
 
   const FunctionSpec &getSpec() const { return spec; }
   /// Current value of parameter `name` (nullptr if absent).
@@ -108,6 +165,13 @@ private:
   /// a scratch buffer (or directly, for buffers that are not split).
   llvm::Error fromGlobal(int64_t index,
                          llvm::function_ref<llvm::Error(void *)> fill);
+  /// The same for a buffer `b` (of this or another function) at `dst`.
+  llvm::Error fromGlobal(const BufferSpec &b, void *dst,
+                         llvm::function_ref<llvm::Error(void *)> fill);
+  /// Fills input `b` at `dst` with batch `batch` of `source`, this rank's
+  /// block of it if `b` is split.
+  llvm::Error fillInput(const BufferSpec &b, void *dst, int64_t batch,
+                        BatchSource &source);
   /// The global tensor of buffer `index`, gathered from every rank (every
   /// rank calls this; the result is complete everywhere).
   llvm::Expected<std::vector<char>> gatherGlobal(int64_t index) const;
@@ -119,6 +183,15 @@ private:
   /// to `known`); without one the count starts at 0.
   llvm::Error loadStepCounter(cleave_tensor_file *file,
                               llvm::StringSet<> &known);
+  /// Reads the loss scaler's state from `file` where it has it.
+  llvm::Error loadScalerState(cleave_tensor_file *file,
+                              llvm::StringSet<> &known);
+  /// Whether any rank's loss or gradient norm of the step just run is
+  /// infinite or NaN (one all-reduce over the world).
+  llvm::Expected<bool> gradientsOverflowed(double loss) const;
+  /// Moves the scale by GradScaler's rule after a step that overflowed
+  /// (then skipped) or not.
+  void updateScale(bool overflow);
   /// The tensors to save, by buffer spec, in their global form.
   llvm::Expected<std::vector<std::pair<BufferSpec, std::vector<char>>>>
   gatherSaved(bool withState) const;
@@ -132,6 +205,15 @@ private:
   /// the loss and other plain outputs).
   std::vector<int64_t> feedsBack;
   int64_t lossIndex = -1;
+  /// The output `grad_norm_sq` of a loss-scaling step (-1: none).
+  int64_t normIndex = -1;
+  /// The loss scaler: the scale, good steps in a row, skipped steps.
+  double scale = 1.0;
+  int64_t goodSteps = 0, skipped = 0;
+  bool skippedLast = false;
+  /// The evaluation step's inputs and outputs (its parameters are this
+  /// step's), allocated on the first evaluate().
+  std::vector<void *> evalBuffers;
   /// The step counter loaded with the state, and the steps run since.
   int64_t firstStep = 0, stepsRun = 0;
 };

@@ -38,6 +38,10 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
+/// The forward-only step that computes a validation loss
+/// (RankCompileOptions::evalStep).
+inline constexpr llvm::StringLiteral kEvalStepName = "eval_step";
+
 /// How to compile a program for N ranks.
 struct RankCompileOptions {
   /// Ranks the program runs on.
@@ -53,6 +57,11 @@ struct RankCompileOptions {
   /// @forward for an object file. Never kept for a pipelined plan, which
   /// could not partition them.
   bool keepOtherFunctions = false;
+  /// Also build @eval_step: @forward with dropout off, partitioned with the
+  /// same plan as @train_step (so its parameters are laid out alike), for
+  /// a validation loss. Plans that pipeline (stages or micro-batches) and
+  /// the planner's plans cannot have one (an error).
+  bool evalStep = false;
   /// The zoo configuration the program was built from, if it was (the
   /// planner's cost model uses it for `auto`).
   std::optional<::cleave::ModelConfig> model;

@@ -82,6 +82,23 @@ def CleaveAutodiffPass : Pass<"cleave-autodiff", "::mlir::ModuleOp"> {
     written with ordinary ops (one `reduce_sum` of the squares per
     parameter, on the parameter's stage), so that `cleave-partition`
     completes each partial sum over the mesh axes that shard its gradient.
+
+    `loss-scaling` (dynamic loss scaling for f16, as PyTorch's GradScaler)
+    adds the f32 inputs `loss_scale` and, with AdamW, `update` (the updates
+    done + 1, which AdamW's bias correction reads instead of `step`: a
+    skipped step is no update). The gradients are those of
+    `loss * loss_scale`, multiplied by `1 / loss_scale` in f32 before
+    clipping and the update, and the step returns the squared global norm
+    of the unscaled gradients as `cleave.output = "grad_norm_sq"` (the sum
+    clipping uses; the partitioner completes it over every sharding axis,
+    so it is the same on every rank). It is infinite or NaN when any
+    gradient overflowed: the trainer then discards the step's outputs on
+    every rank and halves the scale.
+
+    ```mlir
+    %s = cleave.mul %loss, %loss_scale : tensor<f32>   // differentiated
+    %inv = cleave.div %one, %loss_scale : tensor<f32>  // gradients * %inv
+    ```
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
@@ -110,7 +127,11 @@ def CleaveAutodiffPass : Pass<"cleave-autodiff", "::mlir::ModuleOp"> {
            "The learning rate at the end of the decay">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
            "Clip the global gradient norm to this value before the "
-           "optimizer update (0: no clipping)">
+           "optimizer update (0: no clipping)">,
+    Option<"lossScaling", "loss-scaling", "bool", /*default=*/"false",
+           "Dynamic loss scaling (fp16): differentiate loss * loss_scale, "
+           "unscale the gradients, return their squared norm "
+           "(grad_norm_sq) for the trainer's overflow check">
   ];
 }
 

@@ -37,7 +37,7 @@ from . import cli
 from .compare import compare_files
 from .export import ExportError, export
 from .params import load_tensors, save_batches, save_losses, save_tensors
-from .reference import Recipe, pin_threads, train, train_exported
+from .reference import Recipe, evaluate, pin_threads, train, train_exported
 from ..tensorfile import TensorFileError
 
 
@@ -65,6 +65,8 @@ def cleave_run_command(cleave_run, files, args):
         command += ["--grad-clip", repr(recipe.grad_clip)]
     if recipe.accumulate > 1:
         command += ["--accumulate", str(recipe.accumulate)]
+    if args.eval_batches:
+        command += ["--val-data", files["val"], "--eval-steps", str(args.eval_batches)]
     if args.ranks:
         command += ["-n", str(args.ranks)]
     return command + list(args.run_arg)
@@ -103,6 +105,11 @@ def _parser():
                         help="clip the global gradient norm (0: no clipping)")
     parser.add_argument("--accumulate", type=int, default=1,
                         help="micro-batches per optimizer update (the batch's rows split)")
+    parser.add_argument("--eval-batches", type=int, default=0,
+                        help="validation: K more random batches; cleave-run's "
+                             "--val-data loss after the last step is compared with "
+                             "PyTorch's evaluation (model.eval()) of cleave-run's "
+                             "final weights")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=None,
                         help="absolute floor for final parameters "
@@ -135,6 +142,15 @@ def _prepare(args, files):
     exported = export(model, examples, loss, loss_examples)
     exported.save(files["mlir"], files["params"])
     save_batches(files["batches"], batches, exported.inputs)
+    if args.eval_batches:
+        val = {name: cli.example_tensor((args.eval_batches,) + shape, dtype, high,
+                                        generator)
+               for name, shape, dtype, high in specs}
+        save_batches(files["val"], val, exported.inputs)
+        # Evaluated later, with the weights cleave-run trained.
+        files["evaluate"] = lambda params: evaluate(
+            copy.deepcopy(reference_model), params, load_tensors(files["val"]),
+            args.eval_batches, loss, loss_names)
     betas = tuple(float(b) for b in args.betas.split(","))
     losses, final = train(reference_model, load_tensors(files["params"]),
                           load_tensors(files["batches"]), args.steps, loss, loss_names,
@@ -160,8 +176,24 @@ def _run_cleave(args, files, exported):
     return subprocess.run(command, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}).returncode
 
 
+def _compare_validation(files, rtol):
+    """cleave-run's last validation loss against PyTorch's evaluation of the
+    same (cleave-run's final) weights."""
+    ran = load_tensors(files["run_losses"])
+    if "val_loss" not in ran:
+        print("error: validation: cleave-run saved no val_loss", file=sys.stderr)
+        return False
+    mine = float(ran["val_loss"][-1])
+    ref = files["evaluate"](load_tensors(files["run_final"]))
+    error = abs(mine - ref) / max(abs(ref), 1e-30)
+    ok = error <= rtol
+    print(f"validation: cleave-run {mine:.6f}, PyTorch {ref:.6f} (relative "
+          f"{error:.3g}, {'within' if ok else 'NOT within'} {rtol:g})", file=sys.stderr)
+    return ok
+
+
 def _compare(files, rtol, lr, atol):
-    ok = True
+    ok = "evaluate" not in files or _compare_validation(files, rtol)
     for what in ("losses", "final"):
         rule, errors, report = compare_files(files[f"ref_{what}"], files[f"run_{what}"], rtol,
                                              lr, atol)
@@ -184,7 +216,7 @@ def main(argv=None) -> int:
             ("mlir", "model.mlir"), ("params", "params.safetensors"),
             ("batches", "batches.safetensors"), ("ref_losses", "ref_losses.safetensors"),
             ("ref_final", "ref_final.safetensors"), ("run_losses", "run_losses.safetensors"),
-            ("run_final", "run_final.safetensors"))}
+            ("run_final", "run_final.safetensors"), ("val", "val.safetensors"))}
         try:
             exported = _prepare(args, files)
         except (cli.UsageError, ValueError, TypeError, TensorFileError) as err:

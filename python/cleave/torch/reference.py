@@ -148,6 +148,31 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
     return torch.stack(losses), final
 
 
+def evaluate(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
+             batches: Mapping[str, torch.Tensor], count: int, loss=None,
+             loss_inputs: Sequence[str] = ()) -> float:
+    """The validation loss of ``model`` with ``params``: the mean loss of
+    batches 0..count-1 in evaluation mode (``model.eval()``: no dropout), as
+    nanoGPT's ``estimate_loss`` and cleave-run's ``--val-data``."""
+    named = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in params.items():
+            if name not in named:
+                raise ValueError(f"parameter file: '{name}' is no parameter of the model")
+            named[name].copy_(tensor)
+    inputs = [n for n in batches if n not in loss_inputs]
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for k in range(count):
+            kwargs = {n: _input(batches[n][k]) for n in inputs}
+            extra = [_input(batches[n][k]) for n in loss_inputs]
+            total += float(apply_loss(model(**kwargs), loss, extra).double())
+    model.train(was_training)
+    return total / count
+
+
 def train_exported(exported, initial: Mapping[str, torch.Tensor],
                    batches: Mapping[str, torch.Tensor], steps: int, optimizer: str = "adamw",
                    lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,

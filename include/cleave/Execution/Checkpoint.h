@@ -1,0 +1,75 @@
+//===- Checkpoint.h - Sharded, asynchronous, resumable checkpoints -*- C++
+//-*-===//
+//
+// A checkpoint directory holds one folder per committed step:
+//
+//   DIR/step-00000010/shard-00003.ckpt   rank 3's blocks (a tensor file)
+//   DIR/step-00000010/shard-00003.json   what they are (written after it)
+//   DIR/step-00000010/manifest.json      the commit
+//
+// Every rank writes its own blocks of the parameters and optimizer state,
+// in parallel and never gathered (a block that several ranks hold is
+// written once, by the lowest of them). The write happens on a background
+// thread from a host snapshot taken at the step boundary. Rank 0 commits a
+// step once every shard is there: it writes manifest.json (the plan, the
+// mesh, the step, every shard with its tensors, global shapes and block
+// positions, and its size) to a temporary name and renames it into place.
+// Only then is the step a checkpoint; older ones beyond `keep` are deleted
+// after the commit, never before. Loading (Trainer::loadCheckpoint) works on
+// any mesh and plan: each rank reads only the saved blocks that overlap its
+// own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_EXECUTION_CHECKPOINT_H
+#define CLEAVE_EXECUTION_CHECKPOINT_H
+
+#include "cleave/Execution/Trainer.h"
+#include "llvm/Support/Error.h"
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace mlir::cleave {
+
+/// The folder of step `step` in checkpoint directory `dir`.
+std::string checkpointStepDir(llvm::StringRef dir, int64_t step);
+
+/// The newest committed checkpoint in `dir` (its step folder), if any.
+std::optional<std::string> latestCheckpoint(llvm::StringRef dir);
+
+/// Removes step folders of `dir` that were never committed (a run killed
+/// mid-write), except `keepStep`'s; returns how many.
+int removeUncommittedCheckpoints(llvm::StringRef dir, int64_t keepStep = -1);
+
+class CheckpointWriter {
+public:
+  /// `plan` describes the plan for the manifest (e.g. "dp=2,tp=2").
+  CheckpointWriter(std::string dir, int rank, int world, int keep,
+                   std::string plan, int64_t timeoutMs);
+  ~CheckpointWriter();
+
+  /// Snapshots `trainer`'s shard at its current step counter and writes it
+  /// in the background (after the previous write has finished). Returns an
+  /// error of the previous write, if it failed.
+  llvm::Error save(const Trainer &trainer);
+  /// Waits for the write in progress (rank 0: and its commit).
+  llvm::Error finish();
+  /// Seconds the calling thread spent in save() (the snapshot), in total.
+  double snapshotSeconds() const { return snapshotSeconds_; }
+
+private:
+  void write(std::vector<Trainer::ShardTensor> shard, int64_t step);
+  llvm::Error commit(int64_t step);
+
+  std::string dir_, plan_;
+  int rank_, world_, keep_;
+  int64_t timeoutMs_;
+  std::thread thread_;
+  std::string error_;
+  double snapshotSeconds_ = 0;
+};
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_EXECUTION_CHECKPOINT_H
