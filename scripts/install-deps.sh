@@ -15,6 +15,8 @@ packages=(
   clang-format-19
   # tests (lit runs on Debian's Python)
   libgtest-dev libgmock-dev python3
+  # the report pages in a real browser (test/Report/check-html.py)
+  chromium
   # the PyTorch front-end and its tests (torch 1.13 for /usr/bin/python3)
   python3-torch
   # runtime (lib/Runtime): Gloo collectives, OpenBLAS GEMM, crc32, JSON headers

@@ -48,8 +48,6 @@ std::string taskLabel(const Task &t) {
   return s;
 }
 
-namespace {
-
 const char *streamName(int s) {
   switch (s) {
   case kComputeStream:
@@ -65,6 +63,8 @@ const char *streamName(int s) {
   }
   return "?";
 }
+
+namespace {
 
 nlohmann::json metadata(const char *what, int pid, int tid,
                         const std::string &name) {

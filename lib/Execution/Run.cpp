@@ -473,6 +473,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   cleave_rt_options_t rtOptions;
   cleave_rt_default_options(&rtOptions);
   rtOptions.backend = options.backend == "cuda" ? "cuda" : "cpu";
+  if (!options.tracePath.empty()) // keep the calls of the traced steps
+    ::setenv("CLEAVE_FLIGHT_RECORDER_SIZE", "65536", /*overwrite=*/0);
   if (cleave_rt_init(&rtOptions) != 0)
     return fail(cleave_rt_error_message());
   int rank = cleave_rt_rank(), world = cleave_rt_world_size();
@@ -496,6 +498,7 @@ static int runRank(TrainJob &job, const RunOptions &options) {
                         rtTimeoutMs());
   // A resumed run continues until the step counter reaches --steps.
   int64_t first = options.resume ? (*trainer)->stepCounter() : 0;
+  std::vector<std::pair<double, double>> spans;
   for (int64_t s = first; s < options.steps; ++s) {
     double start = cleave_rt_now();
     double scale = (*trainer)->lossScale();
@@ -507,7 +510,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
     if (checkpoints && (*trainer)->stepCounter() % options.checkpointEvery == 0)
       if (Error err = checkpoints->save(**trainer))
         return fail(toString(std::move(err)));
-    times.seconds.push_back(cleave_rt_now() - start);
+    spans.push_back({start, cleave_rt_now()});
+    times.seconds.push_back(spans.back().second - start);
     losses.push_back(*loss);
     if (rank == 0)
       logStep(s, *loss, times, options, tty);
@@ -575,6 +579,9 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   if (!options.lossesPath.empty())
     if (Error err =
             saveLosses(losses, val, scaler, world, rank, options.lossesPath))
+      return fail(toString(std::move(err)));
+  if (!options.tracePath.empty())
+    if (Error err = writeMeasuredTrace(options.tracePath, rank, world, spans))
       return fail(toString(std::move(err)));
   trainer->reset();
   cleave_rt_finalize();

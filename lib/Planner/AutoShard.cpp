@@ -182,7 +182,8 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
 } // namespace
 
 std::vector<std::string> summarize(const ShardingGraph &g,
-                                   const std::vector<StageSolution> &stages);
+                                   const std::vector<StageSolution> &stages,
+                                   nlohmann::json *table);
 
 namespace {
 
@@ -325,7 +326,7 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
     if (failed(detail::annotateModule(module, a, error)))
       return R::failure(error);
     res.axes = graph->axes;
-    res.shardingSummary = summarize(*graph, res.stages);
+    res.shardingSummary = summarize(*graph, res.stages, &res.shardingTable);
   }
   res.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -84,16 +84,21 @@ std::string opName(const ShardingGraph &g, const Node &n) {
          n.op->getName().getStringRef().str();
 }
 
+/// How many layers node `n` stands for (1 outside the repeated block).
+int64_t count(const Node &n, const ShardingGraph &g) {
+  return n.region == Region::Block && g.view.count > 1 ? g.view.count : 1;
+}
+
 std::string times(const Node &n, const ShardingGraph &g) {
-  return n.region == Region::Block && g.view.count > 1
-             ? " x" + std::to_string(g.view.count)
-             : "";
+  return count(n, g) > 1 ? " x" + std::to_string(count(n, g)) : "";
 }
 
 } // namespace
 
 std::vector<std::string> summarize(const ShardingGraph &g,
-                                   const std::vector<StageSolution> &stages) {
+                                   const std::vector<StageSolution> &stages,
+                                   nlohmann::json *table) {
+  nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> out;
   if (stages.empty() || stages.front().ilp.choice.empty())
     return out;
@@ -103,11 +108,17 @@ std::vector<std::string> summarize(const ShardingGraph &g,
     if (n.kind != NodeKind::Parameter)
       continue;
     const Strategy &s = n.strategies[size_t(choiceFor(n, stages)[i])];
+    std::string name = paramName(g, int(i)), shape = shapeOf(n.arg.getType()),
+                layout = formatLayout(s.results[0], g.axes);
     std::ostringstream os;
-    os << "  " << std::left << std::setw(34) << paramName(g, int(i)) << " "
-       << std::setw(14) << shapeOf(n.arg.getType()) << " "
-       << formatLayout(s.results[0], g.axes) << times(n, g);
+    os << "  " << std::left << std::setw(34) << name << " " << std::setw(14)
+       << shape << " " << layout << times(n, g);
     out.push_back(os.str());
+    rows.push_back({{"kind", "parameter"},
+                    {"name", name},
+                    {"shape", shape},
+                    {"layout", layout},
+                    {"layers", count(n, g)}});
   }
   out.push_back("layout changes (forward collectives; backward collectives)");
   size_t before = out.size();
@@ -134,15 +145,28 @@ std::vector<std::string> summarize(const ShardingGraph &g,
       continue;
     std::string src =
         from.kind == NodeKind::Op ? opName(g, from) : paramName(g, e.from);
+    std::string dst = opName(g, to), had = formatLayout(l, g.axes),
+                into = formatLayout(want, g.axes);
     std::ostringstream os;
-    os << "  " << src << " -> " << opName(g, to) << " #" << e.operand << ": "
-       << formatLayout(l, g.axes) << " -> " << formatLayout(want, g.axes)
-       << ": " << (fwd.empty() ? "-" : fwd) << "; " << (bwd.empty() ? "-" : bwd)
+    os << "  " << src << " -> " << dst << " #" << e.operand << ": " << had
+       << " -> " << into << ": " << (fwd.empty() ? "-" : fwd) << "; "
+       << (bwd.empty() ? "-" : bwd)
        << (e.kind == EdgeKind::Entry ? "" : times(to, g));
     out.push_back(os.str());
+    rows.push_back({{"kind", "reshard"},
+                    {"from", src},
+                    {"to", dst},
+                    {"operand", e.operand},
+                    {"from_layout", had},
+                    {"to_layout", into},
+                    {"forward", fwd},
+                    {"backward", bwd},
+                    {"layers", e.kind == EdgeKind::Entry ? 1 : count(to, g)}});
   }
   if (out.size() == before)
     out.push_back("  none");
+  if (table)
+    *table = std::move(rows);
   return out;
 }
 
@@ -207,6 +231,7 @@ nlohmann::json AutoShardResult::toJson() const {
                            {"memory_limit_bytes", s.memoryLimit},
                            {"memory_relaxed", s.memoryRelaxed}});
   j["sharding"] = shardingSummary;
+  j["sharding_table"] = shardingTable;
   return j;
 }
 

@@ -9,6 +9,7 @@
 
 #include "cleave/CostModel/Defaults.h"
 #include "cleave/CostModel/Estimate.h"
+#include "cleave/Report/Html.h"
 #include "cleave/Support/ClosedPipeLLVM.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -156,8 +157,15 @@ cl::opt<bool>
 cl::opt<double> headroom("headroom", cl::desc(help::kHeadroom),
                          cl::init(kDefaultMemoryHeadroom), cl::cat(planCat));
 
-cl::opt<bool> json("json", cl::desc("Print the estimate as JSON"),
+cl::opt<bool> json("json",
+                   cl::desc("Print the estimate as JSON, with the mesh, the "
+                            "pipeline and the simulated step"),
                    cl::cat(outputCat));
+cl::opt<std::string>
+    html("html",
+         cl::desc("Write the estimate as one self-contained web page (the "
+                  "--json data, drawn)"),
+         cl::value_desc("path"), cl::cat(outputCat));
 cl::opt<std::string>
     trace("trace",
           cl::desc("Write the timeline as Chrome trace JSON (Perfetto)"),
@@ -411,7 +419,7 @@ int main(int argc, char **argv) {
     return fail(constants.error());
   EstimateOptions eo;
   eo.constants = &*constants;
-  eo.keepTimeline = given(trace);
+  eo.keepTimeline = given(trace) || json || given(html);
   eo.memoryHeadroom = headroom;
   Result<Estimate> e = estimate(*model, *clusterSpec, *plan, eo);
   if (!e)
@@ -422,9 +430,23 @@ int main(int argc, char **argv) {
       return fail("--trace: cannot write " + trace);
     writeTrace(*e, out);
   }
-  if (json)
-    std::cout << estimateToJson(*e, *model, *clusterSpec, *plan) << "\n";
-  else
-    std::cout << formatReport(*e, *model, *clusterSpec, *plan);
+  if (json || given(html)) {
+    nlohmann::json j =
+        nlohmann::json::parse(estimateToJson(*e, *model, *clusterSpec, *plan));
+    j.update(report::picturesToJson(*model, *clusterSpec, *plan, *e));
+    if (given(html)) {
+      std::string title = "cleave-estimate: " + model->name + " on " +
+                          std::to_string(e->numGpus) + " GPUs";
+      if (Result<bool> w =
+              report::writeFile(html, report::renderHtml(j, title));
+          !w)
+        return fail("--html: " + w.error());
+    }
+    if (json) {
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+  }
+  std::cout << formatReport(*e, *model, *clusterSpec, *plan);
   return 0;
 }

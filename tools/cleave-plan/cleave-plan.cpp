@@ -3,15 +3,20 @@
 //   cleave-plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024
 //       --global-batch 1536 --json plan.json
 //   cleave-plan step.mlir --cluster local-cpu --gpus 4 -o planned.mlir
+//   cleave-plan --model llama3-405b --cluster dgx-h100 --gpus 1024
+//       --scale 1024,4096,16384 --html report.html
 //
 // See `cleave-plan --help` and docs/planner.md.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/CostModel/Defaults.h"
+#include "cleave/CostModel/Report.h"
 #include "cleave/Dialect/CleaveDialect.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Planner/AutoShard.h"
+#include "cleave/Planner/Explain.h"
+#include "cleave/Report/Html.h"
 #include "cleave/Support/ClosedPipeLLVM.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -106,6 +111,15 @@ cl::opt<int> top("top", cl::desc("Plans to rank in the report"), cl::init(5),
 cl::opt<std::string> jsonPath("json",
                               cl::desc("Write the report as JSON to this file"),
                               cl::cat(category));
+cl::opt<std::string>
+    htmlPath("html",
+             cl::desc("Write the report as one self-contained web page (the "
+                      "--json data, drawn)"),
+             cl::cat(category));
+cl::list<int> scale("scale",
+                    cl::desc("Also search at each of these GPU counts "
+                             "(e.g. 64,128,256) and tabulate the best plans"),
+                    cl::CommaSeparated, cl::cat(category));
 cl::opt<std::string>
     output("o", cl::desc("Write the annotated module ('-': stdout)"),
            cl::cat(category));
@@ -222,6 +236,98 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
   return module;
 }
 
+/// The chosen plan's mesh, pipeline and simulated step (Report/Html.h).
+/// The timeline is simulated from the preset's formulas, so a plan priced
+/// from the module's own ops (graphDerived) gets none.
+cleave::cost::Result<bool> addPictures(nlohmann::json &j,
+                                       const planner::AutoShardResult &r) {
+  const cleave::cost::ParallelPlan &plan = r.search.best->plan;
+  cleave::cost::EstimateOptions eo;
+  eo.keepTimeline = r.transformerMode && !r.graphDerived;
+  eo.constants = r.searchOptions.constants;
+  eo.memoryHeadroom = r.searchOptions.memoryHeadroom;
+  cleave::cost::Result<cleave::cost::Estimate> e =
+      cleave::cost::estimate(r.model, r.cluster.spec, plan, eo);
+  if (!e)
+    return cleave::cost::Result<bool>::failure("the chosen plan: " + e.error());
+  j.update(cleave::report::picturesToJson(r.model, r.cluster.spec, plan, *e));
+  return true;
+}
+
+/// One point of the scale study: the best plan at `gpus`, or why none.
+nlohmann::json scalePoint(const planner::AutoShardResult &r, int gpus) {
+  nlohmann::json p = {{"gpus", gpus}};
+  cleave::cost::Result<planner::PlanCluster> c =
+      planner::resolveCluster(cluster, gpus);
+  if (!c)
+    return p["error"] = c.error(), p;
+  planner::PlannerOptions o = r.searchOptions;
+  o.gpus = gpus;
+  o.topK = 1;
+  o.progress = nullptr;
+  cleave::cost::Result<planner::SearchResult> s =
+      planner::searchPlans(r.model, c->spec, o);
+  if (!s)
+    return p["error"] = s.error(), p;
+  if (!s->best)
+    return p["error"] = s->infeasible.empty() ? std::string("no plan fits")
+                                              : s->infeasible.front(),
+           p;
+  const planner::Candidate &b = *s->best;
+  double exposed = 0;
+  nlohmann::json byAxis = nlohmann::json::object();
+  for (int a = 0; a < cleave::cost::kNumAxes; ++a) {
+    double t = b.breakdown.exposedComm[size_t(a)];
+    byAxis[cleave::cost::toString(cleave::cost::Axis(a))] = t;
+    exposed += t;
+  }
+  p["plan"] = cleave::cost::describe(b.plan);
+  p["step_time_s"] = b.stepTime;
+  p["tokens_per_s"] = b.tokensPerSecond;
+  p["mfu"] = b.mfu;
+  p["exposed_comm_s"] = exposed;
+  p["exposed_comm_share"] = exposed / b.stepTime;
+  p["exposed_comm_s_by_axis"] = byAxis;
+  p["bubble_share"] = b.breakdown.bubble / b.stepTime;
+  p["search_seconds"] = s->stats.seconds;
+  return p;
+}
+
+/// A plan without its per-chunk layer counts (the JSON has them).
+std::string shortPlan(const std::string &plan) {
+  size_t at = plan.find(" layers=");
+  if (at == std::string::npos)
+    return plan;
+  size_t end = plan.find(' ', at + 1);
+  return plan.substr(0, at) + " layers=balanced" +
+         (end == std::string::npos ? "" : plan.substr(end));
+}
+
+/// The scale study's table.
+void printScale(const nlohmann::json &points, int64_t batch) {
+  outs() << "\nscale study (global batch " << batch
+         << " sequences; the best plan at each size)\n";
+  outs() << formatv("  {0,7}  {1,10}  {2,12}  {3,6}  {4,12}  {5,6}  {6}\n",
+                    "GPUs", "step", "tokens/s", "MFU", "exposed comm", "bubble",
+                    "plan");
+  for (const nlohmann::json &p : points) {
+    if (!p.contains("plan")) {
+      outs() << formatv("  {0,7}  ", p["gpus"].get<int>())
+             << p["error"].get<std::string>() << "\n";
+      continue;
+    }
+    outs() << formatv("  {0,7}  {1,10}  {2,12:f0}  {3,5:f1}%  {4,11:f1}%  "
+                      "{5,5:f1}%  ",
+                      p["gpus"].get<int>(),
+                      cleave::cost::formatSeconds(p["step_time_s"]),
+                      p["tokens_per_s"].get<double>(),
+                      100 * p["mfu"].get<double>(),
+                      100 * p["exposed_comm_share"].get<double>(),
+                      100 * p["bubble_share"].get<double>())
+           << shortPlan(p["plan"]) << "\n";
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -232,6 +338,10 @@ int main(int argc, char **argv) {
       argc, argv,
       "cleave-plan: finds the fastest parallel plan of a training step on a "
       "cluster and explains it\n");
+  for (int n : scale)
+    if (n < 1)
+      return fail("--scale: expected GPU counts >= 1, got " +
+                  std::to_string(n));
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlir::cleave::CleaveDialect, mlir::func::FuncDialect>();
   std::string error;
@@ -262,11 +372,32 @@ int main(int argc, char **argv) {
   if (!r)
     return fail(r.error());
   outs() << r->report();
+  nlohmann::json j = r->toJson();
+  if (r->search.best && (!jsonPath.empty() || !htmlPath.empty()))
+    if (cleave::cost::Result<bool> done = addPictures(j, *r); !done)
+      return fail(done.error());
+  if (!scale.empty()) {
+    if (!r->transformerMode || r->graphDerived)
+      return fail("--scale: needs a model the cost model knows (--model "
+                  "PRESET); this module is priced from its own ops");
+    j["scale"] = nlohmann::json::array();
+    for (int n : scale)
+      j["scale"].push_back(scalePoint(*r, n));
+    printScale(j["scale"], r->searchOptions.globalBatch);
+  }
   if (!jsonPath.empty()) {
     std::ofstream out(jsonPath);
-    out << r->toJson().dump(1) << "\n";
+    out << j.dump(1) << "\n";
     if (!out)
       return fail("--json: cannot write " + jsonPath);
+  }
+  if (!htmlPath.empty()) {
+    std::string title = "cleave-plan: " + r->model.name + " on " +
+                        std::to_string(r->search.gpus) + " GPUs";
+    if (cleave::cost::Result<bool> w = cleave::report::writeFile(
+            htmlPath, cleave::report::renderHtml(j, title));
+        !w)
+      return fail("--html: " + w.error());
   }
   if (!r->search.best)
     return 1;

@@ -166,6 +166,10 @@ cl::opt<bool> saveState("save-state", cl::cat(ioCat),
 cl::opt<std::string> lossesPath(
     "save-losses", cl::cat(ioCat),
     cl::desc("Write the per-step losses as tensor 'loss' [steps] (f64)"));
+cl::opt<std::string> tracePath(
+    "trace", cl::cat(ioCat),
+    cl::desc("Write the measured timeline (steps, communication calls) as "
+             "Chrome trace JSON, the simulator's format (Perfetto)"));
 cl::opt<std::string> checkpointDir(
     "checkpoint", cl::cat(ioCat),
     cl::desc("Directory of sharded checkpoints: every rank writes its own "
@@ -534,6 +538,7 @@ Error checkPaths() {
       {"aot", &aotPath.getValue()},       {"program", &input.getValue()}};
   Path outputs[] = {{"save-params", &savePath.getValue()},
                     {"save-losses", &lossesPath.getValue()},
+                    {"trace", &tracePath.getValue()},
                     {"emit-object", &emitObject.getValue()}};
   auto absolute = [](const std::string &path) {
     SmallString<256> p(path);
@@ -658,6 +663,7 @@ RunOptions runOptions() {
   o.savePath = savePath;
   o.saveState = saveState;
   o.lossesPath = lossesPath;
+  o.tracePath = tracePath;
   o.checkpointDir = checkpointDir;
   o.checkpointEvery = checkpointEvery;
   o.keepCheckpoints = keepCheckpoints;

@@ -73,6 +73,10 @@ Result<SimulationResult> simulate(const Program &program,
 void writeChromeTrace(const Program &program, const SimulationResult &result,
                       std::ostream &out);
 
+/// The name of stream `stream` in timelines ("compute", "dp comm", "pp
+/// send", ...).
+const char *streamName(int stream);
+
 /// A short label for a task ("F mb3 c1", "B mb0 L5", "all-reduce dp").
 std::string taskLabel(const Task &task);
 

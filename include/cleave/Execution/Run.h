@@ -133,7 +133,18 @@ struct RunOptions {
   LossScalingOptions lossScaling;
   /// Prefix of error messages ("cleave-run").
   std::string programName = "cleave-run";
+  /// Write the measured timeline here (Chrome trace; writeMeasuredTrace).
+  std::string tracePath;
 };
+
+/// --trace: rank `rank` of `world` writes its steps' [start, end] and its
+/// runtime flight recorder (the last CLEAVE_FLIGHT_RECORDER_SIZE
+/// communication calls, 65536 under --trace) to `path`.rank<R>; after a
+/// barrier rank 0 merges them into `path` (report::measuredTrace) and
+/// removes them. The ranks must share a file system.
+llvm::Error
+writeMeasuredTrace(const std::string &path, int rank, int world,
+                   const std::vector<std::pair<double, double>> &steps);
 
 /// Step times of a run: the first step (warm-up) apart from the median of
 /// the others (the steady state).

@@ -118,6 +118,11 @@ struct AutoShardResult {
   std::vector<StageSolution> stages;
   /// One line per parameter group and per resharding point.
   std::vector<std::string> shardingSummary;
+  /// The same as rows for the report page: {"kind": "parameter", "name",
+  /// "shape", "layout", "layers"} and {"kind": "reshard", "from", "to",
+  /// "operand", "from_layout", "to_layout", "forward", "backward",
+  /// "layers"} (forward and backward collectives, "" for none).
+  nlohmann::json shardingTable = nlohmann::json::array();
   double seconds = 0;
 
   /// The readable report and its JSON form.

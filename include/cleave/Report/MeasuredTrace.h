@@ -1,0 +1,41 @@
+//===- MeasuredTrace.h - A run's measured timeline as a Chrome trace *- C++
+//-*-===//
+//
+// cleave-run --trace: each rank's training steps and communication calls
+// (the runtime's flight recorder, with start and end times on one monotonic
+// clock), written in the simulator's Chrome-trace format (one process per
+// rank, one thread per stream) so that a measured step and a simulated one
+// (cleave-estimate --trace) open side by side in Perfetto.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_REPORT_MEASUREDTRACE_H
+#define CLEAVE_REPORT_MEASUREDTRACE_H
+
+#include <nlohmann/json.hpp>
+
+#include <utility>
+#include <vector>
+
+namespace cleave::report {
+
+/// What one rank measured.
+struct MeasuredRank {
+  int rank = 0;
+  /// Each step's [start, end] in seconds.
+  std::vector<std::pair<double, double>> steps;
+  /// The runtime's flight-recorder dump: {"entries": [{"op", "group",
+  /// "seq", "count", "dtype", "reduce", "peer", "start", "end", "state"}]}.
+  nlohmann::json flight;
+};
+
+/// The trace: per rank, thread "compute" (each step's time outside
+/// communication calls), "communication" (each call from entry to return,
+/// waiting for peers included, named by op and group) and "steps"; times in
+/// microseconds from the earliest step start. Calls outside every step
+/// (set-up) are left out.
+nlohmann::json measuredTrace(const std::vector<MeasuredRank> &ranks);
+
+} // namespace cleave::report
+
+#endif // CLEAVE_REPORT_MEASUREDTRACE_H
