@@ -130,21 +130,26 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
     t.dtype = b.dtype;
     Block mine{std::vector<int64_t>(b.shape.size(), 0), b.shape};
     t.globalShape = b.shape;
-    bool lower = mesh == nullptr && options.rank > 0;
+    bool writer = mesh != nullptr || options.rank == 0;
     if (mesh) {
       if (b.isSplit()) {
         mine = blockOf(b, *mesh, options.rank);
         t.globalShape = globalShape(b, *mesh);
       }
-      for (int64_t r = 0; r < options.rank && !lower; ++r) {
+      // The ranks holding this very block take turns by tensor, so that
+      // replicas share the writing.
+      std::vector<int64_t> same;
+      for (int64_t r = 0; r < mesh->numDevices(); ++r) {
         if (!holds(r))
           continue;
         Block theirs = b.isSplit() ? blockOf(b, *mesh, r) : mine;
-        lower = theirs.offsets == mine.offsets && theirs.sizes == mine.sizes;
+        if (theirs.offsets == mine.offsets && theirs.sizes == mine.sizes)
+          same.push_back(r);
       }
+      writer = same[i % same.size()] == options.rank;
     }
-    if (lower)
-      continue; // A lower rank writes the same block.
+    if (!writer)
+      continue; // Another holder of the same block writes it.
     t.offsets = mine.offsets;
     t.sizes = mine.sizes;
     auto *p = static_cast<const char *>(buffers[i]);

@@ -9,11 +9,11 @@
 //
 // Every rank writes its own blocks of the parameters and optimizer state,
 // in parallel and never gathered (a block that several ranks hold is
-// written once, by the lowest of them). The write happens on a background
-// thread from a host snapshot taken at the step boundary. Rank 0 commits a
-// step once every shard is there: it writes manifest.json (the plan, the
-// mesh, the step, every shard with its tensors, global shapes and block
-// positions, and its size) to a temporary name and renames it into place.
+// written once, by one of them: they take turns by tensor). The write happens
+// on a background thread from a host snapshot taken at the step boundary. Rank
+// 0 commits a step once every shard is there: it writes manifest.json (the
+// plan, the mesh, the step, every shard with its tensors, global shapes and
+// block positions, and its size) to a temporary name and renames it into place.
 // Only then is the step a checkpoint; older ones beyond `keep` are deleted
 // after the commit, never before. Loading (Trainer::loadCheckpoint) works on
 // any mesh and plan: each rank reads only the saved blocks that overlap its

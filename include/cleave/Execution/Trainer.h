@@ -104,8 +104,9 @@ public:
   llvm::Expected<double> runStep(int64_t step, BatchSource &source);
 
   /// This rank's part of a sharded checkpoint (Checkpoint.cpp): a host copy
-  /// of every parameter and optimizer-state block that no lower rank holds
-  /// too, with where it sits in its global tensor.
+  /// of the parameter and optimizer-state blocks this rank writes (of the
+  /// ranks holding the same block, one per tensor, in turns), with where
+  /// each sits in its global tensor.
   struct ShardTensor {
     std::string key; ///< "param:<name>" or "state:<name>".
     int32_t dtype = 0;
