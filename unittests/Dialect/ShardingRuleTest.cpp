@@ -70,10 +70,13 @@ TEST_F(ShardingRuleTest, EveryOpInTheRoundTripTestHasAConsistentRule) {
 /// and the per-device communication ops do not.
 TEST_F(ShardingRuleTest, EveryModelOpImplementsTheInterface) {
   llvm::StringSet<> perDevice = {
-      "cleave.mesh",           "cleave.all_reduce", "cleave.all_gather",
+      "cleave.mesh", "cleave.all_reduce", "cleave.all_gather",
       "cleave.reduce_scatter", "cleave.all_to_all", "cleave.collective_permute",
-      "cleave.send",           "cleave.recv",       "cleave.axis_index",
-      "cleave.shard"};
+      "cleave.send", "cleave.recv", "cleave.axis_index", "cleave.shard",
+      // The asynchronous forms (cleave-async-collectives), per device too.
+      "cleave.all_reduce_start", "cleave.all_gather_start",
+      "cleave.reduce_scatter_start", "cleave.send_start", "cleave.recv_start",
+      "cleave.wait"};
   for (RegisteredOperationName name : context.getRegisteredOperations()) {
     if (name.getDialectNamespace() != "cleave")
       continue;

@@ -133,9 +133,16 @@ std::vector<ReadCall> readCalls(func::FuncOp rank, int pp) {
 /// the batch).
 SmallVector<Value> forwardValues(Operation *call) {
   SmallVector<Value> values(call->getResults());
+  // Received activations: a recv, or the wait of a recv_start (the
+  // asynchronous form cleave-async-collectives makes of it).
+  auto received = [](Operation *def) {
+    if (auto wait = dyn_cast<WaitOp>(def))
+      return isa_and_nonnull<RecvStartOp>(wait.getRequest().getDefiningOp());
+    return isa<RecvOp>(def);
+  };
   for (Value v : call->getOperands())
     if (Operation *def = v.getDefiningOp();
-        def && isa<RecvOp, bufferization::AllocTensorOp>(def))
+        def && (received(def) || isa<bufferization::AllocTensorOp>(def)))
       values.push_back(v);
   return values;
 }
