@@ -87,6 +87,18 @@ static std::vector<std::string> stepNames(const ProgramManifest &manifest) {
   return names;
 }
 
+/// Fills input `b` of batch `step` from `source` in its global form, into
+/// scratch memory: checks that the source can provide it.
+static Error fillGlobal(BatchSource &source, const BufferSpec &b,
+                        const std::optional<MeshSpec> &mesh, int64_t step) {
+  BufferSpec global = b;
+  if (mesh)
+    global.shape = globalShape(b, *mesh);
+  global.layout.clear();
+  std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
+  return source.fill(global, step, scratch.data());
+}
+
 Expected<TrainJob> mlir::cleave::loadAotJob(llvm::StringRef path) {
   void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle)
@@ -126,12 +138,7 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
           b.name == "step" || b.name == "seed" || b.name == "update" ||
           b.name == "loss_scale")
         continue;
-      BufferSpec global = b;
-      if (mesh)
-        global.shape = globalShape(b, *mesh);
-      global.layout.clear();
-      std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
-      if (Error err = job.source->fill(global, 0, scratch.data()))
+      if (Error err = fillGlobal(*job.source, b, mesh, 0))
         return err;
     }
   return Error::success();
@@ -146,13 +153,8 @@ Error mlir::cleave::checkValidation(const TrainJob &job, int64_t batches,
   for (const BufferSpec &b : eval->buffers) {
     if (b.role != BufferSpec::Role::Input || b.name == "seed")
       continue;
-    BufferSpec global = b;
-    if (mesh)
-      global.shape = globalShape(b, *mesh);
-    global.layout.clear();
-    std::vector<char> scratch(std::max<int64_t>(global.numBytes(), 8));
     for (int64_t k = 0; k < batches; ++k)
-      if (Error err = job.valSource->fill(global, k, scratch.data()))
+      if (Error err = fillGlobal(*job.valSource, b, mesh, k))
         return runError(what + ": " + toString(std::move(err)));
   }
   return Error::success();

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -42,6 +43,9 @@ struct Scenario {
   std::function<void(int)> calls;
   std::vector<std::string> expect;
 };
+
+/// gtest prints a scenario by its name (not its bytes).
+void PrintTo(const Scenario &s, std::ostream *os) { *os << s.name; }
 
 /// Defines mesh [a = world] and groups 0 and 1 over axis a (the same ranks).
 void defineTwoGroupsOverOneAxis(int world) {
