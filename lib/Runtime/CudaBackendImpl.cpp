@@ -73,12 +73,14 @@ public:
 
   void gemm(const GemmArgs &args) override {
     checkGemm(args);
+    requireGpuOperands(args, nullptr);
     gemm_.run(args, CLEAVE_EPILOGUE_NONE, nullptr, device_.compute());
     afterCall();
   }
 
   void gemmEpilogue(const GemmArgs &args, int32_t epilogue,
                     const void *bias) override {
+    requireGpuOperands(args, bias);
     gemm_.run(args, epilogue, bias, device_.compute());
     afterCall();
   }
@@ -173,6 +175,27 @@ public:
   }
 
 private:
+  /// cuBLASLt reads its operands on the GPU: pageable host memory there is
+  /// an illegal address that kills the context, so it is refused first (one
+  /// driver query per operand).
+  void requireGpuOperands(const GemmArgs &args, const void *bias) {
+    std::pair<const char *, const void *> operands[] = {
+        {"a", args.a}, {"b", args.b}, {"c", args.c}, {"bias", bias}};
+    for (auto [name, ptr] : operands) {
+      if (!ptr)
+        continue;
+      unsigned type = 0;
+      CUresult r = cuPointerGetAttribute(
+          &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+          reinterpret_cast<CUdeviceptr>(ptr));
+      require(r == CUDA_SUCCESS,
+              concat("operand ", name, " at ", ptr,
+                     " is not GPU memory (host memory? the cuda backend's "
+                     "buffers come from cleave_rt_alloc or the program's "
+                     "device allocations)"));
+    }
+  }
+
   /// Loads the cubin (once per module slot) and looks the kernel up.
   void lookUp(void **function, void **module, const void *image,
               const char *name) {

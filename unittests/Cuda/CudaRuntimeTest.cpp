@@ -118,35 +118,53 @@ double element(int32_t dtype, const void *data, int64_t i) {
   }
 }
 
-/// C on the GPU (cleave_rt_gemm on the cuda backend) against the CPU GEMM
-/// of the same inputs (the runtime before initialization).
-int checkGemm(const GemmCase &g) {
-  int64_t size = cleave_rt_dtype_size(g.dtype);
-  int64_t ar = g.ta ? g.k : g.m, ac = g.ta ? g.m : g.k;
-  int64_t br = g.tb ? g.n : g.k, bc = g.tb ? g.k : g.n;
-  int64_t strideA = ar * ac, strideB = g.sharedB ? 0 : br * bc,
-          strideC = g.m * g.n;
-  int64_t aCount = g.batch * strideA,
-          bCount = g.sharedB ? br * bc : g.batch * strideB,
-          cCount = g.batch * strideC;
-  std::vector<char> a(aCount * size), b(bCount * size), c(cCount * size);
-  fillRandom(g.dtype, a.data(), aCount, 1);
-  fillRandom(g.dtype, b.data(), bCount, 2);
-  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, a.data(), ac,
-                 strideA, b.data(), bc, strideB, 0.0, c.data(), g.n, strideC);
-  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+/// A GEMM's inputs and its result on the CPU.
+struct GemmReference {
+  GemmCase g;
+  int64_t aCount, bCount, cCount, ac, bc, strideA, strideB, strideC;
+  std::vector<char> a, b, c;
+};
 
-  void *da = cleave_rt_alloc(aCount * size),
-       *db = cleave_rt_alloc(bCount * size),
-       *dc = cleave_rt_alloc(cCount * size);
-  std::memcpy(da, a.data(), a.size());
-  std::memcpy(db, b.data(), b.size());
-  std::memset(dc, 0, c.size());
-  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, da, ac,
-                 strideA, db, bc, strideB, 0.0, dc, g.n, strideC);
+/// The inputs of `g` and C from the CPU GEMM (cleave_rt_gemm before the
+/// runtime is initialized).
+GemmReference referenceGemm(const GemmCase &g) {
+  int64_t size = cleave_rt_dtype_size(g.dtype);
+  GemmReference r{g};
+  int64_t ar = g.ta ? g.k : g.m, br = g.tb ? g.n : g.k;
+  r.ac = g.ta ? g.m : g.k;
+  r.bc = g.tb ? g.k : g.n;
+  r.strideA = ar * r.ac;
+  r.strideB = g.sharedB ? 0 : br * r.bc;
+  r.strideC = g.m * g.n;
+  r.aCount = g.batch * r.strideA;
+  r.bCount = g.sharedB ? br * r.bc : g.batch * r.strideB;
+  r.cCount = g.batch * r.strideC;
+  r.a.resize(r.aCount * size);
+  r.b.resize(r.bCount * size);
+  r.c.resize(r.cCount * size);
+  fillRandom(g.dtype, r.a.data(), r.aCount, 1);
+  fillRandom(g.dtype, r.b.data(), r.bCount, 2);
+  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, r.a.data(),
+                 r.ac, r.strideA, r.b.data(), r.bc, r.strideB, 0.0, r.c.data(),
+                 g.n, r.strideC);
+  return r;
+}
+
+/// C on the GPU (cleave_rt_gemm on the cuda backend, device buffers)
+/// against the CPU result.
+int checkGemm(const GemmReference &r) {
+  const GemmCase &g = r.g;
+  void *da = cleave_rt_alloc(r.a.size()), *db = cleave_rt_alloc(r.b.size()),
+       *dc = cleave_rt_alloc(r.c.size());
+  std::memcpy(da, r.a.data(), r.a.size());
+  std::memcpy(db, r.b.data(), r.b.size());
+  std::memset(dc, 0, r.c.size());
+  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0, da, r.ac,
+                 r.strideA, db, r.bc, r.strideB, 0.0, dc, g.n, r.strideC);
   RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
-  for (int64_t i = 0; i < cCount; ++i) {
-    double want = element(g.dtype, c.data(), i), got = element(g.dtype, dc, i);
+  for (int64_t i = 0; i < r.cCount; ++i) {
+    double want = element(g.dtype, r.c.data(), i),
+           got = element(g.dtype, dc, i);
     RT_CHECK(std::fabs(want - got) <= g.tolerance * (1 + std::fabs(want)),
              "dtype %d ta %d tb %d batch %lld: C[%lld] = %g, CPU %g", g.dtype,
              int(g.ta), int(g.tb), (long long)g.batch, (long long)i, got, want);
@@ -178,11 +196,25 @@ TEST(CudaRuntime, GemmsMatchTheCpu) {
         {CLEAVE_BF16, false, true, 2, 32, 64, 128, false, 2e-2},
         {CLEAVE_F16, false, false, 1, 16, 16, 64, false, 2e-3},
     };
+    std::vector<GemmReference> references;
+    for (const GemmCase &g : cases)
+      references.push_back(referenceGemm(g));
+    RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
     if (int rc = initCuda())
       return rc;
-    for (const GemmCase &g : cases)
-      if (int rc = checkGemm(g))
+    for (const GemmReference &r : references)
+      if (int rc = checkGemm(r))
         return rc;
+    // Host memory is not an operand of a GPU GEMM: a clear error, not an
+    // illegal address.
+    const GemmReference &r = references.front();
+    std::vector<char> hostC(r.c.size());
+    cleave_rt_gemm(r.g.dtype, r.g.ta, r.g.tb, r.g.batch, r.g.m, r.g.n, r.g.k, 1.0,
+                   r.a.data(), r.ac, r.strideA, r.b.data(), r.bc, r.strideB,
+                   0.0, hostC.data(), r.g.n, r.strideC);
+    RT_CHECK(strstr(cleave_rt_error_message(), "operand a at ") &&
+                 strstr(cleave_rt_error_message(), "is not GPU memory"),
+             "%s", cleave_rt_error_message());
     cleave_rt_finalize();
     return 0;
   });
