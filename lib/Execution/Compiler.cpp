@@ -196,9 +196,14 @@ llvm::Error mlir::cleave::compileToObject(ModuleOp module, StringRef path,
   if (!target)
     return makeError("no LLVM target for " + triple + ": " + error);
   llvm::TargetOptions targetOptions;
-  std::unique_ptr<llvm::TargetMachine> machine(
-      target->createTargetMachine(triple, llvm::sys::getHostCPUName(), "",
-                                  targetOptions, llvm::Reloc::PIC_));
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple,
+      options.hostCpu.empty() ? llvm::sys::getHostCPUName()
+                              : llvm::StringRef(options.hostCpu),
+      "", targetOptions, llvm::Reloc::PIC_));
+  if (!machine)
+    return makeError("no LLVM target machine for CPU '" + options.hostCpu +
+                     "' on " + triple);
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
   limitFullUnrolling();

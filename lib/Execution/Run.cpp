@@ -2,7 +2,6 @@
 
 #include "cleave/Execution/Run.h"
 #include "cleave/Execution/Checkpoint.h"
-#include "cleave/Pipelines/Compile.h"
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -76,9 +75,8 @@ BatchSource &TrainingData::source(uint64_t seed, int64_t modelVocab) {
 // Jobs
 //===----------------------------------------------------------------------===//
 
-/// Names of the functions some rank runs: the training step (one per
-/// pipeline stage) and the evaluation step if the program has one.
-static std::vector<std::string> stepNames(const ProgramManifest &manifest) {
+std::vector<std::string>
+mlir::cleave::stepEntryNames(const ProgramManifest &manifest) {
   std::vector<std::string> names = {"train_step"};
   if (manifest.pipeline)
     names = manifest.pipeline->stages;
@@ -113,7 +111,7 @@ Expected<TrainJob> mlir::cleave::loadAotJob(llvm::StringRef path) {
     return manifest.takeError();
   TrainJob job;
   job.manifest = std::move(*manifest);
-  for (const std::string &name : stepNames(job.manifest)) {
+  for (const std::string &name : stepEntryNames(job.manifest)) {
     std::string symbol = "cleave_entry_" + name;
     auto entry = reinterpret_cast<EntryFn>(dlsym(handle, symbol.c_str()));
     if (!entry)
@@ -160,77 +158,20 @@ Error mlir::cleave::checkValidation(const TrainJob &job, int64_t batches,
   return Error::success();
 }
 
-/// Ends the line that says how the step was compiled: the ranks and mesh.
-static void endCompileLine(llvm::raw_ostream &log, const TrainJob &job,
-                           int world) {
-  if (job.manifest.mesh)
-    log << " for " << world << " ranks on mesh ("
-        << job.manifest.mesh->toString() << ")";
-  log << "\n";
-  log.flush();
-}
-
-/// The compiled step of `module` from `cache`, compiled into it first if it
-/// is not there.
-static Error compileCachedJob(ModuleOp module, const CompileOptions &options,
-                              int world, TrainJob &job, llvm::raw_ostream &log,
-                              const CompileCache &cache) {
-  double start = cleave_rt_now();
-  std::string key = CompileCache::key(module, options);
-  std::optional<std::string> path = cache.lookup(key);
-  bool hit = path.has_value();
-  if (!hit) {
-    Expected<std::string> inserted = cache.insert(key, module, options);
-    if (!inserted)
-      return inserted.takeError();
-    path = *inserted;
+/// --save-step-times: rank 0's wall time of every step, as tensor
+/// "step_seconds" [steps] (f64).
+static Error saveStepTimes(const StepTimes &times, const std::string &path) {
+  cleave_tensor_writer *w = cleave_tensor_writer_create(path.c_str());
+  if (!w)
+    return runError(cleave_rt_error_message());
+  int64_t n = times.seconds.size();
+  if (cleave_tensor_writer_add(w, "step_seconds", CLEAVE_F64, 1, &n,
+                               times.seconds.data())) {
+    cleave_tensor_writer_abort(w);
+    return runError(cleave_rt_error_message());
   }
-  Expected<TrainJob> loaded = loadAotJob(*path);
-  if (!loaded)
-    return runError("compile cache entry " + *path + ": " +
-                    toString(loaded.takeError()) +
-                    " (remove it, or set CLEAVE_COMPILE_CACHE=0)");
-  job.manifest = std::move(loaded->manifest);
-  job.entries = std::move(loaded->entries);
-  double total = cleave_rt_now() - start;
-  if (hit)
-    log << "loaded the compiled step from the compile cache in "
-        << llvm::format("%.2f", total) << " s";
-  else
-    log << "compiled in " << llvm::format("%.2f", total)
-        << " s (into the compile cache)";
-  log << " (" << key.substr(0, 12) << ")";
-  endCompileLine(log, job, world);
-  return Error::success();
-}
-
-Error mlir::cleave::compileJob(ModuleOp module, const CompileOptions &options,
-                               int world, TrainJob &job, llvm::raw_ostream &log,
-                               const CompileCache *cache) {
-  if (cache && cache->getOptions().enabled)
-    return compileCachedJob(module, options, world, job, log, *cache);
-  double start = cleave_rt_now();
-  auto compiled = JitProgram::compile(module, options);
-  if (!compiled)
-    return compiled.takeError();
-  job.jit = std::move(*compiled);
-  job.manifest = job.jit->getManifest();
-  for (const std::string &name : stepNames(job.manifest)) {
-    auto e = job.jit->lookup(name);
-    if (!e)
-      return e.takeError();
-    job.entries[name] = *e;
-  }
-  // The JIT emits machine code on the first lookup.
-  double total = cleave_rt_now() - start;
-  const JitProgram::Stats &stats = job.jit->getStats();
-  log << "compiled in " << llvm::format("%.2f", total) << " s (lowering "
-      << llvm::format("%.2f", stats.loweringSeconds) << " s, LLVM IR "
-      << llvm::format("%.2f", stats.codegenSeconds) << " s, machine code "
-      << llvm::format("%.2f",
-                      total - stats.loweringSeconds - stats.codegenSeconds)
-      << " s)";
-  endCompileLine(log, job, world);
+  if (cleave_tensor_writer_finish(w) != 0)
+    return runError(cleave_rt_error_message());
   return Error::success();
 }
 
@@ -581,6 +522,9 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   if (!options.lossesPath.empty())
     if (Error err =
             saveLosses(losses, val, scaler, world, rank, options.lossesPath))
+      return fail(toString(std::move(err)));
+  if (!options.stepTimesPath.empty() && rank == 0)
+    if (Error err = saveStepTimes(times, options.stepTimesPath))
       return fail(toString(std::move(err)));
   if (!options.tracePath.empty())
     if (Error err = writeMeasuredTrace(options.tracePath, rank, world, spans))

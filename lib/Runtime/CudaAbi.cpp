@@ -177,6 +177,32 @@ int32_t cleave_rt_cuda_device_count(char *why, int64_t why_size) {
   return count;
 }
 
+int32_t cleave_rt_cuda_device_info(int32_t ordinal, char *name,
+                                   int64_t name_size, int32_t *major,
+                                   int32_t *minor) {
+  std::string text, why;
+  int maj = 0, min = 0, rc = -1;
+  try {
+    auto fn =
+        reinterpret_cast<CudaDeviceInfoFn>(pluginSymbol(kCudaDeviceInfoSymbol));
+    rc = fn(ordinal, &text, &maj, &min, &why);
+  } catch (const std::exception &e) {
+    why = e.what();
+  }
+  if (rc != 0)
+    text = why;
+  if (name && name_size > 0) {
+    size_t n = std::min<size_t>(text.size(), size_t(name_size - 1));
+    std::memcpy(name, text.data(), n);
+    name[n] = '\0';
+  }
+  if (major)
+    *major = maj;
+  if (minor)
+    *minor = min;
+  return rc;
+}
+
 void cleave_rt_cuda_gemm_epilogue(int32_t dtype, int32_t trans_a,
                                   int32_t trans_b, int64_t m, int64_t n,
                                   int64_t k, const void *a, int64_t lda,

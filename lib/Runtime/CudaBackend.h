@@ -58,10 +58,14 @@ CudaBackend *currentCudaBackend();
 /// The plugin's entry points (extern "C", looked up with dlsym).
 using CreateCudaBackendFn = Backend *(*)(const CudaBackendOptions *);
 using CudaDeviceCountFn = int (*)(std::string *why);
+using CudaDeviceInfoFn = int (*)(int ordinal, std::string *name, int *major,
+                                 int *minor, std::string *why);
 inline constexpr const char *kCreateCudaBackendSymbol =
     "cleave_rt_cuda_plugin_create_backend";
 inline constexpr const char *kCudaDeviceCountSymbol =
     "cleave_rt_cuda_plugin_device_count";
+inline constexpr const char *kCudaDeviceInfoSymbol =
+    "cleave_rt_cuda_plugin_device_info";
 
 } // namespace cleave::rt
 

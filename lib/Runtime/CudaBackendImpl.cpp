@@ -11,6 +11,8 @@
 
 #include "CudaBackend.h"
 #include "CudaGemm.h"
+#include "CudaProfile.h"
+#include "DType.h"
 #include "Env.h"
 #include "Error.h"
 #include "NcclCommunicator.h"
@@ -32,8 +34,8 @@ class CudaBackendImpl final : public CudaBackend, public NcclHost {
 public:
   explicit CudaBackendImpl(const CudaBackendOptions &options)
       : options_(options), device_(options.localRank), gemm_(device_),
-        watchdog_(device_, options.timeoutMs,
-                  envInt("CLEAVE_NCCL_POLL_MS", 20)) {
+        profile_(options.rank), watchdog_(device_, options.timeoutMs,
+                                          envInt("CLEAVE_NCCL_POLL_MS", 20)) {
     cudaCheck(cuDeviceGetDefaultMemPool(&pool_, device_.device()),
               "getting the device's memory pool");
     // Keep freed memory in the pool: steps allocate the same sizes again.
@@ -74,14 +76,25 @@ public:
   void gemm(const GemmArgs &args) override {
     checkGemm(args);
     requireGpuOperands(args, nullptr);
+    if (profile_.enabled())
+      profile_.begin(gemmName(args, "gemm"), device_.compute());
     gemm_.run(args, CLEAVE_EPILOGUE_NONE, nullptr, device_.compute());
+    if (profile_.enabled())
+      profile_.end(device_.compute());
     afterCall();
   }
 
   void gemmEpilogue(const GemmArgs &args, int32_t epilogue,
                     const void *bias) override {
     requireGpuOperands(args, bias);
+    if (profile_.enabled())
+      profile_.begin(gemmName(args, epilogue == CLEAVE_EPILOGUE_BIAS
+                                        ? "gemm+bias"
+                                        : "gemm+bias+gelu"),
+                     device_.compute());
     gemm_.run(args, epilogue, bias, device_.compute());
+    if (profile_.enabled())
+      profile_.end(device_.compute());
     afterCall();
   }
 
@@ -132,6 +145,8 @@ public:
     auto known = functions_.find(function);
     if (known == functions_.end() || known->second != *function)
       lookUp(function, module, image, name);
+    if (profile_.enabled())
+      profile_.begin(name, device_.compute());
     cudaCheck(
         cuLaunchKernel(static_cast<CUfunction>(*function), unsigned(grid[0]),
                        unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
@@ -139,6 +154,8 @@ public:
                        unsigned(sharedBytes), device_.compute(), args, nullptr),
         concat("launching kernel ", name, " (", grid[0], " blocks of ",
                block[0], " threads)"));
+    if (profile_.enabled())
+      profile_.end(device_.compute());
     afterCall();
   }
 
@@ -161,11 +178,15 @@ public:
   void stepBegin() override {
     device_.makeCurrent();
     inStep_ = true;
+    if (profile_.enabled())
+      profile_.countStep();
   }
 
   void synchronize() override {
     inStep_ = false;
     waitCompute();
+    if (profile_.enabled())
+      profile_.collect();
   }
 
   /// Outside a step every call completes before it returns.
@@ -175,6 +196,14 @@ public:
   }
 
 private:
+  /// A GEMM's name in the profile: "cuBLASLt gemm bf16 [b x] m x n x k".
+  static std::string gemmName(const GemmArgs &g, const char *what) {
+    return concat("cuBLASLt ", what, " ", dtypeName(g.dtype), " ",
+                  g.batch > 1 ? concat(g.batch, " x ") : std::string(), g.m,
+                  " x ", g.n, " x ", g.k, g.transA ? " (A^T)" : "",
+                  g.transB ? " (B^T)" : "");
+  }
+
   /// cuBLASLt reads its operands on the GPU: pageable host memory there is
   /// an illegal address that kills the context, so it is refused first (one
   /// driver query per operand).
@@ -185,9 +214,9 @@ private:
       if (!ptr)
         continue;
       unsigned type = 0;
-      CUresult r = cuPointerGetAttribute(
-          &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-          reinterpret_cast<CUdeviceptr>(ptr));
+      CUresult r =
+          cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                reinterpret_cast<CUdeviceptr>(ptr));
       require(r == CUDA_SUCCESS,
               concat("operand ", name, " at ", ptr,
                      " is not GPU memory (host memory? the cuda backend's "
@@ -235,6 +264,7 @@ private:
   CudaBackendOptions options_;
   CudaDevice device_;
   CudaGemm gemm_;
+  CudaProfile profile_;
   NcclWatchdog watchdog_;
   CUmemoryPool pool_ = nullptr;
   NcclCommunicator *world_ = nullptr;
@@ -259,6 +289,12 @@ cleave_rt_cuda_plugin_create_backend(const CudaBackendOptions *options) {
 __attribute__((visibility("default"))) int
 cleave_rt_cuda_plugin_device_count(std::string *why) {
   return cudaDeviceCount(*why);
+}
+
+__attribute__((visibility("default"))) int
+cleave_rt_cuda_plugin_device_info(int ordinal, std::string *name, int *major,
+                                  int *minor, std::string *why) {
+  return cudaDeviceInfo(ordinal, *name, *major, *minor, *why) ? 0 : -1;
 }
 
 } // extern "C"

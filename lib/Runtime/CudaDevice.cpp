@@ -38,6 +38,31 @@ int cudaDeviceCount(std::string &why) {
   return count;
 }
 
+bool cudaDeviceInfo(int ordinal, std::string &name, int &major, int &minor,
+                    std::string &why) {
+  int count = cudaDeviceCount(why);
+  if (count <= 0)
+    return false;
+  if (ordinal < 0 || ordinal >= count) {
+    why = concat("device ", ordinal, " does not exist (", count, " visible)");
+    return false;
+  }
+  CUdevice device;
+  CUresult r = cuDeviceGet(&device, ordinal);
+  if (r != CUDA_SUCCESS) {
+    why = "cuDeviceGet: " + cudaErrorText(r);
+    return false;
+  }
+  char text[256] = {};
+  cuDeviceGetName(text, sizeof(text), device);
+  name = text;
+  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                       device);
+  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                       device);
+  return true;
+}
+
 CudaDevice::CudaDevice(int localRank) {
   std::string why;
   int count = cudaDeviceCount(why);

@@ -23,6 +23,10 @@ void cudaCheck(CUresult result, const std::string &what);
 
 /// The number of devices, or -1 with the reason in `why`.
 int cudaDeviceCount(std::string &why);
+/// The name and compute capability of device `ordinal`; false (with the
+/// reason in `why`) when there is no such device or no driver.
+bool cudaDeviceInfo(int ordinal, std::string &name, int &major, int &minor,
+                    std::string &why);
 
 /// The process's device: its primary context and compute stream, and a pool
 /// of events for ordering streams.

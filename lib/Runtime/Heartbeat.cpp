@@ -164,6 +164,14 @@ std::string describeMember(int rank, const std::optional<RankStatus> &status,
   int64_t age = wallMillis() - status->timeMs;
   if (status->state == "finalized")
     return concat("rank ", rank, " has already called cleave_rt_finalize");
+  // A rank that published its failure and then exited (it stops
+  // heartbeating) is explained by its failure, not by its silence.
+  if (status->state == "failed") {
+    severity = 2;
+    std::string error = status->error.substr(0, 240);
+    return concat("rank ", rank, " failed: ", error,
+                  error.size() < status->error.size() ? "..." : "");
+  }
   if (age > staleMs) {
     std::string text =
         concat("rank ", rank, " stopped responding (last heartbeat ",
@@ -171,12 +179,6 @@ std::string describeMember(int rank, const std::optional<RankStatus> &status,
     if (status->host == hostName() && processExited(status->pid))
       text += ", which has exited";
     return text + ")";
-  }
-  if (status->state == "failed") {
-    severity = 2;
-    std::string error = status->error.substr(0, 240);
-    return concat("rank ", rank, " failed: ", error,
-                  error.size() < status->error.size() ? "..." : "");
   }
   severity = 0;
   auto it = status->groups.find(group.id);

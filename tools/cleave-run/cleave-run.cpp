@@ -16,8 +16,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Corpus.h"
+#include "cleave/Execution/Bundle.h"
 #include "cleave/Execution/Compiler.h"
 #include "cleave/Execution/Run.h"
+#include "cleave/Execution/RunFlags.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Pipelines/Compile.h"
 #include "cleave/Support/ClosedPipeLLVM.h"
@@ -32,6 +34,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -73,10 +76,6 @@ cl::opt<std::string> dtype("dtype", cl::init(""), cl::cat(modelCat),
                                     "weights and optimizer state stay f32)"));
 
 cl::OptionCategory trainCat("Training");
-cl::opt<int64_t> steps("steps", cl::init(100), cl::cat(trainCat),
-                       cl::desc("Training steps"));
-cl::opt<double> lr("lr", cl::init(1e-3), cl::cat(trainCat),
-                   cl::desc("Learning rate"));
 cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                cl::cat(trainCat), cl::desc("adamw or sgd"));
 cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(trainCat));
@@ -117,85 +116,28 @@ cl::opt<std::string> lossScale(
              "--loss-scale-growth-interval good steps (PyTorch's GradScaler); "
              "none: no scaling (default: dynamic with --dtype f16, else "
              "none)"));
-cl::opt<double> lossScaleInit("loss-scale-init", cl::init(65536.0),
-                              cl::cat(trainCat),
-                              cl::desc("The first loss scale"));
-cl::opt<int64_t> lossScaleInterval(
-    "loss-scale-growth-interval", cl::init(2000), cl::cat(trainCat),
-    cl::desc("Good steps in a row after which the scale grows"));
-cl::opt<double> lossScaleGrowth("loss-scale-growth", cl::init(2.0),
-                                cl::cat(trainCat),
-                                cl::desc("Growth factor of the loss scale"));
-cl::opt<double>
-    lossScaleBackoff("loss-scale-backoff", cl::init(0.5), cl::cat(trainCat),
-                     cl::desc("Factor of the loss scale after an overflow"));
-cl::opt<uint64_t> seed("seed", cl::init(1234), cl::cat(trainCat),
-                       cl::desc("Seed of initialization, data order, dropout"));
-cl::opt<int64_t> logEvery("log-every", cl::init(10), cl::cat(trainCat),
-                          cl::desc("Print the loss every N steps"));
 
 cl::OptionCategory ioCat("Data and files");
-cl::opt<std::string> dataPath("data", cl::cat(ioCat),
-                              cl::desc("nanoGPT-style token file (.bin)"));
-cl::opt<int> tokenBytes("token-bytes", cl::init(2), cl::cat(ioCat),
-                        cl::desc("2 (uint16) or 4 (uint32) per token"));
 cl::opt<int64_t> vocabOpt("vocab", cl::init(-1), cl::cat(ioCat),
                           cl::desc("Vocabulary of the token data"));
-cl::opt<std::string> valDataPath(
-    "val-data", cl::cat(ioCat),
-    cl::desc("Validation data, like the training data: a token file with "
-             "--data, a per-batch tensors file with --inputs; the mean loss "
-             "of --eval-steps batches is printed and saved with "
-             "--save-losses (val_loss, val_step)"));
-cl::opt<int64_t> evalEvery(
-    "eval-every", cl::init(0), cl::cat(ioCat),
-    cl::desc("With --val-data: evaluate after every N-th step (and after "
-             "the last); 0: only after the last step"));
-cl::opt<int64_t> evalSteps(
-    "eval-steps", cl::init(1), cl::cat(ioCat),
-    cl::desc("With --val-data: batches per evaluation (the same ones each "
-             "time)"));
-cl::opt<std::string> inputsPath("inputs", cl::cat(ioCat),
-                                cl::desc("Per-step input tensors file"));
-cl::opt<std::string> paramsPath("params", cl::cat(ioCat),
-                                cl::desc("Load parameters from this file"));
-cl::opt<std::string> savePath("save-params", cl::cat(ioCat),
-                              cl::desc("Write the final parameters here"));
-cl::opt<bool> saveState("save-state", cl::cat(ioCat),
-                        cl::desc("Also write the optimizer state"));
-cl::opt<std::string> lossesPath(
-    "save-losses", cl::cat(ioCat),
-    cl::desc("Write the per-step losses as tensor 'loss' [steps] (f64)"));
-cl::opt<std::string> tracePath(
-    "trace", cl::cat(ioCat),
-    cl::desc("Write the measured timeline (steps, communication calls) as "
-             "Chrome trace JSON, the simulator's format (Perfetto)"));
-cl::opt<std::string> checkpointDir(
-    "checkpoint", cl::cat(ioCat),
-    cl::desc("Directory of sharded checkpoints: every rank writes its own "
-             "blocks of the parameters and optimizer state, in the "
-             "background; a step is committed once rank 0 renames its "
-             "manifest into place"));
-cl::opt<int64_t> checkpointEvery(
-    "checkpoint-every", cl::init(0), cl::cat(ioCat),
-    cl::desc("Write a checkpoint every N optimizer steps (needs "
-             "--checkpoint)"));
-cl::opt<int>
-    keepCheckpoints("keep-checkpoints", cl::init(2), cl::cat(ioCat),
-                    cl::desc("Committed checkpoints kept (default 2)"));
-cl::opt<bool> resume(
-    "resume", cl::cat(ioCat),
-    cl::desc("Load the newest committed checkpoint in --checkpoint (saved on "
-             "any mesh or plan) and continue until the step counter reaches "
-             "--steps; without one, start at step 0"));
-cl::opt<int> maxRestarts(
-    "max-restarts", cl::init(0), cl::cat(ioCat),
-    cl::desc("With -n N and --checkpoint: when a rank dies or the group "
-             "fails, restart every rank up to this many times, resuming from "
-             "the newest committed checkpoint (under torchrun, use its "
-             "--max-restarts with --resume)"));
 cl::opt<std::string> emitObject("emit-object", cl::cat(ioCat),
                                 cl::desc("Compile to this object file, exit"));
+cl::opt<std::string> emitBundle(
+    "emit-bundle", cl::cat(ioCat),
+    cl::desc("Write a bundle to this directory and exit: the compiled step "
+             "(for --backend cuda also its CPU build), a runner without "
+             "LLVM/MLIR, the libraries, the data and DIR/run, which trains "
+             "on another machine with the run options of cleave-run and "
+             "checks a GPU with --selftest (docs/cuda.md)"));
+cl::opt<std::string> bundleCpu(
+    "bundle-cpu", cl::init(kBundleHostCpu), cl::cat(ioCat),
+    cl::desc("With --emit-bundle: the CPU the bundle's host code is "
+             "generated for (an LLVM CPU name; 'host': this machine's, which "
+             "trains bit for bit like cleave-run here)"));
+cl::opt<bool> bundleParams(
+    "bundle-params", cl::cat(ioCat),
+    cl::desc("With --emit-bundle and --params: carry the parameters in the "
+             "bundle (its runs start from them)"));
 cl::opt<std::string> aotPath("aot", cl::cat(ioCat),
                              cl::desc("Run an AOT-compiled shared library"));
 cl::opt<bool> noCompileCache(
@@ -212,12 +154,8 @@ cl::opt<std::string> backendOpt(
              "GPU, LOCAL_RANK selects the device)"));
 
 cl::OptionCategory parallelCat("Parallelism");
-cl::opt<int> nprocs("n", cl::init(0), cl::cat(parallelCat),
-                    cl::desc("Run N local ranks (forks of this process "
-                             "sharing one compilation); without it, one "
-                             "rank, or the ranks an external launcher "
-                             "(torchrun, Slurm, mpirun) set in the "
-                             "environment"));
+// steps, data, files, checkpoints, -n: shared with bundle runners.
+RunFlags flags(trainCat, ioCat, parallelCat);
 cl::opt<std::string> planSpec(
     "plan", cl::init(""), cl::cat(parallelCat),
     cl::desc("Named plan, e.g. dp=2,tp=2,sp,zero=1, dp=2,cp=2 (context "
@@ -229,13 +167,6 @@ cl::opt<std::string> planSpec(
              "ranks on this machine (cleave-auto-shard, cluster local-cpu); "
              "without --plan, several ranks and no mesh in the program: "
              "dp=<ranks>"));
-
-cl::opt<double> heartbeatTimeout(
-    "heartbeat-timeout", cl::init(30.0), cl::cat(parallelCat),
-    cl::desc("Seconds without a heartbeat after which a rank that another "
-             "waits for is declared hung and every rank stops, naming it "
-             "(sets CLEAVE_HEARTBEAT_TIMEOUT_MS; default: that variable, "
-             "else 30)"));
 
 cl::opt<double> bucketMiB(
     "bucket-mb", cl::init(25.0), cl::cat(parallelCat),
@@ -256,14 +187,6 @@ int fail(const Twine &message) {
   outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
   return 1;
-}
-
-/// The world size an external launcher set, or 0.
-int launcherWorldSize() {
-  for (const char *var : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"})
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
-  return 0;
 }
 
 /// The zoo config from --model and the overrides.
@@ -362,66 +285,20 @@ Error checkMesh(const ProgramManifest &manifest, int world) {
       Twine(planSpec.empty() ? "the program's" : "the plan's") + " mesh (" +
           mesh->toString() + ") has " + Twine(mesh->numDevices()) +
           " devices but there are " + Twine(world) + " ranks" +
-          (nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
-}
-
-/// An error for option `name` whose value is not in the stated range.
-Error badValue(const Twine &name, const Twine &value, const Twine &expected) {
-  return createStringError(inconvertibleErrorCode(), "--" + name + " " + value +
-                                                         ": expected " +
-                                                         expected);
-}
-
-std::string showNumber(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
+          (flags.nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
 }
 
 /// The step at which the decay ends: --decay-steps, or the last step.
 int64_t effectiveDecaySteps() {
   return decaySteps.getNumOccurrences() ? decaySteps.getValue()
-                                        : steps.getValue();
+                                        : flags.steps.getValue();
 }
 
 /// Range checks of the numeric options, before anything is compiled.
 Error checkNumbers() {
-  if (nprocs.getNumOccurrences() && (nprocs < 1 || nprocs > 1024))
-    return createStringError(inconvertibleErrorCode(),
-                             "-n " + Twine(nprocs.getValue()) +
-                                 ": expected a number of ranks in 1..1024");
-  if (steps < 0)
-    return badValue("steps", Twine(steps.getValue()), "a number of steps >= 0");
-  if (checkpointEvery < 0)
-    return badValue("checkpoint-every", Twine(checkpointEvery.getValue()),
-                    "a number of steps >= 0");
-  if (maxRestarts < 0)
-    return badValue("max-restarts", Twine(maxRestarts.getValue()),
-                    "a number >= 0");
-  if (maxRestarts > 0 && checkpointDir.empty())
-    return createStringError(inconvertibleErrorCode(),
-                             "--max-restarts needs --checkpoint DIR (a "
-                             "restart resumes from its newest checkpoint)");
-  if (keepCheckpoints < 1)
-    return badValue("keep-checkpoints", Twine(keepCheckpoints.getValue()),
-                    "a number >= 1");
-  if ((checkpointEvery > 0 || resume) && checkpointDir.empty())
-    return createStringError(inconvertibleErrorCode(),
-                             Twine(resume ? "--resume" : "--checkpoint-every") +
-                                 " needs --checkpoint DIR");
-  if (resume && !paramsPath.empty())
-    return createStringError(inconvertibleErrorCode(),
-                             "--resume and --params both give the starting "
-                             "parameters: use one");
-  if (!std::isfinite(heartbeatTimeout) || heartbeatTimeout <= 0)
-    return badValue("heartbeat-timeout",
-                    showNumber(heartbeatTimeout.getValue()),
-                    "a number of seconds > 0");
-  if (logEvery < 1)
-    return badValue("log-every", Twine(logEvery.getValue()), "a number >= 1");
+  if (Error err = flags.check())
+    return err;
   auto finite = [](double v) { return std::isfinite(v); };
-  if (!finite(lr) || lr < 0)
-    return badValue("lr", showNumber(lr.getValue()), "a finite number >= 0");
   for (auto [opt, name] : {std::pair{&beta1, "beta1"}, {&beta2, "beta2"}})
     if (!finite(*opt) || *opt < 0 || *opt >= 1)
       return badValue(name, showNumber(opt->getValue()), "a number in [0, 1)");
@@ -443,10 +320,10 @@ Error checkNumbers() {
   if (warmupSteps < 0)
     return badValue("warmup-steps", Twine(warmupSteps.getValue()),
                     "a number of steps >= 0");
-  if (!finite(lrMin) || lrMin < 0 || lrMin > lr)
+  if (!finite(lrMin) || lrMin < 0 || lrMin > flags.lr)
     return badValue("lr-min", showNumber(lrMin.getValue()),
                     "a finite number in [0, --lr] (--lr is " +
-                        showNumber(lr.getValue()) + ")");
+                        showNumber(flags.lr.getValue()) + ")");
   if (decaySteps.getNumOccurrences() && lrSchedule == "constant")
     return badValue("decay-steps", Twine(decaySteps.getValue()),
                     "no decay with --lr-schedule constant (choose cosine or "
@@ -458,40 +335,6 @@ Error checkNumbers() {
                         ": the decay starts after the warmup");
   if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none")
     return badValue("loss-scale", lossScale.getValue(), "dynamic or none");
-  if (!finite(lossScaleInit) || lossScaleInit <= 0 || lossScaleInit > 1e30)
-    return badValue("loss-scale-init", showNumber(lossScaleInit.getValue()),
-                    "a finite scale in (0, 1e30]");
-  if (lossScaleInterval < 1)
-    return badValue("loss-scale-growth-interval",
-                    Twine(lossScaleInterval.getValue()),
-                    "a number of steps >= 1");
-  if (!finite(lossScaleGrowth) || lossScaleGrowth <= 1)
-    return badValue("loss-scale-growth", showNumber(lossScaleGrowth.getValue()),
-                    "a finite factor > 1");
-  if (!finite(lossScaleBackoff) || lossScaleBackoff <= 0 ||
-      lossScaleBackoff >= 1)
-    return badValue("loss-scale-backoff",
-                    showNumber(lossScaleBackoff.getValue()),
-                    "a factor in (0, 1)");
-  if (evalEvery < 0)
-    return badValue("eval-every", Twine(evalEvery.getValue()),
-                    "a number of steps >= 0");
-  if (evalSteps < 1)
-    return badValue("eval-steps", Twine(evalSteps.getValue()),
-                    "a number of batches >= 1");
-  for (cl::Option *o : {static_cast<cl::Option *>(&evalEvery),
-                        static_cast<cl::Option *>(&evalSteps)})
-    if (o->getNumOccurrences() && valDataPath.empty())
-      return createStringError(inconvertibleErrorCode(),
-                               "--" + o->ArgStr +
-                                   ": there is no validation data (give "
-                                   "--val-data)");
-  if (!valDataPath.empty() && dataPath.empty() && inputsPath.empty())
-    return createStringError(
-        inconvertibleErrorCode(),
-        "--val-data " + valDataPath +
-            ": validation data is like the training data: give the "
-            "training data with --data (a token file) or --inputs");
   if (dropout.getNumOccurrences() &&
       (!finite(dropout) || dropout < 0 || dropout >= 1))
     return badValue("dropout", showNumber(dropout.getValue()),
@@ -528,81 +371,9 @@ Error checkStepOptions(mlir::ModuleOp module) {
 /// Every output path is writable, and none is an input or another output,
 /// checked before the first step so that no work or data is lost.
 Error checkPaths() {
-  struct Path {
-    const char *option;
-    const std::string *path;
-  };
-  Path inputs[] = {
-      {"data", &dataPath.getValue()},     {"val-data", &valDataPath.getValue()},
-      {"params", &paramsPath.getValue()}, {"inputs", &inputsPath.getValue()},
-      {"aot", &aotPath.getValue()},       {"program", &input.getValue()}};
-  Path outputs[] = {{"save-params", &savePath.getValue()},
-                    {"save-losses", &lossesPath.getValue()},
-                    {"trace", &tracePath.getValue()},
-                    {"emit-object", &emitObject.getValue()}};
-  auto absolute = [](const std::string &path) {
-    SmallString<256> p(path);
-    (void)sys::fs::make_absolute(p);
-    sys::path::remove_dots(p, /*remove_dot_dot=*/true);
-    return std::string(p);
-  };
-  auto same = [&](const std::string &a, const std::string &b) {
-    struct stat sa, sb;
-    if (absolute(a) == absolute(b))
-      return true;
-    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
-           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  };
-  auto fail = [](const Twine &message) {
-    return createStringError(inconvertibleErrorCode(), message);
-  };
-  for (size_t i = 0; i < std::size(outputs); ++i) {
-    const std::string &out = *outputs[i].path;
-    if (out.empty())
-      continue;
-    for (const Path &in : inputs)
-      if (!in.path->empty() && same(out, *in.path))
-        return fail("--" + Twine(outputs[i].option) + " " + out + " is the --" +
-                    in.option + " input; refusing to " +
-                    "write over it (choose another path)");
-    for (size_t j = 0; j < i; ++j)
-      if (!outputs[j].path->empty() && same(out, *outputs[j].path))
-        return fail("--" + Twine(outputs[i].option) + " and --" +
-                    outputs[j].option + " name the same file " + out);
-    // What an earlier run killed while writing this output left behind.
-    if (std::string(outputs[i].option) != "emit-object")
-      cleave_tensor_file_remove_stale(out.c_str());
-    struct stat st;
-    if (::stat(out.c_str(), &st) == 0) {
-      if (S_ISDIR(st.st_mode))
-        return fail("--" + Twine(outputs[i].option) + " " + out +
-                    " is a directory; expected a file path");
-      if (::access(out.c_str(), W_OK) != 0)
-        return fail("--" + Twine(outputs[i].option) + " " + out +
-                    ": the file is not writable (" + strerror(errno) + ")");
-      continue;
-    }
-    SmallString<256> dir(out);
-    sys::path::remove_filename(dir);
-    if (dir.empty())
-      dir = ".";
-    if (::access(dir.c_str(), W_OK) != 0)
-      return fail("--" + Twine(outputs[i].option) + " " + out +
-                  ": cannot write in the directory " + dir + " (" +
-                  strerror(errno) + ")");
-  }
-  if (!checkpointDir.empty()) {
-    if (std::error_code ec = sys::fs::create_directories(checkpointDir))
-      return fail("--checkpoint " + checkpointDir + ": " + ec.message());
-    if (::access(checkpointDir.c_str(), W_OK) != 0)
-      return fail("--checkpoint " + checkpointDir +
-                  ": the directory is not writable (" + strerror(errno) + ")");
-    for (const Path &in : inputs)
-      if (!in.path->empty() && same(checkpointDir, *in.path))
-        return fail("--checkpoint " + checkpointDir + " is the --" + in.option +
-                    " input");
-  }
-  return Error::success();
+  NamedPath inputs[] = {{"aot", aotPath}, {"program", input}};
+  NamedPath outputs[] = {{"emit-object", emitObject, /*tensorFile=*/false}};
+  return flags.checkPaths(inputs, outputs);
 }
 
 /// --accumulate K runs the step's batch as K micro-batches before one
@@ -646,95 +417,64 @@ RankCompileOptions rankCompileOptions(int world) {
   o.autodiff.lossScaling =
       lossScale.empty() ? dtype == "f16" : lossScale == "dynamic";
   o.keepOtherFunctions = !emitObject.empty();
-  o.evalStep = !valDataPath.empty();
+  o.evalStep = !flags.valDataPath.empty();
   o.log = &outs();
   return o;
 }
 
 RunOptions runOptions() {
-  RunOptions o;
+  RunOptions o = flags.runOptions();
   o.backend = backendOpt;
-  o.localRanks = nprocs;
-  o.steps = steps;
-  o.learningRate = lr;
-  o.seed = seed;
-  o.logEvery = logEvery;
-  o.paramsPath = paramsPath;
-  o.savePath = savePath;
-  o.saveState = saveState;
-  o.lossesPath = lossesPath;
-  o.tracePath = tracePath;
-  o.checkpointDir = checkpointDir;
-  o.checkpointEvery = checkpointEvery;
-  o.keepCheckpoints = keepCheckpoints;
-  o.resume = resume;
-  o.maxRestarts = maxRestarts;
   o.planText = planSpec;
-  o.evalEvery = evalEvery;
-  o.evalBatches = evalSteps;
-  o.lossScaling.initScale = lossScaleInit;
-  o.lossScaling.growthInterval = lossScaleInterval;
-  o.lossScaling.growthFactor = lossScaleGrowth;
-  o.lossScaling.backoffFactor = lossScaleBackoff;
   return o;
 }
 
-/// A validation token file must be tokens of the training data's size
-/// and vocabulary: checked over the whole file before anything runs.
-Error checkValidationTokens(int64_t vocab) {
-  auto fail = [&](const Twine &message) {
-    return createStringError(inconvertibleErrorCode(),
-                             "--val-data " + valDataPath + ": " + message);
-  };
-  ErrorOr<std::unique_ptr<MemoryBuffer>> file =
-      MemoryBuffer::getFile(valDataPath, /*IsText=*/false,
-                            /*RequiresNullTerminator=*/false);
-  if (!file)
-    return fail("cannot read it (" + file.getError().message() + ")");
-  StringRef bytes = (*file)->getBuffer();
-  int64_t width = tokenBytes;
-  if (bytes.size() % width)
-    return fail(Twine(bytes.size()) + " bytes are not a whole number of " +
-                Twine(width) + "-byte tokens (--token-bytes " + Twine(width) +
-                ")");
-  int64_t count = bytes.size() / width;
-  bool oddWordsZero = width == 2 && count >= 16;
-  for (int64_t i = 0; i < count; ++i) {
-    uint32_t id = 0;
-    std::memcpy(&id, bytes.data() + i * width, width); // little endian
-    if (vocab >= 0 && int64_t(id) >= vocab)
-      return fail("token " + Twine(i) + " is " + Twine(id) +
-                  ", outside the vocabulary of " + Twine(vocab) +
-                  " tokens that the model is trained on (another tokenizer, "
-                  "or --token-bytes " +
-                  Twine(width) + " is not the file's)");
-    oddWordsZero &= i % 2 == 0 || id == 0;
-  }
-  if (oddWordsZero)
-    return fail("every second 16-bit token is 0: the file holds 4-byte "
-                "tokens, but --token-bytes is 2");
-  return Error::success();
-}
-
-/// The validation batches (--val-data), opened like the training data.
-Expected<std::unique_ptr<TrainingData>> openValidation(int64_t vocab) {
-  if (valDataPath.empty())
-    return nullptr;
-  DataOptions options;
-  if (!inputsPath.empty()) {
-    options.inputsPath = valDataPath;
-  } else {
-    if (Error err = checkValidationTokens(vocab))
-      return std::move(err);
-    options.tokensPath = valDataPath;
-    options.tokenBytes = tokenBytes;
-  }
-  Expected<std::unique_ptr<TrainingData>> data = TrainingData::open(options);
-  if (!data)
-    return createStringError(inconvertibleErrorCode(),
-                             "--val-data " + valDataPath + ": " +
-                                 toString(data.takeError()));
-  return data;
+/// --emit-bundle: the bundle of the program compiled for the ranks.
+int writeBundleOf(mlir::ModuleOp module, const CompileOptions &compileOptions,
+                  const RankCompileOptions &rankOptions, int world,
+                  int64_t vocab) {
+  if (!aotPath.empty())
+    return fail("--emit-bundle compiles the program; it cannot take --aot");
+  if (bundleParams && flags.paramsPath.empty())
+    return fail("--bundle-params needs --params FILE (the parameters to "
+                "carry)");
+  BundleOptions o;
+  o.dir = emitBundle;
+  o.compile = compileOptions;
+  o.compile.hostCpu =
+      bundleCpu == "host" ? sys::getHostCPUName().str() : bundleCpu.getValue();
+  SmallString<256> runner(
+      sys::fs::getMainExecutable(nullptr, (void *)&writeBundleOf));
+  sys::path::remove_filename(runner);
+  sys::path::append(runner, "cleave-bundle-run");
+  o.runner = std::string(runner);
+  o.world = world;
+  o.planText = planSpec;
+  o.model = rankOptions.model;
+  o.plan = rankOptions.plan;
+  o.inputsPath = flags.inputsPath;
+  o.tokensPath = flags.dataPath;
+  o.valDataPath = flags.valDataPath;
+  o.tokenBytes = flags.tokenBytes;
+  o.text = flags.inputsPath.empty() && flags.dataPath.empty()
+               ? StringRef(cleaveCorpusText())
+               : StringRef();
+  o.vocab = vocab;
+  if (bundleParams)
+    o.paramsPath = flags.paramsPath;
+  o.steps = flags.steps;
+  o.learningRate = flags.lr;
+  o.seed = flags.seed;
+  Expected<CompileCacheOptions> cacheOptions =
+      CompileCacheOptions::fromEnvironment();
+  if (!cacheOptions)
+    return fail(toString(cacheOptions.takeError()));
+  cacheOptions->enabled &= !noCompileCache;
+  CompileCache cache(*cacheOptions);
+  o.cache = &cache;
+  if (Error err = writeBundle(module, o, outs()))
+    return fail(toString(std::move(err)));
+  return 0;
 }
 
 } // namespace
@@ -750,10 +490,8 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (Error err = checkPaths())
     return fail(toString(std::move(err)));
-  if (heartbeatTimeout.getNumOccurrences())
-    ::setenv("CLEAVE_HEARTBEAT_TIMEOUT_MS",
-             std::to_string(int64_t(heartbeatTimeout * 1000.0)).c_str(), 1);
-  int world = nprocs > 0 ? nprocs.getValue() : std::max(1, launcherWorldSize());
+  flags.exportEnvironment();
+  int world = flags.world();
   if (backendOpt != "cpu" && backendOpt != "cuda")
     return fail("unknown --backend '" + backendOpt + "' (cpu or cuda)");
   // Compiling for CUDA needs no device: only running does.
@@ -775,12 +513,7 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
 
   // Data: per-step tensors, a token file, or the embedded corpus.
-  DataOptions dataOptions;
-  dataOptions.inputsPath = inputsPath;
-  dataOptions.tokensPath = dataPath;
-  dataOptions.tokenBytes = tokenBytes;
-  dataOptions.text = cleaveCorpusText();
-  auto data = TrainingData::open(dataOptions);
+  auto data = TrainingData::open(flags.dataOptions(cleaveCorpusText()));
   if (!data)
     return fail(toString(data.takeError()));
   bool textVocab = (*data)->textVocab() >= 0;
@@ -804,12 +537,14 @@ int main(int argc, char **argv) {
     return fail(toString(std::move(err)));
   if (!rankOptions.model && (*data)->hasTokens() && vocab < 0)
     return fail("token data needs --vocab for a program read from a file");
-  Expected<std::unique_ptr<TrainingData>> valData = openValidation(vocab);
+  Expected<std::unique_ptr<TrainingData>> valData = flags.openValidation(vocab);
   if (!valData)
     return fail(toString(valData.takeError()));
   if (aotPath.empty())
     if (Error err = compileForRanks(*module, rankOptions))
       return fail(toString(std::move(err)));
+  if (!emitBundle.empty())
+    return writeBundleOf(*module, compileOptions, rankOptions, world, vocab);
   if (!emitObject.empty()) {
     if (Error err = compileToObject(*module, emitObject, compileOptions))
       return fail(toString(std::move(err)));
@@ -829,18 +564,10 @@ int main(int argc, char **argv) {
       return fail("the program's signature cannot be driven by cleave-run");
     job->manifest = std::move(*extracted);
   }
-  job->source = &(*data)->source(seed, vocab);
   if (Error err = checkMesh(job->manifest, world))
     return fail(toString(std::move(err)));
-  if (Error err = checkJob(*job))
+  if (Error err = flags.attachData(*job, **data, valData->get(), vocab))
     return fail(toString(std::move(err)));
-  if (*valData) {
-    // Another seed than training's: with the same file the batches differ.
-    job->valSource = &(*valData)->source(seed + 1, vocab);
-    if (Error err =
-            checkValidation(*job, evalSteps, "--val-data " + valDataPath))
-      return fail(toString(std::move(err)));
-  }
   if (job->entries.empty()) {
     Expected<CompileCacheOptions> cacheOptions =
         CompileCacheOptions::fromEnvironment();

@@ -209,9 +209,9 @@ TEST(CudaRuntime, GemmsMatchTheCpu) {
     // illegal address.
     const GemmReference &r = references.front();
     std::vector<char> hostC(r.c.size());
-    cleave_rt_gemm(r.g.dtype, r.g.ta, r.g.tb, r.g.batch, r.g.m, r.g.n, r.g.k, 1.0,
-                   r.a.data(), r.ac, r.strideA, r.b.data(), r.bc, r.strideB,
-                   0.0, hostC.data(), r.g.n, r.strideC);
+    cleave_rt_gemm(r.g.dtype, r.g.ta, r.g.tb, r.g.batch, r.g.m, r.g.n, r.g.k,
+                   1.0, r.a.data(), r.ac, r.strideA, r.b.data(), r.bc,
+                   r.strideB, 0.0, hostC.data(), r.g.n, r.strideC);
     RT_CHECK(strstr(cleave_rt_error_message(), "operand a at ") &&
                  strstr(cleave_rt_error_message(), "is not GPU memory"),
              "%s", cleave_rt_error_message());

@@ -30,6 +30,10 @@ struct CompileOptions {
   Target target = Target::CPU;
   CPUPipelineOptions pipeline;
   CUDAPipelineOptions cuda;
+  /// The CPU that compileToObject generates host code for (an LLVM CPU
+  /// name such as "x86-64-v3"); empty: this machine's. Bundles, which run
+  /// elsewhere, name a portable one. The JIT always targets this machine.
+  std::string hostCpu;
 };
 
 /// The signature every compiled function is called through.

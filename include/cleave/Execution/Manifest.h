@@ -20,6 +20,10 @@
 
 namespace mlir::cleave {
 
+/// The forward-only step that computes a validation loss
+/// (RankCompileOptions::evalStep).
+inline constexpr llvm::StringLiteral kEvalStepName = "eval_step";
+
 struct BufferSpec {
   enum class Role { Param, State, Input, Output };
   Role role = Role::Input;

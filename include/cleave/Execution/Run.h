@@ -60,13 +60,18 @@ struct TrainJob {
   ProgramManifest manifest;
   /// The entry points of the step (one per pipeline stage), by name.
   std::map<std::string, EntryFn> entries;
-  /// Owns the entries of a JIT build.
-  std::unique_ptr<JitProgram> jit;
+  /// Owns the entries of a JIT build (type-erased: the bundle runner, which
+  /// has no compiler, never holds one).
+  std::shared_ptr<void> owner;
   BatchSource *source = nullptr;
   /// The validation batches, for the program's kEvalStepName (none: no
   /// validation).
   BatchSource *valSource = nullptr;
 };
+
+/// Names of the functions some rank runs: the training step (one per
+/// pipeline stage) and the evaluation step if the program has one.
+std::vector<std::string> stepEntryNames(const ProgramManifest &manifest);
 
 /// Loads an AOT build (a shared library linked from compileToObject's
 /// object file): its manifest and the entry points of the step.
@@ -110,6 +115,8 @@ struct RunOptions {
   bool saveState = false;
   /// Write the per-step losses here (and the validation losses).
   std::string lossesPath;
+  /// Write rank 0's wall time of every step here (tensor "step_seconds").
+  std::string stepTimesPath;
   /// Sharded checkpoints (Checkpoint.h): written to `checkpointDir` every
   /// `checkpointEvery` optimizer steps (0: never), the last
   /// `keepCheckpoints` kept. With `resume`, the newest committed checkpoint

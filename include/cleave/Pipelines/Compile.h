@@ -15,6 +15,7 @@
 #define CLEAVE_PIPELINES_COMPILE_H
 
 #include "cleave/CostModel/Plan.h"
+#include "cleave/Execution/Manifest.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Pipelines/Plan.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -37,10 +38,6 @@ public:
 private:
   ScopedDiagnosticHandler handler;
 };
-
-/// The forward-only step that computes a validation loss
-/// (RankCompileOptions::evalStep).
-inline constexpr llvm::StringLiteral kEvalStepName = "eval_step";
 
 /// How to compile a program for N ranks.
 struct RankCompileOptions {

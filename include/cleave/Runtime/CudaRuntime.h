@@ -59,6 +59,14 @@ void cleave_rt_cuda_synchronize(void);
  *  it to decide whether to skip. */
 int32_t cleave_rt_cuda_device_count(char *why, int64_t why_size);
 
+/** The name (NUL-terminated, at most `name_size` bytes) and compute
+ *  capability of CUDA device `ordinal`. Returns 0, or -1 with the reason in
+ *  `name` when there is no such device, no driver or no cuda backend. Needs
+ *  no initialized runtime. */
+int32_t cleave_rt_cuda_device_info(int32_t ordinal, char *name,
+                                   int64_t name_size, int32_t *major,
+                                   int32_t *minor);
+
 /** GEMM epilogues (cleave_rt_cuda_gemm_epilogue). */
 typedef enum {
   CLEAVE_EPILOGUE_NONE = 0,
