@@ -7,7 +7,10 @@
 // partition, pipeline (plans with pp) and verify-collectives. For every pass it
 // prints the wall time, the peak memory the pass adds and the op count of its
 // output, so that growth with program size is visible: a linear pass takes
-// 4x longer at 48 layers than at 12, and 8x at 96.
+// 4x longer at 48 layers than at 12, and 8x at 96. With --lower=cpu,cuda it
+// then times the back halves (cleave-lower-to-cpu, cleave-lower-to-cuda with
+// ptxas) on the partitioned step, one row each, with the size of the lowered
+// IR and its slowest passes: what outlining repeated layers must flatten.
 //
 // Memory: the peak resident set during the pass minus the resident set
 // before it (Linux VmHWM, reset before every pass by writing 5 to
@@ -22,10 +25,12 @@
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Models/ModelZoo.h"
+#include "cleave/Pipelines/Lowering.h"
 #include "cleave/Support/ClosedPipeLLVM.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
@@ -59,6 +64,13 @@ cl::opt<std::string>
          cl::desc("cleave-apply-plan options, as in cleave-opt "
                   "--cleave-apply-plan='...'"),
          cl::init("tp=8 dp=8 sp"), cl::cat(category));
+
+cl::list<std::string> lowerings(
+    "lower",
+    cl::desc("Back halves to time after the front half, comma separated: "
+             "cpu (cleave-lower-to-cpu), cuda (cleave-lower-to-cuda, with "
+             "ptxas)"),
+    cl::CommaSeparated, cl::cat(category));
 
 cl::opt<int64_t> stages(
     "stages",
@@ -94,12 +106,17 @@ int64_t maxRssKiB() {
   return usage.ru_maxrss;
 }
 
-/// User plus system CPU seconds of the process so far.
+/// User plus system CPU seconds of the process and its finished children
+/// (ptxas, which the CUDA lowering runs) so far.
 double cpuSeconds() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
   auto sec = [](const timeval &t) { return t.tv_sec + t.tv_usec * 1e-6; };
-  return sec(usage.ru_utime) + sec(usage.ru_stime);
+  double total = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    struct rusage usage;
+    getrusage(who, &usage);
+    total += sec(usage.ru_utime) + sec(usage.ru_stime);
+  }
+  return total;
 }
 
 /// Time and memory of one pass.
@@ -113,9 +130,38 @@ struct Sample {
 
 bool peakResettable = true;
 
-FailureOr<Sample> measure(ModuleOp module, std::unique_ptr<Pass> pass) {
+/// Adds the seconds of every pass run to `seconds[pass argument]`, summed
+/// over the nested runs of a pipeline (a function pass runs once per
+/// function; the context is single-threaded, so runs nest as a stack).
+struct PassTimes : PassInstrumentation {
+  explicit PassTimes(StringMap<double> &seconds) : seconds(seconds) {}
+  StringMap<double> &seconds;
+  SmallVector<std::chrono::steady_clock::time_point> starts;
+  void runBeforePass(Pass *, Operation *) override {
+    starts.push_back(std::chrono::steady_clock::now());
+  }
+  void runAfterPass(Pass *pass, Operation *) override { record(pass); }
+  void runAfterPassFailed(Pass *pass, Operation *) override { record(pass); }
+  void record(Pass *pass) {
+    // Pass adaptors (nested pipelines) have no argument: their time is
+    // their passes'.
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      starts.pop_back_val())
+            .count();
+    if (!pass->getArgument().empty())
+      seconds[pass->getArgument()] += elapsed;
+  }
+};
+
+/// Runs the passes that `build` adds to a pass manager on `module`.
+FailureOr<Sample> measure(ModuleOp module,
+                          llvm::function_ref<void(PassManager &)> build,
+                          StringMap<double> *times = nullptr) {
   PassManager pm(module.getContext());
-  pm.addPass(std::move(pass));
+  build(pm);
+  if (times)
+    pm.addInstrumentation(std::make_unique<PassTimes>(*times));
   Sample s;
   size_t heapBefore = mallinfo2().uordblks;
   int64_t rssBefore = statusKiB("VmRSS");
@@ -137,6 +183,64 @@ FailureOr<Sample> measure(ModuleOp module, std::unique_ptr<Pass> pass) {
   return s;
 }
 
+void printRow(int64_t layers, StringRef name, const Sample &s) {
+  outs() << format("%6lld  %-19s %9.3f %9.3f %10.1f %10.1f %9lld\n",
+                   (long long)layers, name.str().c_str(), s.seconds, s.cpu,
+                   s.peakMiB, s.heapMiB, (long long)s.ops);
+  outs().flush();
+}
+
+/// Counts the bytes written to it (the size of the printed IR, without
+/// keeping it).
+struct CountingStream : raw_ostream {
+  uint64_t bytes = 0;
+  CountingStream() { SetUnbuffered(); }
+  void write_impl(const char *, size_t size) override { bytes += size; }
+  uint64_t current_pos() const override { return bytes; }
+};
+
+/// Times one back half (`cpu` or `cuda`) on a copy of the partitioned
+/// `module`: one row, then the size of the lowered IR and its slowest
+/// passes.
+bool lowerDepth(ModuleOp module, int64_t layers, StringRef target) {
+  if (target != "cpu" && target != "cuda") {
+    errs() << "cleave-bench-passes: --lower: unknown target '" << target
+           << "' (cpu or cuda)\n";
+    return false;
+  }
+  OwningOpRef<ModuleOp> copy = module.clone();
+  StringMap<double> times;
+  FailureOr<Sample> s = measure(
+      *copy,
+      [&](PassManager &pm) {
+        if (target == "cuda")
+          buildCUDALoweringPipeline(pm);
+        else
+          buildCPULoweringPipeline(pm);
+      },
+      &times);
+  std::string name = ("lower-to-" + target).str();
+  if (failed(s)) {
+    errs() << "cleave-bench-passes: " << name << " failed at " << layers
+           << " layers\n";
+    return false;
+  }
+  printRow(layers, name, *s);
+  CountingStream ir;
+  copy->print(ir);
+  SmallVector<std::pair<double, StringRef>> slowest;
+  for (const auto &entry : times)
+    slowest.emplace_back(entry.second, entry.first());
+  llvm::sort(slowest, [](auto &a, auto &b) { return a.first > b.first; });
+  outs() << format("%6lld    IR %.1f MiB; slowest passes (wall s):",
+                   (long long)layers, ir.bytes / 1048576.0);
+  for (auto &[seconds, pass] : ArrayRef(slowest).take_front(4))
+    outs() << format(" %s %.2f", pass.str().c_str(), seconds);
+  outs() << "\n";
+  outs().flush();
+  return true;
+}
+
 /// Runs the front half on `layers` layers of the model; prints one row per
 /// pass. Returns false on failure.
 bool runDepth(const ::cleave::ModelConfig &base, int64_t layers) {
@@ -145,7 +249,14 @@ bool runDepth(const ::cleave::ModelConfig &base, int64_t layers) {
   config.batch = batch;
   DialectRegistry registry;
   registry.insert<CleaveDialect, func::FuncDialect>();
-  MLIRContext context(registry);
+  if (!lowerings.empty()) {
+    registerCPULoweringDialects(registry);
+    registerCUDALoweringDialects(registry);
+  }
+  // One thread: CPU seconds and per-pass times stay comparable on a shared
+  // machine (the lowerings' function passes would otherwise run in
+  // parallel over the few functions of a step).
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
   context.loadAllAvailableDialects();
   std::string error;
   OwningOpRef<ModuleOp> module = buildModel(&context, config, error);
@@ -190,17 +301,18 @@ bool runDepth(const ::cleave::ModelConfig &base, int64_t layers) {
     if (name == "apply-plan" && stages > 0)
       if (auto forward = module->lookupSymbol<func::FuncOp>("forward"))
         forward.erase();
-    FailureOr<Sample> s = measure(*module, std::move(pass));
+    FailureOr<Sample> s =
+        measure(*module, [&](PassManager &pm) { pm.addPass(std::move(pass)); });
     if (failed(s)) {
       errs() << "cleave-bench-passes: " << name << " failed at " << layers
              << " layers\n";
       return false;
     }
-    outs() << format("%6lld  %-19s %9.3f %9.3f %10.1f %10.1f %9lld\n",
-                     (long long)layers, name.str().c_str(), s->seconds, s->cpu,
-                     s->peakMiB, s->heapMiB, (long long)s->ops);
-    outs().flush();
+    printRow(layers, name, *s);
   }
+  for (const std::string &target : lowerings)
+    if (!lowerDepth(*module, layers, target))
+      return false;
   return true;
 }
 

@@ -53,6 +53,12 @@ struct CleaveEarlyDeallocPass final
   void runOnOperation() override {
     SmallVector<memref::DeallocOp> deallocs;
     getOperation().walk([&](memref::DeallocOp d) { deallocs.push_back(d); });
+    // Every destination first, then the moves: a move invalidates the
+    // block's op order, which the next isBeforeInBlock would recompute over
+    // the whole block (quadratic in a step of many layers). Moving a
+    // dealloc changes no other buffer's uses, so the destinations are
+    // those of moving one at a time.
+    SmallVector<std::pair<memref::DeallocOp, Operation *>> moves;
     for (memref::DeallocOp dealloc : deallocs) {
       auto alloc = dealloc.getMemref().getDefiningOp<memref::AllocOp>();
       Block *block = dealloc->getBlock();
@@ -60,8 +66,10 @@ struct CleaveEarlyDeallocPass final
         continue;
       Operation *last = lastUse(alloc.getResult(), block, dealloc);
       if (last && last->isBeforeInBlock(dealloc))
-        dealloc->moveAfter(last);
+        moves.emplace_back(dealloc, last);
     }
+    for (auto [dealloc, last] : moves)
+      dealloc->moveAfter(last);
   }
 };
 

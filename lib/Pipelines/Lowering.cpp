@@ -210,6 +210,8 @@ void mlir::cleave::buildCUDALoweringPipeline(
   pm.addPass(createCleaveCudaMapToGpuPass(kernels));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // The layers' kernels are identical: each distinct one is compiled once.
+  pm.addPass(createCleaveCudaDedupKernelsPass());
   addDeviceLowering(pm, options);
   addHostLowering(pm, Target::CUDA);
 

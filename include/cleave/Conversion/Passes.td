@@ -371,6 +371,42 @@ def CleaveCudaMapToGpuPass
   ];
 }
 
+def CleaveCudaDedupKernelsPass
+    : Pass<"cleave-cuda-dedup-kernels", "::mlir::ModuleOp"> {
+  let summary = "Merges identical kernels, so device code stops growing with "
+                "depth.";
+  let description = [{
+    Runs after `cleave-cuda-map-to-gpu` (and canonicalization). A model's
+    layers are identical, so the kernels that `cleave-cuda-map-to-gpu`
+    emits for layer 3 are those of layer 0 under other names: GPT-3 175B's
+    shape partitioned tp 8 x dp 8 with sequence parallelism has 273 kernels
+    at 2 layers and 481 at 4, but 100 distinct ones at both depths. Every
+    kernel of a `gpu.module` whose text is that of an earlier kernel (same
+    body, signature and attributes, whatever its name) is erased and its
+    launches launch the earlier one, so device code lowering, PTX
+    generation and ptxas see each distinct kernel once.
+
+    ```mlir
+    gpu.launch_func @cleave_kernels::@f_k0_ew ... args(%a : memref<64xf32>, ...)
+    gpu.launch_func @cleave_kernels::@f_k1_ew ... args(%b : memref<64xf32>, ...)
+    gpu.module @cleave_kernels {
+      gpu.func @f_k0_ew(%x: memref<64xf32>, %y: memref<64xf32>) kernel {...}
+      gpu.func @f_k1_ew(%x: memref<64xf32>, %y: memref<64xf32>) kernel {...}  // the same body
+    }
+    // becomes
+    gpu.launch_func @cleave_kernels::@f_k0_ew ... args(%a : memref<64xf32>, ...)
+    gpu.launch_func @cleave_kernels::@f_k0_ew ... args(%b : memref<64xf32>, ...)
+    gpu.module @cleave_kernels {
+      gpu.func @f_k0_ew(%x: memref<64xf32>, %y: memref<64xf32>) kernel {...}
+    }
+    ```
+
+    Launches are the only uses of kernels at this point; a kernel used any
+    other way is an error naming it.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def CleaveCudaGemmEpiloguesPass
     : Pass<"cleave-cuda-gemm-epilogues", "::mlir::ModuleOp"> {
   let summary = "Fuses bias additions into the GEMMs that produce them.";
