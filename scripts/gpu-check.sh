@@ -15,7 +15,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${CLEAVE_BUILD_DIR:-$root/build}"
 out="${1:-$build/gpu-check}"
 run="$build/bin/cleave-run"
-for f in "$run" "$build/bin/cleave-bundle-run" "$build/lib/libCleaveRuntimeCuda.so"; do
+for f in "$run" "$build/bin/cleave-bundle-run" "$build/bin/cleave-bench-gemm" \
+         "$build/bin/CleaveCudaRuntimeTests" "$build/lib/libCleaveRuntimeCuda.so"; do
   if [ ! -e "$f" ]; then
     echo "gpu-check: $f is missing: build Cleave with CUDA first (scripts/build.sh)" >&2
     exit 1
@@ -60,6 +61,9 @@ done
 # The runtime's GPU tests (GEMMs against the CPU, every collective), which
 # need only the runtime.
 cp "$build/bin/CleaveCudaRuntimeTests" "$out/bin/"
+# cuBLASLt's throughput on the step's GEMM shapes (bench/cuda/GemmBench.cpp).
+cp "$build/bin/cleave-bench-gemm" "$out/bin/"
+strip --strip-unneeded "$out"/bin/* "$out"/lib/libCleave* 2>/dev/null || true
 
 cat > "$out/run-all" <<'SH'
 #!/bin/bash
@@ -81,6 +85,8 @@ if "$here/tiny-gpt-f32/run" --exec "$here/bin/CleaveCudaRuntimeTests" 2>&1 |
 else
   failed=$((failed + 1))
 fi
+echo "== GEMM throughput (cleave-bench-gemm)" | tee -a "$report"
+"$here/tiny-gpt-f32/run" --exec "$here/bin/cleave-bench-gemm" 2>&1 | tee -a "$report"
 for manifest in "$here"/*/bundle.json; do
   dir="$(dirname "$manifest")"; name="$(basename "$dir")"
   world=$(sed -n 's/^ *"world": *\([0-9]*\).*/\1/p' "$manifest")
