@@ -150,12 +150,11 @@ static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
   o.micro = p.numMicroBatches;
   o.schedule = ::cleave::cost::toString(p.schedule);
   o.virtualStages = p.chunks();
-  // Recomputation per stage has no named form: every stage recomputes as
-  // much as the most recomputing one (never more memory than planned).
-  ::cleave::cost::Recompute recompute = p.recompute;
-  for (::cleave::cost::Recompute r : p.recomputePerStage)
-    recompute = std::max(recompute, r);
-  o.recompute = ::cleave::cost::toString(recompute);
+  // Recomputation per pipeline rank: "full/none".
+  o.recompute = ::cleave::cost::toString(p.recompute);
+  for (auto [i, r] : llvm::enumerate(p.recomputePerStage))
+    o.recompute =
+        (i ? o.recompute + "/" : std::string()) + ::cleave::cost::toString(r);
   // The planner's layer split (balancing the embedding and the head).
   spec.layersPerStage.assign(p.layersPerChunk.begin(), p.layersPerChunk.end());
   return spec;

@@ -11,7 +11,7 @@ using namespace mlir::cleave;
 const char *const mlir::cleave::kPlanSyntax =
     "dp=N, tp=N, cp=N, sp, zero=K, pp=N, micro=N, "
     "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, "
-    "recompute=none|selective|full, layers=N/N/...";
+    "recompute=none|selective|full[/...], layers=N/N/...";
 
 static llvm::Error planError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -65,8 +65,13 @@ static bool parseNamedPart(llvm::StringRef part,
     return !value.empty();
   }
   if (key == "recompute") {
+    // One kind, or one per pipeline rank: full/none.
     o.recompute = value.str();
-    return value == "none" || value == "selective" || value == "full";
+    llvm::SmallVector<llvm::StringRef> kinds;
+    value.split(kinds, '/');
+    return llvm::all_of(kinds, [](llvm::StringRef kind) {
+      return kind == "none" || kind == "selective" || kind == "full";
+    });
   }
   int64_t *field = key == "dp"        ? &o.dp
                    : key == "tp"      ? &o.tp

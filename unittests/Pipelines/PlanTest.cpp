@@ -86,6 +86,14 @@ TEST(PlanTest, LayerSplit) {
             "count per stage)");
 }
 
+TEST(PlanTest, RecomputationPerPipelineRank) {
+  EXPECT_EQ(parsed("pp=2,micro=2,recompute=full/none", 2).named.recompute,
+            "full/none");
+  std::string expected = std::string("(expected ") + kPlanSyntax + ")";
+  EXPECT_EQ(error("pp=2,recompute=full/some"),
+            "--plan: cannot read 'recompute=full/some' " + expected);
+}
+
 TEST(PlanTest, Recomputation) {
   EXPECT_EQ(parsed("dp=2", 2).named.recompute, "none");
   EXPECT_EQ(parsed("recompute=full", 1).named.recompute, "full");

@@ -327,7 +327,10 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       are recorded in `cleave.plan`; the stages themselves are `cleave.stage`
       annotations (`cleave-pipeline-stages`).
     * `recompute = selective | full`: recorded in `cleave.plan` for
-      `cleave-remat`, which runs before propagation and carries it out.
+      `cleave-remat`, which runs before propagation and carries it out. One
+      kind per pipeline rank (`full/none` with `pp = 2`) records the
+      heaviest as `recompute` and the list as `recompute_per_stage`, as the
+      planner writes a per-stage choice.
 
     Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices, `pp=2
     dp=2 tp=2 micro=4` on 8). The pass only writes annotations. A global
@@ -355,8 +358,8 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
            "Model chunks per pipeline rank (interleaved)">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "Activation recomputation: none, selective or full "
-           "(cleave-remat carries it out)">
+           "Activation recomputation: none, selective or full, or one "
+           "per pipeline rank (full/none) (cleave-remat carries it out)">
   ];
 }
 
