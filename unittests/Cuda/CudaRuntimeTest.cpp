@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -378,24 +379,18 @@ int asyncCollectives(int rank, int n) {
   return 0;
 }
 
-class CudaCollectives : public ::testing::TestWithParam<int> {};
-
-TEST_P(CudaCollectives, EveryCollective) {
-  int n = GetParam();
-  REQUIRE_GPUS(n);
+/// Runs `body(rank)` on `n` ranks with the cuda backend, one GPU each.
+void onGpus(int n, const std::function<int(int)> &body) {
   RunOptions options;
   options.timeoutMs = 60000;
   options.deadlineSeconds = 180;
   std::vector<RankResult> results = runRanks(
       n,
-      [n](int rank) {
+      [&](int rank) {
         if (int rc = initCuda())
           return rc;
-        if (int rc = worldCollectives(rank, n))
+        if (int rc = body(rank))
           return rc;
-        if (n >= 4 && n % 2 == 0)
-          if (int rc = meshCollectives(rank, n))
-            return rc;
         cleave_rt_finalize();
         return 0;
       },
@@ -404,25 +399,22 @@ TEST_P(CudaCollectives, EveryCollective) {
     EXPECT_EQ(r.exitCode, 0) << describe(results);
 }
 
+class CudaCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaCollectives, EveryCollective) {
+  int n = GetParam();
+  REQUIRE_GPUS(n);
+  onGpus(n, [n](int rank) {
+    if (int rc = worldCollectives(rank, n))
+      return rc;
+    return n >= 4 && n % 2 == 0 ? meshCollectives(rank, n) : 0;
+  });
+}
+
 TEST_P(CudaCollectives, AsyncStartWait) {
   int n = GetParam();
   REQUIRE_GPUS(n);
-  RunOptions options;
-  options.timeoutMs = 60000;
-  options.deadlineSeconds = 180;
-  std::vector<RankResult> results = runRanks(
-      n,
-      [n](int rank) {
-        if (int rc = initCuda())
-          return rc;
-        if (int rc = asyncCollectives(rank, n))
-          return rc;
-        cleave_rt_finalize();
-        return 0;
-      },
-      options);
-  for (const RankResult &r : results)
-    EXPECT_EQ(r.exitCode, 0) << describe(results);
+  onGpus(n, [n](int rank) { return asyncCollectives(rank, n); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpus, CudaCollectives, ::testing::Values(1, 2, 4));
