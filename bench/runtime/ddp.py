@@ -1,6 +1,7 @@
 """Data-parallel step time: cleave-run against PyTorch DDP over Gloo, in one run.
 
     /usr/bin/python3 bench/runtime/ddp.py [--build build] [--ranks 2 4]
+        [--cleave-arg=--async-collectives=false]
 
 The same nanoGPT-style model on both sides (the zoo GPT and its PyTorch
 mirror, python/tests/models/zoo.py: 4 layers, hidden 256, 8 heads, seq 128,
@@ -91,6 +92,7 @@ def run_cleave(a, ranks):
            "-n", str(ranks), "--plan", f"dp={ranks}"]
     if a.bucket_mb is not None:
         cmd += ["--bucket-mb", str(a.bucket_mb)]
+    cmd += a.cleave_arg
     out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"cleave-run failed:\n{out.stdout}\n{out.stderr}")
@@ -108,6 +110,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-mb", type=float, default=None,
                    help="cleave-run --bucket-mb (default: cleave-run's)")
+    p.add_argument("--cleave-arg", action="append", default=[],
+                   help="one more cleave-run argument, e.g. "
+                        "--cleave-arg=--async-collectives=false (repeatable)")
     for name, default in [("layers", 4), ("hidden", 256), ("heads", 8), ("seq", 128),
                           ("batch", 8), ("vocab", 76), ("steps", 30), ("warmup", 5)]:
         p.add_argument("--" + name, type=int, default=default)

@@ -103,8 +103,10 @@ static llvm::Error buildTrainStep(ModuleOp module,
   FrontHalfOptions stages;
   stages.trainStep = false;
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (pipelined && forward && !hasStages(forward))
+  if (pipelined && forward && !hasStages(forward)) {
     stages.stages = plan->stages();
+    stages.layersPerStage = plan->layersPerStage;
+  }
   if (stages.stages > 1)
     if (llvm::Error err = runStages(module, stages, false,
                                     "splitting the model into pipeline stages"))
@@ -148,17 +150,19 @@ static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
   o.micro = p.numMicroBatches;
   o.schedule = ::cleave::cost::toString(p.schedule);
   o.virtualStages = p.chunks();
-  // Recomputation per stage has no named form: every stage recomputes as
-  // much as the most recomputing one (never more memory than planned).
-  ::cleave::cost::Recompute recompute = p.recompute;
-  for (::cleave::cost::Recompute r : p.recomputePerStage)
-    recompute = std::max(recompute, r);
-  o.recompute = ::cleave::cost::toString(recompute);
+  // Recomputation per pipeline rank: "full/none".
+  o.recompute = ::cleave::cost::toString(p.recompute);
+  for (auto [i, r] : llvm::enumerate(p.recomputePerStage))
+    o.recompute =
+        (i ? o.recompute + "/" : std::string()) + ::cleave::cost::toString(r);
+  // The planner's layer split (balancing the embedding and the head).
+  spec.layersPerStage.assign(p.layersPerChunk.begin(), p.layersPerChunk.end());
   return spec;
 }
 
-/// cleave-apply-plan's spelling of `o`, for the log.
-static std::string describeNamed(const CleaveApplyPlanPassOptions &o) {
+/// The --plan spelling of `plan`, for the log.
+static std::string describeNamed(const PlanSpec &plan) {
+  const CleaveApplyPlanPassOptions &o = plan.named;
   std::string s = "dp=" + std::to_string(o.dp) + ",tp=" + std::to_string(o.tp);
   if (o.cp > 1)
     s += ",cp=" + std::to_string(o.cp);
@@ -172,6 +176,8 @@ static std::string describeNamed(const CleaveApplyPlanPassOptions &o) {
     s += ",virtual=" + std::to_string(o.virtualStages);
   if (o.recompute != "none")
     s += ",recompute=" + o.recompute;
+  for (auto [i, n] : llvm::enumerate(plan.layersPerStage))
+    s += (i ? "/" : ",layers=") + std::to_string(n);
   return s;
 }
 
@@ -202,8 +208,7 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
         best->recompute != ::cleave::cost::Recompute::None) {
       plan = namedPlanOf(*best);
       if (options.log)
-        *options.log << "compiled as --plan " << describeNamed(plan->named)
-                     << "\n";
+        *options.log << "compiled as --plan " << describeNamed(*plan) << "\n";
     } else {
       module.getBodyRegion().takeBody(planned->getBodyRegion());
     }

@@ -11,6 +11,7 @@ void mlir::cleave::buildTrainStepPipeline(OpPassManager &pm,
   if (options.stages > 1) {
     CleavePipelineStagesPassOptions stages;
     stages.stages = options.stages;
+    stages.layersPerStage = options.layersPerStage;
     pm.addPass(createCleavePipelineStagesPass(stages));
   }
   if (options.trainStep) {

@@ -11,7 +11,7 @@ using namespace mlir::cleave;
 const char *const mlir::cleave::kPlanSyntax =
     "dp=N, tp=N, cp=N, sp, zero=K, pp=N, micro=N, "
     "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, "
-    "recompute=none|selective|full";
+    "recompute=none|selective|full[/...], layers=N/N/...";
 
 static llvm::Error planError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -65,8 +65,13 @@ static bool parseNamedPart(llvm::StringRef part,
     return !value.empty();
   }
   if (key == "recompute") {
+    // One kind, or one per pipeline rank: full/none.
     o.recompute = value.str();
-    return value == "none" || value == "selective" || value == "full";
+    llvm::SmallVector<llvm::StringRef> kinds;
+    value.split(kinds, '/');
+    return llvm::all_of(kinds, [](llvm::StringRef kind) {
+      return kind == "none" || kind == "selective" || kind == "full";
+    });
   }
   int64_t *field = key == "dp"        ? &o.dp
                    : key == "tp"      ? &o.tp
@@ -77,6 +82,19 @@ static bool parseNamedPart(llvm::StringRef part,
                    : key == "virtual" ? &o.virtualStages
                                       : nullptr;
   return field && !value.getAsInteger(10, *field);
+}
+
+/// "1/3/3/1" into `counts`; false if it cannot be read.
+static bool parseLayers(llvm::StringRef text, std::vector<int64_t> &counts) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, '/');
+  for (llvm::StringRef part : parts) {
+    int64_t n;
+    if (part.getAsInteger(10, n) || n < 0)
+      return false;
+    counts.push_back(n);
+  }
+  return !counts.empty();
 }
 
 llvm::Expected<PlanSpec>
@@ -100,6 +118,12 @@ mlir::cleave::parsePlan(llvm::StringRef text, int world, llvm::StringRef what) {
     if (part == "auto")
       return planError(what + ": 'auto' comes first and alone, with at most "
                               "tp=N, pp=P and zero=K after it");
+    if (part.starts_with("layers=")) {
+      if (!parseLayers(part.drop_front(7), plan.layersPerStage))
+        return planError(what + ": cannot read '" + part +
+                         "' (expected layers=N/N/..., one count per stage)");
+      continue;
+    }
     if (!parseNamedPart(part, o))
       return planError(what + ": cannot read '" + part + "' (expected " +
                        kPlanSyntax + ")");
@@ -107,6 +131,12 @@ mlir::cleave::parsePlan(llvm::StringRef text, int world, llvm::StringRef what) {
   }
   if (o.virtualStages > 1 && o.schedule == "1f1b")
     o.schedule = "interleaved";
+  if (!plan.layersPerStage.empty() &&
+      int64_t(plan.layersPerStage.size()) != plan.stages())
+    return planError(what + ": layers= gives " +
+                     llvm::Twine(plan.layersPerStage.size()) +
+                     " stages but the plan has " + llvm::Twine(plan.stages()) +
+                     " (pp x virtual)");
   if (!dpGiven && world > 0 && o.tp > 0 && o.cp > 0 && o.pp > 0 &&
       world % (o.tp * o.cp * o.pp) == 0)
     o.dp = world / (o.tp * o.cp * o.pp);

@@ -97,6 +97,7 @@ LogicalResult buildDistribute(OpPassManager &pm, StringRef text,
                   "cleave-auto-shard first, then cleave-distribute without "
                   "a plan");
     options.stages = plan->stages();
+    options.layersPerStage = plan->layersPerStage;
     options.plan = plan->named;
     options.pipeline = plan->pipelines();
   }

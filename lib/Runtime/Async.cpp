@@ -9,6 +9,12 @@
 // is the runtime's sticky error ("rank R: all_reduce on group ... failed")
 // and cleave_rt_wait returns non-zero.
 //
+// A backend that orders communication on the device (cuda) needs no
+// thread: the start runs the call on the caller's thread with its completion
+// deferred (Backend::beginDeferred), which enqueues it on the communicator's
+// stream, and the wait makes the compute stream wait for it. The device
+// work between the start and the wait overlaps the call.
+//
 // CLEAVE_ASYNC=0 runs every start at once on the caller's thread (the
 // request is complete when the start returns): a switch to measure what
 // the thread costs on machines with few cores.
@@ -40,6 +46,7 @@ struct Request {
   const void *in;
   const void *out;
   bool done = false;
+  int64_t deferred = 0; ///< Backend::endDeferred's token (0: none).
 };
 
 class ProgressThread {
@@ -81,8 +88,6 @@ bool asyncEnabled() {
 
 void ProgressThread::loop() {
   onProgressThread = true;
-  if (Backend *backend = currentBackend())
-    backend->attachThread();
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -105,11 +110,19 @@ int64_t ProgressThread::submit(const char *op, const void *in, const void *out,
   std::unique_lock<std::mutex> lock(mutex_);
   int64_t id = nextId_++;
   requests_[id] = Request{op, in, out};
-  if (!asyncEnabled()) {
+  Backend *backend = currentBackend();
+  bool onDevice = backend && backend->ordersOnDevice();
+  if (!asyncEnabled() || onDevice) {
+    // At once: blocking, or enqueued on the device with its wait deferred.
+    bool defer = onDevice && asyncEnabled();
     lock.unlock();
+    if (defer)
+      backend->beginDeferred();
     work();
+    int64_t token = defer ? backend->endDeferred() : 0;
     lock.lock();
     requests_[id].done = true;
+    requests_[id].deferred = token;
     return id;
   }
   if (!thread_.joinable()) {
@@ -140,8 +153,15 @@ int ProgressThread::wait(int64_t id, const void *in, const void *out) {
   // Even then the request runs to its end before the wait returns: the
   // caller may free its buffers next.
   idle_.wait(lock, [&] { return r.done; });
+  int64_t deferred = r.deferred;
   requests_.erase(id);
   lock.unlock();
+  if (deferred && !guard("wait", false, [&] {
+        if (Backend *backend = currentBackend())
+          backend->awaitDeferred(deferred);
+        return true;
+      }))
+    return 1;
   if (!mismatch.empty()) {
     recordError(mismatch);
     return 1;

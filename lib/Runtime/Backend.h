@@ -107,9 +107,25 @@ public:
   virtual void copy(void *dst, const void *src, size_t bytes) = 0;
   /// Sets `bytes` of device memory to zero.
   virtual void zero(void *dst, size_t bytes) = 0;
-  /// Prepares a thread other than the one that initialized the runtime to
-  /// call the backend (the communication progress thread).
-  virtual void attachThread() {}
+
+  /// Asynchronous requests (Async.cpp). A backend whose communication is
+  /// ordered on the device (cuda: each communicator has a stream, ordered
+  /// after the compute work before the call) returns true: a request's call
+  /// then runs on the caller's thread between beginDeferred() and
+  /// endDeferred(), and the device work issued after it waits for it only
+  /// from awaitDeferred() on. A backend that communicates on the host (cpu)
+  /// returns false: its requests run on the progress thread.
+  virtual bool ordersOnDevice() const { return false; }
+  /// Defers the completion of the communication this thread issues next:
+  /// later device work does not wait for it.
+  virtual void beginDeferred() {}
+  /// Ends the deferral; returns a token for the communication issued since
+  /// beginDeferred() (0: nothing is pending, e.g. the call failed first).
+  virtual int64_t endDeferred() { return 0; }
+  /// Makes the device work issued from now on wait for `token`'s
+  /// communication and spends the token. Outside a step it also waits on
+  /// the host, as every call there does.
+  virtual void awaitDeferred(int64_t token) { (void)token; }
 };
 
 /// The cpu backend (Gloo over TCP, OpenBLAS). `socketHost` is the address

@@ -25,6 +25,7 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 namespace cleave::rt {
@@ -126,9 +127,6 @@ public:
     afterCall();
   }
 
-  /// The progress thread calls NCCL and the driver: the context must be
-  /// current on it too.
-  void attachThread() override { device_.makeCurrent(); }
   void zero(void *dst, size_t bytes) override {
     cudaCheck(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), 0, bytes,
                               device_.compute()),
@@ -193,6 +191,56 @@ public:
   void afterCall() override {
     if (!inStep_)
       waitCompute();
+  }
+
+  /// Asynchronous requests need no host thread: NCCL calls are enqueued
+  /// on their communicator's stream at the start, and the compute stream
+  /// waits for them at the wait.
+  bool ordersOnDevice() const override { return true; }
+
+  void beginDeferred() override {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    deferring_ = std::this_thread::get_id();
+  }
+
+  int64_t endDeferred() override {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    deferring_ = std::thread::id();
+    if (deferred_.empty())
+      return 0;
+    int64_t token = nextToken_++;
+    tokens_[token] = std::move(deferred_);
+    deferred_.clear();
+    return token;
+  }
+
+  bool defer(CUstream stream) override {
+    std::lock_guard<std::mutex> lock(deferredMutex_);
+    if (deferring_ != std::this_thread::get_id())
+      return false;
+    deferred_.push_back(device_.record(stream));
+    return true;
+  }
+
+  void awaitDeferred(int64_t token) override {
+    std::vector<CUevent> events;
+    {
+      std::lock_guard<std::mutex> lock(deferredMutex_);
+      auto it = tokens_.find(token);
+      require(it != tokens_.end(),
+              concat("no deferred communication with token ", token));
+      events = std::move(it->second);
+      tokens_.erase(it);
+    }
+    CUresult r = CUDA_SUCCESS;
+    for (CUevent e : events) {
+      // The wait takes the event's state now: the event can be reused.
+      if (r == CUDA_SUCCESS)
+        r = cuStreamWaitEvent(device_.compute(), e, 0);
+      device_.releaseEvent(e);
+    }
+    cudaCheck(r, "ordering the compute stream after a request");
+    afterCall();
   }
 
 private:
@@ -271,6 +319,13 @@ private:
   std::unordered_map<void **, void *> modules_, functions_;
   bool inStep_ = false;
   bool reported_ = false;
+  /// Deferred completions (ordersOnDevice): the thread deferring now, the
+  /// events of its calls so far, and the events of each token not waited.
+  std::mutex deferredMutex_;
+  std::thread::id deferring_;
+  std::vector<CUevent> deferred_;
+  std::unordered_map<int64_t, std::vector<CUevent>> tokens_;
+  int64_t nextToken_ = 1;
 };
 
 } // namespace

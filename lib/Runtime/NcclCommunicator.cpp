@@ -340,7 +340,9 @@ void NcclCommunicator::run(const char *op, uint32_t tag, Fn &&enqueue) {
     if (r != ncclSuccess)
       throw ncclError(r, op, comm_);
     done = device.record(stream_);
-    CUresult w = cuStreamWaitEvent(device.compute(), done, 0);
+    CUresult w = host_.defer(stream_)
+                     ? CUDA_SUCCESS
+                     : cuStreamWaitEvent(device.compute(), done, 0);
     if (w != CUDA_SUCCESS) {
       device.releaseEvent(done);
       cudaCheck(w, "ordering the compute stream after a collective");

@@ -2,7 +2,9 @@
 //
 // Internal to libCleaveRuntimeCuda. One NCCL communicator per group, each
 // with its own stream: a call waits (on the device) for the compute work
-// enqueued before it, and the compute work after it waits for the call.
+// enqueued before it, and the compute work after it waits for the call (from
+// the request's wait on, for an asynchronous request: the compute work
+// between the start and the wait overlaps the call).
 // Communicators are nonblocking (setup never hangs the host); a watchdog
 // thread polls every pending call and the communicators' asynchronous
 // errors, and on an error or a call that runs past the timeout it records a
@@ -38,6 +40,11 @@ public:
   virtual CudaDevice &device() = 0;
   /// Outside a compiled step, waits until the device finished the call.
   virtual void afterCall() = 0;
+  /// While this thread defers completions (Backend::beginDeferred), keeps an
+  /// event after the work enqueued so far on `stream` for awaitDeferred and
+  /// returns true; otherwise returns false and the caller makes the compute
+  /// stream wait for its call at once.
+  virtual bool defer(CUstream stream) = 0;
 };
 
 /// Polls pending calls and asynchronous errors (see the file comment).
@@ -120,7 +127,8 @@ private:
   /// Waits for a nonblocking NCCL call to be enqueued (or set up).
   ncclResult_t settle(ncclResult_t result, const char *what);
   /// Runs `enqueue` (NCCL calls on `stream`) ordered after the compute
-  /// stream, and makes the compute stream wait for it.
+  /// stream, and makes the compute stream wait for it (at once, or at the
+  /// request's wait when the host defers it).
   template <typename Fn>
   void run(const char *op, uint32_t tag, Fn &&enqueue);
   /// Copies host bytes through device scratch and waits.

@@ -379,10 +379,18 @@ LogicalResult PlanWriter::validate() {
     return module.emitError()
            << "cleave-apply-plan: unknown schedule '" << schedule
            << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
-  if (!llvm::is_contained({"none", "selective", "full"}, recompute))
+  SmallVector<StringRef> kinds;
+  StringRef(recompute).split(kinds, '/');
+  for (StringRef kind : kinds)
+    if (!llvm::is_contained({"none", "selective", "full"}, kind))
+      return module.emitError()
+             << "cleave-apply-plan: unknown recompute '" << kind
+             << "' (expected none, selective or full, or one of them per "
+                "pipeline rank: full/none)";
+  if (kinds.size() > 1 && int64_t(kinds.size()) != pp)
     return module.emitError()
-           << "cleave-apply-plan: unknown recompute '" << recompute
-           << "' (expected none, selective or full)";
+           << "cleave-apply-plan: recompute=" << recompute << " gives "
+           << kinds.size() << " pipeline ranks, the plan has pp = " << pp;
   if (virtualStages < 1 || (virtualStages > 1 && schedule != "interleaved"))
     return module.emitError()
            << "cleave-apply-plan: virtual-stages=" << virtualStages
@@ -421,8 +429,22 @@ void PlanWriter::writePlanAttribute() {
           module->getAttrOfType<DictionaryAttr>(CleaveDialect::kPlanAttrName))
     entries.append(old.getValue());
   entries.set("zero", b.getI64IntegerAttr(zero));
-  if (recompute != "none")
-    entries.set("recompute", b.getStringAttr(recompute));
+  // One kind per pipeline rank ("full/none"): `recompute` is the heaviest,
+  // `recompute_per_stage` each rank's, as the planner writes them.
+  SmallVector<StringRef> kinds;
+  StringRef(recompute).split(kinds, '/');
+  StringRef heaviest = "none";
+  for (StringRef kind : kinds)
+    if (kind == "full" || (kind == "selective" && heaviest == "none"))
+      heaviest = kind;
+  if (heaviest != "none")
+    entries.set("recompute", b.getStringAttr(heaviest));
+  if (kinds.size() > 1) {
+    SmallVector<Attribute> perStage;
+    for (StringRef kind : kinds)
+      perStage.push_back(b.getStringAttr(kind));
+    entries.set("recompute_per_stage", b.getArrayAttr(perStage));
+  }
   if (microBatched()) {
     entries.set("num_micro_batches", b.getI64IntegerAttr(micro));
     entries.set("schedule", b.getStringAttr(schedule));

@@ -123,7 +123,7 @@ def main():
 
         def one(config):
             ranks, plan = config.split(":", 1)
-            tag = f"n{ranks}-" + plan.replace(",", "-").replace("=", "")
+            tag = f"n{ranks}-" + plan.replace(",", "-").replace("=", "").replace("/", "_")
             return config, run(opts.cleave_run, args, out, tag, int(ranks),
                                plan)
 

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -345,30 +346,107 @@ int meshCollectives(int rank, int n) {
   return 0;
 }
 
-class CudaCollectives : public ::testing::TestWithParam<int> {};
+/// The identity matrix of size k (f32, managed).
+float *identity(int64_t k) {
+  float *id = floats(k * k);
+  std::memset(id, 0, size_t(k * k) * 4);
+  for (int64_t i = 0; i < k; ++i)
+    id[i * k + i] = 1.0f;
+  return id;
+}
 
-TEST_P(CudaCollectives, EveryCollective) {
-  int n = GetParam();
-  REQUIRE_GPUS(n);
+/// Start/wait requests (the device path of Async.cpp). Outside a step the
+/// wait completes on the host. Inside a step the compute stream waits for
+/// the request at the wait: a GEMM issued after the wait (out x identity, on
+/// the compute stream) sees the collective's result, with a blocking call
+/// and compute between the start and the wait. Large enough (n x 4 MiB)
+/// that the collective still runs when the GEMM is issued.
+int asyncCollectives(int rank, int n) {
+  const int64_t k = 1024, count = k * k;
+  float *in = floats(count * n), *out = floats(count * n),
+        *other = floats(count), *copy = floats(count * n), *id = identity(k);
+  for (int64_t i = 0; i < count * n; ++i)
+    in[i] = float(rank + 1) * float(i % 7);
+  int64_t r =
+      cleave_rt_all_reduce_start(-1, CLEAVE_F32, CLEAVE_SUM, in, out, count);
+  RT_CHECK(r > 0, "all_reduce_start: %s", cleave_rt_error_message());
+  RT_CHECK(cleave_rt_wait(r, in, out, out) == 0, "%s",
+           cleave_rt_error_message());
+  for (int64_t i = 0; i < count; i += 4099)
+    RT_CHECK(out[i] == float(n * (n + 1) / 2) * float(i % 7),
+             "all_reduce after its wait: out[%lld] = %g", (long long)i,
+             double(out[i]));
+
+  cleave_rt_cuda_step_begin();
+  int64_t g = cleave_rt_all_gather_start(-1, CLEAVE_F32, in, out, count);
+  cleave_rt_all_reduce(-1, CLEAVE_F32, CLEAVE_MAX, in, other, count);
+  cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, k, k, k, 1.0, in, k, 0, id, k, 0, 0.0,
+                 copy, k, 0);
+  RT_CHECK(cleave_rt_wait(g, in, out, out) == 0, "%s",
+           cleave_rt_error_message());
+  cleave_rt_gemm(CLEAVE_F32, 0, 0, n, k, k, k, 1.0, out, k, count, id, k, 0,
+                 0.0, copy, k, count);
+  int64_t s = cleave_rt_reduce_scatter_start(-1, CLEAVE_F32, CLEAVE_SUM, copy,
+                                             out, count);
+  RT_CHECK(cleave_rt_wait(s, copy, out, out) == 0, "%s",
+           cleave_rt_error_message());
+  cleave_rt_cuda_synchronize();
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  // copy = the gathered blocks: block p element i is (p + 1) (i % 7); the
+  // reduce-scatter sums block `rank` of every rank's copy.
+  for (int64_t i = 0; i < count; i += 4099) {
+    RT_CHECK(other[i] == float(n) * float(i % 7), "max: other[%lld] = %g",
+             (long long)i, double(other[i]));
+    float want = float(n) * float(rank + 1) * float(i % 7);
+    RT_CHECK(out[i] == want,
+             "gathered, copied after the wait, scattered: "
+             "out[%lld] = %g, expected %g",
+             (long long)i, double(out[i]), double(want));
+  }
+  cleave_rt_free(in);
+  cleave_rt_free(out);
+  cleave_rt_free(other);
+  cleave_rt_free(copy);
+  cleave_rt_free(id);
+  return 0;
+}
+
+/// Runs `body(rank)` on `n` ranks with the cuda backend, one GPU each.
+void onGpus(int n, const std::function<int(int)> &body) {
   RunOptions options;
   options.timeoutMs = 60000;
   options.deadlineSeconds = 180;
   std::vector<RankResult> results = runRanks(
       n,
-      [n](int rank) {
+      [&](int rank) {
         if (int rc = initCuda())
           return rc;
-        if (int rc = worldCollectives(rank, n))
+        if (int rc = body(rank))
           return rc;
-        if (n >= 4 && n % 2 == 0)
-          if (int rc = meshCollectives(rank, n))
-            return rc;
         cleave_rt_finalize();
         return 0;
       },
       options);
   for (const RankResult &r : results)
     EXPECT_EQ(r.exitCode, 0) << describe(results);
+}
+
+class CudaCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaCollectives, EveryCollective) {
+  int n = GetParam();
+  REQUIRE_GPUS(n);
+  onGpus(n, [n](int rank) {
+    if (int rc = worldCollectives(rank, n))
+      return rc;
+    return n >= 4 && n % 2 == 0 ? meshCollectives(rank, n) : 0;
+  });
+}
+
+TEST_P(CudaCollectives, AsyncStartWait) {
+  int n = GetParam();
+  REQUIRE_GPUS(n);
+  onGpus(n, [n](int rank) { return asyncCollectives(rank, n); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpus, CudaCollectives, ::testing::Values(1, 2, 4));

@@ -70,6 +70,30 @@ TEST(PlanTest, PipelinedPlans) {
   EXPECT_EQ(parsed("pp=2,schedule=zb-h1", 2).named.schedule, "zb-h1");
 }
 
+TEST(PlanTest, LayerSplit) {
+  PlanSpec p = parsed("pp=2,layers=1/3", 2);
+  EXPECT_EQ(p.layersPerStage, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(parsed("pp=2,virtual=2,micro=2,layers=0/2/2/0", 2).layersPerStage,
+            (std::vector<int64_t>{0, 2, 2, 0}));
+  EXPECT_TRUE(parsed("pp=2", 2).layersPerStage.empty());
+  EXPECT_EQ(error("pp=2,layers=1/2/1"),
+            "--plan: layers= gives 3 stages but the plan has 2 (pp x virtual)");
+  EXPECT_EQ(error("pp=2,layers=1/x"),
+            "--plan: cannot read 'layers=1/x' (expected layers=N/N/..., one "
+            "count per stage)");
+  EXPECT_EQ(error("pp=2,layers=1/-1"),
+            "--plan: cannot read 'layers=1/-1' (expected layers=N/N/..., one "
+            "count per stage)");
+}
+
+TEST(PlanTest, RecomputationPerPipelineRank) {
+  EXPECT_EQ(parsed("pp=2,micro=2,recompute=full/none", 2).named.recompute,
+            "full/none");
+  std::string expected = std::string("(expected ") + kPlanSyntax + ")";
+  EXPECT_EQ(error("pp=2,recompute=full/some"),
+            "--plan: cannot read 'recompute=full/some' " + expected);
+}
+
 TEST(PlanTest, Recomputation) {
   EXPECT_EQ(parsed("dp=2", 2).named.recompute, "none");
   EXPECT_EQ(parsed("recompute=full", 1).named.recompute, "full");

@@ -14,6 +14,7 @@
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include <optional>
+#include <vector>
 
 namespace mlir::cleave {
 
@@ -22,6 +23,8 @@ struct FrontHalfOptions {
   /// Cut @forward into this many pipeline stages by layer before
   /// differentiating (cleave-pipeline-stages); 1: no cut.
   int64_t stages = 1;
+  /// Layers of each of those stages, in model order (empty: an even split).
+  std::vector<int64_t> layersPerStage;
   /// Build @train_step (cleave-autodiff), then canonicalize and CSE.
   bool trainStep = true;
   CleaveAutodiffPassOptions autodiff;

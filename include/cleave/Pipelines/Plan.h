@@ -13,6 +13,7 @@
 #include "cleave/Transforms/Passes.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <vector>
 
 namespace mlir::cleave {
 
@@ -28,6 +29,9 @@ struct PlanSpec {
   int fixedTp = 0;
   int fixedPp = 0;
   int fixedZero = -1;
+  /// Layers of each pipeline stage in model order (`layers=1/3`; empty: an
+  /// even split), pp x virtual entries.
+  std::vector<int64_t> layersPerStage;
 
   /// Whether the step is pipelined or micro-batched (a named plan with
   /// pp > 1 or micro > 1).

@@ -150,6 +150,9 @@ void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype, void *data,
 /* at once; requests run in the order they were started, and a blocking call */
 /* made meanwhile runs behind them, so every rank communicates in program    */
 /* order. Buffers must stay alive, and `in` unmodified, until the wait.      */
+/* On the cuda backend the start enqueues the call on its communicator's     */
+/* stream instead (no thread), and the wait makes the device work after it   */
+/* wait for the call: inside a step it returns without blocking the host.    */
 /*===----------------------------------------------------------------------===*/
 
 int64_t cleave_rt_all_reduce_start(int64_t group, int32_t dtype, int32_t op,
@@ -172,7 +175,8 @@ int64_t cleave_rt_recv_start(int64_t group, int64_t peer, int32_t dtype,
  *  when the runtime has failed: the error, raised on the progress thread or
  *  here, is cleave_rt_error_message() and names the rank and the call
  *  ("rank 1: all_reduce on group 0 ... timed out ..."). The request has
- *  run to its end when the wait returns, whatever the result. */
+ *  run to its end when the wait returns, whatever the result (on the cuda
+ *  backend inside a step: in the order of the device's compute stream). */
 int cleave_rt_wait(int64_t request, const void *in, const void *out,
                    const void *operand);
 

@@ -327,7 +327,10 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       are recorded in `cleave.plan`; the stages themselves are `cleave.stage`
       annotations (`cleave-pipeline-stages`).
     * `recompute = selective | full`: recorded in `cleave.plan` for
-      `cleave-remat`, which runs before propagation and carries it out.
+      `cleave-remat`, which runs before propagation and carries it out. One
+      kind per pipeline rank (`full/none` with `pp = 2`) records the
+      heaviest as `recompute` and the list as `recompute_per_stage`, as the
+      planner writes a per-stage choice.
 
     Combinations compose (`dp=2 tp=2 sp zero=1` runs on 4 devices, `pp=2
     dp=2 tp=2 micro=4` on 8). The pass only writes annotations. A global
@@ -355,8 +358,8 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
            "Model chunks per pipeline rank (interleaved)">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "Activation recomputation: none, selective or full "
-           "(cleave-remat carries it out)">
+           "Activation recomputation: none, selective or full, or one "
+           "per pipeline rank (full/none) (cleave-remat carries it out)">
   ];
 }
 
@@ -511,15 +514,34 @@ def CleavePipelineStagesPass
     %l = cleave.cross_entropy %logits, ...  {cleave.stage = 1 : i64}
     ```
 
+    `layers-per-stage` gives the split instead, one count per stage in
+    model order, as the planner chooses it (`layers_per_chunk`): the first
+    and the last stage may hold no layer, and then hold only the embedding
+    (the first) or only what follows the last layer's last use of its
+    parameters: the final norm, the head and the loss (the last), as in
+    Llama 3's pipeline:
+
+    ```mlir
+    // --cleave-pipeline-stages="stages=3 layers-per-stage=0,2,0"
+    %x = cleave.embedding %wte, %tokens ... {cleave.stage = 0 : i64}
+    %a = cleave.layer_norm %x, %ln0 ...     {cleave.stage = 1 : i64}  // h.0.
+    %l = cleave.cross_entropy %logits, ...  {cleave.stage = 2 : i64}
+    ```
+
     Run it before `cleave-autodiff`, which gives each gradient and update
     the stage of its forward op. A function that already has stage
-    annotations, or fewer layers than stages, is an error.
+    annotations, fewer layers than stages, or a `layers-per-stage` that
+    does not have one count per stage, leaves a middle stage empty or does
+    not sum to the layers is an error.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The forward function">,
     Option<"stages", "stages", "int64_t", /*default=*/"2",
-           "Pipeline stages (pp times the virtual stages per rank)">
+           "Pipeline stages (pp times the virtual stages per rank)">,
+    ListOption<"layersPerStage", "layers-per-stage", "int64_t",
+               "Layers of each stage in model order (default: an even "
+               "split)">
   ];
 }
 
