@@ -278,12 +278,19 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
     return R::failure(error);
   std::shared_ptr<ShardingGraph> graph;
   std::vector<int> chunks;
+  // Every module with repeated blocks is priced from its own ops, whether
+  // or not a preset matches (the preset formulas are the graph path's test
+  // oracle, GraphWorkloadTest, and still draw cleave-plan's timeline and
+  // --scale study).
   std::optional<ModelConfig> derived;
-  if (!model && p->view.count > 0)
+  if (p->view.count > 0)
     if (cost::Result<ModelConfig> d = deriveModelConfig(p->view))
       derived = *d;
   if (derived) {
-    res.model = *derived;
+    // A matching preset's configuration (fitted to the module) still sizes
+    // the search space and the memory model; the time comes from the ops.
+    res.model = model ? *model : *derived;
+    res.presetMatched = model.has_value();
     res.model.dtype = p->dtype;
     res.graphDerived = true;
     auto graphError = std::make_shared<std::string>();

@@ -197,9 +197,12 @@ std::string AutoShardResult::report() const {
     os << "(graph mode: " << model.name
        << " is not a known transformer; plans priced by the intra-op ILP)\n";
   if (graphDerived)
-    os << "(no preset matches: " << model.layers << " layers, hidden "
-       << model.hidden << ", " << model.heads << " heads, vocabulary "
-       << model.vocab << " read from the module; kernels priced from its "
+    os << (presetMatched
+               ? "(preset " + model.name + ", priced like any module: "
+               : std::string("(no preset matches: "))
+       << model.layers << " layers, hidden " << model.hidden << ", "
+       << model.heads << " heads, vocabulary " << model.vocab
+       << " read from the module; kernels priced from its "
        << "ops)\n";
   if (!search.best)
     return os.str();

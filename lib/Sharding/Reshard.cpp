@@ -61,14 +61,34 @@ static int64_t ringShare(int64_t bytes, int64_t n) {
   return n <= 1 ? 0 : bytes / n * (n - 1);
 }
 
-/// Step 1: pending sums.
-static void planPartials(Layout &cur, ShardingAttr to,
-                         ArrayRef<StringRef> pending,
+/// A collective step over a group of `n` devices on a buffer of `buffer`
+/// bytes (see ReshardStep::bufferBytes).
+static ReshardStep collective(ReshardStep::Kind kind, ArrayRef<StringRef> axes,
+                              int64_t dim, int64_t concatDim, int64_t buffer,
+                              int64_t n) {
+  int64_t sent = ringShare(buffer, n);
+  if (kind == ReshardStep::Kind::AllReduce)
+    sent *= 2;
+  return {kind, Axes(axes.begin(), axes.end()), dim, concatDim, sent, buffer};
+}
+
+static ReshardStep slice(ArrayRef<StringRef> axes, int64_t dim) {
+  return {
+      ReshardStep::Kind::Shard, Axes(axes.begin(), axes.end()), dim, -1, 0, 0};
+}
+
+/// Step 1: pending sums; a reduce-scatter where the target splits a
+/// dimension by the axis next, unless `scatter` is false (then one
+/// all-reduce over all of them). Returns whether any axis was scattered.
+static bool planPartials(Layout &cur, ShardingAttr to,
+                         ArrayRef<StringRef> pending, bool scatter,
                          SmallVectorImpl<ReshardStep> &steps) {
   Axes reduce;
+  bool any = false;
   for (StringRef p : pending) {
     bool scattered = false;
-    for (unsigned d = 0, e = cur.dims.size(); d < e && !scattered; ++d) {
+    for (unsigned d = 0, e = cur.dims.size(); d < e && scatter && !scattered;
+         ++d) {
       Axes target = dimAxes(to, d);
       Axes &have = cur.dims[d];
       if (!isPrefix(have, target) || cur.uses(p))
@@ -80,32 +100,29 @@ static void planPartials(Layout &cur, ShardingAttr to,
       const StringRef *at = llvm::find(next, p);
       if (at == next.end())
         continue;
-      Axes slice(next.begin(), at);
-      if (llvm::any_of(slice, [&](StringRef a) {
+      Axes sliced(next.begin(), at);
+      if (llvm::any_of(sliced, [&](StringRef a) {
             return cur.uses(a) || llvm::is_contained(pending, a);
           }))
         continue;
-      if (!slice.empty()) {
-        steps.push_back({ReshardStep::Kind::Shard, slice, int64_t(d), -1, 0});
-        llvm::append_range(have, slice);
+      if (!sliced.empty()) {
+        steps.push_back(slice(sliced, d));
+        llvm::append_range(have, sliced);
       }
       int64_t before = cur.localBytes();
       have.push_back(p);
-      steps.push_back({ReshardStep::Kind::ReduceScatter,
-                       {p},
-                       int64_t(d),
-                       -1,
-                       ringShare(before, cur.mesh.getAxisSize(p))});
-      scattered = true;
+      steps.push_back(collective(ReshardStep::Kind::ReduceScatter, {p}, d, -1,
+                                 before, cur.mesh.getAxisSize(p)));
+      scattered = any = true;
     }
     if (!scattered)
       reduce.push_back(p);
   }
-  if (reduce.empty())
-    return;
-  int64_t n = cur.mesh.getGroupSize(reduce);
-  steps.push_back({ReshardStep::Kind::AllReduce, reduce, -1, -1,
-                   2 * ringShare(cur.localBytes(), n)});
+  if (!reduce.empty())
+    steps.push_back(collective(ReshardStep::Kind::AllReduce, reduce, -1, -1,
+                               cur.localBytes(),
+                               cur.mesh.getGroupSize(reduce)));
+  return any;
 }
 
 /// Step 2a: one all-to-all, if some axis can move between dimensions.
@@ -125,11 +142,8 @@ static bool planMove(Layout &cur, ShardingAttr to,
       int64_t n = cur.mesh.getAxisSize(axis);
       if ((cur.global.getDimSize(j) / cur.mesh.getGroupSize(into)) % n != 0)
         continue;
-      steps.push_back({ReshardStep::Kind::AllToAll,
-                       {axis},
-                       int64_t(j),
-                       int64_t(i),
-                       ringShare(cur.localBytes(), n)});
+      steps.push_back(collective(ReshardStep::Kind::AllToAll, {axis}, j, i,
+                                 cur.localBytes(), n));
       from.pop_back();
       into.push_back(axis);
       return true;
@@ -153,38 +167,95 @@ static bool planSlices(Layout &cur, ShardingAttr to,
       add.push_back(target[k]);
     if (add.empty())
       continue;
-    steps.push_back({ReshardStep::Kind::Shard, add, int64_t(d), -1, 0});
+    steps.push_back(slice(add, d));
     llvm::append_range(have, add);
     any = true;
   }
   return any;
 }
 
-/// Step 2c: gathers the trailing axes of the first dimension that must lose
-/// some.
-static bool planGather(Layout &cur, ShardingAttr to,
-                       SmallVectorImpl<ReshardStep> &steps) {
-  for (unsigned d = 0, e = cur.dims.size(); d < e; ++d) {
-    Axes target = dimAxes(to, d);
-    Axes &have = cur.dims[d];
-    if (isPrefix(have, target))
-      continue;
-    Axes drop;
-    while (!have.empty() && !isPrefix(have, target)) {
-      drop.insert(drop.begin(), have.back());
-      have.pop_back();
-    }
-    int64_t n = cur.mesh.getGroupSize(drop);
-    steps.push_back({ReshardStep::Kind::AllGather, drop, int64_t(d), -1,
-                     ringShare(cur.localBytes(), n)});
-    return true;
-  }
-  return false;
+/// The dimensions that must lose some trailing axes.
+static SmallVector<unsigned> gatherDims(const Layout &cur, ShardingAttr to) {
+  SmallVector<unsigned> dims;
+  for (unsigned d = 0, e = cur.dims.size(); d < e; ++d)
+    if (!isPrefix(cur.dims[d], dimAxes(to, d)))
+      dims.push_back(d);
+  return dims;
 }
 
-FailureOr<SmallVector<ReshardStep>>
-mlir::cleave::planReshard(RankedTensorType global, ShardingAttr from,
-                          ShardingAttr to, MeshOp mesh, std::string &why) {
+/// Step 2c: gathers on dimension `d` all the trailing axes it must lose, in
+/// one collective, or only the last one if `oneAxis`. Returns false if
+/// `oneAxis` is set and there is only one axis to gather (no new choice).
+static bool planGather(Layout &cur, ShardingAttr to, unsigned d, bool oneAxis,
+                       SmallVectorImpl<ReshardStep> &steps) {
+  Axes target = dimAxes(to, d);
+  Axes &have = cur.dims[d];
+  Axes drop;
+  while (!have.empty() && !isPrefix(have, target) &&
+         (!oneAxis || drop.empty())) {
+    drop.insert(drop.begin(), have.back());
+    have.pop_back();
+  }
+  if (oneAxis && isPrefix(have, target))
+    return false;
+  steps.push_back(collective(ReshardStep::Kind::AllGather, drop, d, -1,
+                             cur.localBytes(), cur.mesh.getGroupSize(drop)));
+  return true;
+}
+
+namespace {
+/// Depth-first over the choices of step 2c, the greedy choice first.
+struct CandidateSearch {
+  ShardingAttr to;
+  unsigned limit;
+  SmallVector<SmallVector<ReshardStep>> found;
+
+  bool done(const Layout &cur) const {
+    for (unsigned d = 0, e = cur.dims.size(); d < e; ++d)
+      if (!llvm::equal(cur.dims[d], dimAxes(to, d)))
+        return false;
+    return true;
+  }
+
+  void extend(Layout cur, SmallVector<ReshardStep> steps) {
+    while (!done(cur)) {
+      if (planMove(cur, to, steps) || planSlices(cur, to, steps))
+        continue;
+      SmallVector<unsigned> dims = gatherDims(cur, to);
+      if (dims.empty())
+        return; // no progress: not a candidate
+      for (unsigned d : dims)
+        for (bool oneAxis : {false, true}) {
+          if (found.size() >= limit)
+            return;
+          Layout next = cur;
+          SmallVector<ReshardStep> more = steps;
+          if (planGather(next, to, d, oneAxis, more))
+            extend(std::move(next), std::move(more));
+        }
+      return;
+    }
+    found.push_back(std::move(steps));
+  }
+};
+} // namespace
+
+double mlir::cleave::reshardStepBytes(const ReshardStep &step) {
+  return double(step.bytesSent);
+}
+
+double mlir::cleave::reshardCost(ArrayRef<ReshardStep> steps,
+                                 ReshardStepCost cost) {
+  double total = 0;
+  for (const ReshardStep &step : steps)
+    total += cost(step);
+  return total;
+}
+
+FailureOr<SmallVector<SmallVector<ReshardStep>>>
+mlir::cleave::planReshardCandidates(RankedTensorType global, ShardingAttr from,
+                                    ShardingAttr to, MeshOp mesh,
+                                    std::string &why, unsigned limit) {
   SmallVector<StringRef> fromPartial = from.getPartialAxes();
   SmallVector<StringRef> toPartial = to.getPartialAxes();
   for (StringRef p : toPartial)
@@ -193,33 +264,51 @@ mlir::cleave::planReshard(RankedTensorType global, ShardingAttr from,
             p.str() + "'";
       return failure();
     }
-  Layout cur{{}, global, mesh};
+  Layout start{{}, global, mesh};
   for (unsigned d = 0, e = from.getRank(); d < e; ++d)
-    cur.dims.push_back(dimAxes(from, d));
+    start.dims.push_back(dimAxes(from, d));
   SmallVector<StringRef> pending;
   for (StringRef p : fromPartial)
     if (!llvm::is_contained(toPartial, p))
       pending.push_back(p);
 
-  SmallVector<ReshardStep> steps;
-  planPartials(cur, to, pending, steps);
-  auto done = [&] {
-    for (unsigned d = 0, e = cur.dims.size(); d < e; ++d)
-      if (!llvm::equal(cur.dims[d], dimAxes(to, d)))
-        return false;
-    return true;
-  };
-  while (!done()) {
-    if (planMove(cur, to, steps))
-      continue;
-    if (planSlices(cur, to, steps))
-      continue;
-    if (!planGather(cur, to, steps)) {
-      why = "no step makes progress (internal error)";
-      return failure();
+  CandidateSearch search{to, std::max(limit, 1u), {}};
+  // Scattering pending sums first; reducing them all is the other choice,
+  // worth a look only where something was scattered.
+  for (bool scatter : {true, false}) {
+    Layout cur = start;
+    SmallVector<ReshardStep> steps;
+    bool scattered = planPartials(cur, to, pending, scatter, steps);
+    search.extend(std::move(cur), std::move(steps));
+    if (!scattered)
+      break;
+  }
+  if (search.found.empty()) {
+    why = "no step makes progress (internal error)";
+    return failure();
+  }
+  return std::move(search.found);
+}
+
+FailureOr<SmallVector<ReshardStep>>
+mlir::cleave::planReshard(RankedTensorType global, ShardingAttr from,
+                          ShardingAttr to, MeshOp mesh, std::string &why,
+                          ReshardStepCost cost) {
+  auto candidates = planReshardCandidates(global, from, to, mesh, why);
+  if (failed(candidates))
+    return failure();
+  // A relative margin keeps the earlier (greedier) sequence when rounding
+  // alone separates two prices.
+  size_t best = 0;
+  double bestCost = reshardCost((*candidates)[0], cost);
+  for (size_t i = 1, e = candidates->size(); i < e; ++i) {
+    double c = reshardCost((*candidates)[i], cost);
+    if (c < bestCost * (1 - 1e-9)) {
+      best = i;
+      bestCost = c;
     }
   }
-  return steps;
+  return std::move((*candidates)[best]);
 }
 
 /// The local type of `global` under per-dimension `dims`.

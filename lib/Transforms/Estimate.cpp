@@ -9,6 +9,7 @@
 #include "cleave/CostModel/Collective.h"
 #include "cleave/CostModel/OpCost.h"
 #include "cleave/Dialect/CleaveOps.h"
+#include "cleave/Transforms/MeshCost.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -64,11 +65,6 @@ double bytesOf(Type type) {
   return found.value_or(::cleave::DType::F32);
 }
 
-bool intraNode(LinkKind link) {
-  return link == LinkKind::NVLink || link == LinkKind::PCIe ||
-         link == LinkKind::Host;
-}
-
 struct Totals {
   double flops = 0, bytes = 0, compute = 0, comm = 0;
   std::map<std::string, double> commByAxes;
@@ -89,17 +85,11 @@ struct CleaveEstimatePass final
     MeshOp mesh = meshName ? lookupMesh(op, meshName) : MeshOp();
     if (!mesh || !axes)
       return std::nullopt;
-    cost::GroupPlacement g;
     SmallVector<StringRef> names;
-    for (Attribute a : axes) {
-      StringRef name = cast<StringAttr>(a).getValue();
-      names.push_back(name);
-      int64_t size = mesh.getAxisSize(name);
-      (intraNode(mesh.getAxisLink(name)) ? g.ranksPerNode : g.nodes) *= size;
-    }
-    g.size = g.ranksPerNode * g.nodes;
+    for (Attribute a : axes)
+      names.push_back(cast<StringAttr>(a).getValue());
     axesLabel = llvm::join(names, "+");
-    return g;
+    return placeAxes(mesh, names);
   }
 
   void accumulate(Operation *op, const cost::ClusterSpec &cl, Totals &t) {
@@ -132,26 +122,10 @@ struct CleaveEstimatePass final
   }
 };
 
-cost::Result<cost::ClusterSpec> makeCluster(ModuleOp module,
-                                            const std::string &preset,
-                                            const std::string &file,
-                                            int nodes) {
-  if (!file.empty())
-    return cost::loadClusterFile(file);
-  if (nodes <= 0) {
-    int64_t devices = 1;
-    module.walk([&](MeshOp mesh) {
-      devices = std::max(devices, mesh.getNumDevices());
-    });
-    nodes = int((devices + 7) / 8);
-  }
-  return cost::lookupClusterPreset(preset, nodes);
-}
-
 void CleaveEstimatePass::runOnOperation() {
   ModuleOp module = getOperation();
   cost::Result<cost::ClusterSpec> cl =
-      makeCluster(module, cluster, clusterFile, nodes);
+      clusterForModule(module, cluster, clusterFile, nodes);
   if (!cl) {
     // Reported on the first function (a location in the file) if any.
     Operation *at = module;

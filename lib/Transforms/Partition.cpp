@@ -2,14 +2,18 @@
 //
 // Implements -cleave-partition. See Passes.td for the contract. The work per
 // op is generic: factor axes from lib/Sharding, resharding steps from
-// Reshard.h, and the op's own buildLocalOp.
+// Reshard.h (the candidate of least time on the cluster, MeshCost.h), and
+// the op's own buildLocalOp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Sharding/FactorAssignment.h"
 #include "cleave/Sharding/Reshard.h"
+#include "cleave/Transforms/MeshCost.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <functional>
 
 #define DEBUG_TYPE "cleave-partition"
 
@@ -32,7 +36,8 @@ struct Local {
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp func, MeshOp mesh) : func(func), mesh(mesh) {}
+  Partitioner(func::FuncOp func, MeshOp mesh, ReshardStepCost stepCost)
+      : func(func), mesh(mesh), stepCost(stepCost) {}
   LogicalResult run();
 
 private:
@@ -46,6 +51,8 @@ private:
 
   func::FuncOp func;
   MeshOp mesh;
+  /// Ranks the candidate resharding sequences.
+  ReshardStepCost stepCost;
   llvm::DenseMap<Value, Local> locals;
   /// Every op's rule, taken while all types are still global.
   llvm::DenseMap<Operation *, ShardingRule> rules;
@@ -59,7 +66,8 @@ FailureOr<Value> Partitioner::reshardLocal(Local local, ShardingAttr target,
   if (local.sharding == target)
     return local.value;
   std::string why;
-  auto steps = planReshard(local.global, local.sharding, target, mesh, why);
+  auto steps =
+      planReshard(local.global, local.sharding, target, mesh, why, stepCost);
   if (failed(steps))
     return at->emitError() << "cannot reshard a value from " << local.sharding
                            << " to " << target << ": " << why;
@@ -238,7 +246,7 @@ LogicalResult Partitioner::run() {
 }
 
 struct CleavePartitionPass final
-    : cleave::impl::CleavePartitionPassBase<CleavePartitionPass> {
+    : mlir::cleave::impl::CleavePartitionPassBase<CleavePartitionPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -246,6 +254,22 @@ struct CleavePartitionPass final
     FailureOr<MeshOp> mesh = getModuleMesh(module);
     if (failed(mesh))
       return signalPassFailure();
+    std::function<double(const ReshardStep &)> stepCost = reshardStepBytes;
+    if (reshardCost == "time") {
+      auto cl = clusterForModule(module, cluster, clusterFile, nodes);
+      if (!cl) {
+        mesh->emitError() << "cleave-partition: " << cl.error();
+        return signalPassFailure();
+      }
+      stepCost = [mesh = *mesh, cl = *cl](const ReshardStep &step) {
+        return reshardStepTime(step, mesh, cl);
+      };
+    } else if (reshardCost != "bytes") {
+      mesh->emitError() << "cleave-partition: reshard-cost must be 'time' or "
+                           "'bytes', not '"
+                        << reshardCost << "'";
+      return signalPassFailure();
+    }
     for (auto func :
          llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (func.isExternal())
@@ -254,7 +278,7 @@ struct CleavePartitionPass final
         func.emitError() << "partitioning needs a function with one block";
         return signalPassFailure();
       }
-      if (failed(Partitioner(func, *mesh).run()))
+      if (failed(Partitioner(func, *mesh, stepCost).run()))
         return signalPassFailure();
     }
   }

@@ -238,12 +238,12 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 
 /// The chosen plan's mesh, pipeline and simulated step (Report/Html.h).
 /// The timeline is simulated from the preset's formulas, so a plan priced
-/// from the module's own ops (graphDerived) gets none.
+/// from the ops of a module no preset matches gets none.
 cleave::cost::Result<bool> addPictures(nlohmann::json &j,
                                        const planner::AutoShardResult &r) {
   const cleave::cost::ParallelPlan &plan = r.search.best->plan;
   cleave::cost::EstimateOptions eo;
-  eo.keepTimeline = r.transformerMode && !r.graphDerived;
+  eo.keepTimeline = r.transformerMode && (!r.graphDerived || r.presetMatched);
   eo.constants = r.searchOptions.constants;
   eo.memoryHeadroom = r.searchOptions.memoryHeadroom;
   cleave::cost::Result<cleave::cost::Estimate> e =
@@ -377,7 +377,7 @@ int main(int argc, char **argv) {
     if (cleave::cost::Result<bool> done = addPictures(j, *r); !done)
       return fail(done.error());
   if (!scale.empty()) {
-    if (!r->transformerMode || r->graphDerived)
+    if (!r->transformerMode || (r->graphDerived && !r->presetMatched))
       return fail("--scale: needs a model the cost model knows (--model "
                   "PRESET); this module is priced from its own ops");
     j["scale"] = nlohmann::json::array();

@@ -58,11 +58,16 @@ struct Case {
   std::string mesh; ///< "dp = 2 : host, tp = 2 : host"
   int ranks;
   std::vector<std::string> shardings; ///< of a tensor<4x8x6xf32>
+  /// How the partitioner ranks candidate sequences ("time" on the mesh's
+  /// links, or "bytes"): each ranking picks other candidates, and every
+  /// candidate it picks must run correctly.
+  std::string reshardCost = "time";
 };
 
 /// How ctest lists a case.
 void PrintTo(const Case &c, std::ostream *os) {
-  *os << c.ranks << " ranks on mesh (" << c.mesh << ")";
+  *os << c.ranks << " ranks on mesh (" << c.mesh << "), ranked by "
+      << c.reshardCost;
 }
 
 class ReshardExecutionTest : public ::testing::TestWithParam<Case> {};
@@ -161,7 +166,9 @@ TEST_P(ReshardExecutionTest, EveryRankHoldsItsBlockOfTheTarget) {
   ASSERT_TRUE(module);
   PassManager pm(&context);
   pm.addPass(createCleavePropagateShardingPass());
-  pm.addPass(createCleavePartitionPass());
+  CleavePartitionPassOptions partition;
+  partition.reshardCost = c.reshardCost;
+  pm.addPass(createCleavePartitionPass(partition));
   ASSERT_TRUE(succeeded(pm.run(*module)));
   auto program = JitProgram::compile(*module);
   ASSERT_TRUE(bool(program)) << llvm::toString(program.takeError());
@@ -185,14 +192,17 @@ const std::vector<std::string> kShardings2d = {
 
 INSTANTIATE_TEST_SUITE_P(
     Meshes, ReshardExecutionTest,
-    ::testing::Values(Case{"dp = 2 : host, tp = 2 : host", 4, kShardings2d},
-                      Case{"dp = 2 : host, tp = 2 : host, sp = 2 : host",
-                           8,
-                           {"[_, _, _]", "[dp, sp, tp]", "[(dp, sp), tp, _]",
-                            "[_, (tp, sp, dp), _]", "[sp, _, tp]",
-                            "[tp, (dp, sp), _]"}}),
+    ::testing::Values(
+        Case{"dp = 2 : host, tp = 2 : host", 4, kShardings2d},
+        Case{"dp = 2 : ib, tp = 2 : nvlink", 4, kShardings2d},
+        Case{"dp = 2 : host, tp = 2 : host", 4, kShardings2d, "bytes"},
+        Case{"dp = 2 : host, tp = 2 : host, sp = 2 : host",
+             8,
+             {"[_, _, _]", "[dp, sp, tp]", "[(dp, sp), tp, _]",
+              "[_, (tp, sp, dp), _]", "[sp, _, tp]", "[tp, (dp, sp), _]"}}),
     [](const ::testing::TestParamInfo<Case> &info) {
-      return std::to_string(info.param.ranks) + "ranks";
+      return std::to_string(info.param.ranks) + "ranks" +
+             std::to_string(info.index);
     });
 
 } // namespace

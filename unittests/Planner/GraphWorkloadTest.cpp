@@ -11,6 +11,7 @@
 #include "cleave/CostModel/Estimate.h"
 #include "cleave/Models/ModelZoo.h"
 #include "cleave/Planner/AutoShard.h"
+#include "cleave/Planner/Search.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -207,8 +208,9 @@ TEST_F(GraphWorkloadTest, CustomShapeGetsAPipelinedPlan) {
   EXPECT_EQ(plan.numGpus(), 384);
 }
 
-/// The zoo's GPT-2 medium without its preset name (as a front-end export
-/// arrives) plans like the preset: the same plan, the step time within 3%.
+/// The zoo's GPT-2 medium, named and without its preset name (as a
+/// front-end export arrives), is planned from its ops either way, and gets
+/// the plan the preset formulas (the oracle) choose, the step time within 3%.
 TEST_F(GraphWorkloadTest, UnnamedPresetPlansLikeThePreset) {
   ModelConfig m = *lookupPreset("gpt2-medium");
   m.dtype = DType::BF16;
@@ -229,14 +231,24 @@ TEST_F(GraphWorkloadTest, UnnamedPresetPlansLikeThePreset) {
     results[unnamed] = autoShard(*module, o);
     ASSERT_TRUE(results[unnamed]) << results[unnamed].error();
     ASSERT_TRUE(results[unnamed]->search.best);
+    EXPECT_TRUE(results[unnamed]->graphDerived);
   }
-  EXPECT_FALSE(results[0]->graphDerived);
-  EXPECT_TRUE(results[1]->graphDerived);
-  const Candidate &preset = *results[0]->search.best,
-                  &graph = *results[1]->search.best;
-  EXPECT_EQ(cost::describe(graph.plan), cost::describe(preset.plan));
-  EXPECT_LT(rel(graph.stepTime, preset.stepTime), 0.03)
-      << graph.stepTime << " s vs " << preset.stepTime << " s";
+  EXPECT_TRUE(results[0]->presetMatched);
+  EXPECT_FALSE(results[1]->presetMatched);
+  // The oracle: the same search priced by the preset's formulas.
+  const AutoShardResult &named = *results[0];
+  ASSERT_FALSE(named.searchOptions.workload);
+  cost::Result<SearchResult> oracle =
+      searchPlans(named.model, named.cluster.spec, named.searchOptions);
+  ASSERT_TRUE(oracle) << oracle.error();
+  ASSERT_TRUE(oracle->best);
+  const Candidate &preset = *oracle->best;
+  for (const auto &r : results) {
+    const Candidate &graph = *r->search.best;
+    EXPECT_EQ(cost::describe(graph.plan), cost::describe(preset.plan));
+    EXPECT_LT(rel(graph.stepTime, preset.stepTime), 0.03)
+        << graph.stepTime << " s vs " << preset.stepTime << " s";
+  }
 }
 
 /// A module the graph path cannot read names what is missing.

@@ -106,9 +106,12 @@ struct AutoShardResult {
   /// (searchOptions.constants points here).
   std::shared_ptr<const cost::CostConstants> constants;
   bool transformerMode = false;
-  /// The plan search priced the module's own ops (GraphWorkload.h): no
-  /// preset matched, `model` was read from the module.
+  /// The plan search priced the module's own ops (GraphWorkload.h), with
+  /// `model` read from the module: every module with repeated blocks.
   bool graphDerived = false;
+  /// The module also matches a zoo preset (`model.name`); its formulas
+  /// are not used for planning (they are the graph path's test oracle).
+  bool presetMatched = false;
   ModelConfig model;
   PlanCluster cluster;
   PlannerOptions searchOptions;

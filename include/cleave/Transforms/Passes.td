@@ -265,7 +265,43 @@ def CleavePartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     global tensor whose block they hold (the runtime slices and gathers
     parameters and batches with it). Ops without a sharding rule, and values
     without a sharding, are errors.
+
+    Where the order of the steps leaves a choice (which dimension gathers
+    first, one gather over several axes or one per axis, reduce-scatter or
+    all-reduce a pending sum), each choice is a candidate sequence, and the
+    pass keeps the one of least time on the cluster: every collective is
+    priced by the cost model's collective model on the links of its mesh
+    axes (as `cleave-estimate` prices them), so a sequence that sends more
+    bytes over a fast axis can beat one that sends fewer over a slow axis.
+    On a tie the greedier sequence stays. `reshard-cost=bytes` ranks by the
+    bytes each device sends instead.
+
+    ```mlir
+    cleave.mesh @m(a = 2 : ib, b = 4 : nvlink)
+    func.func @f(%x: tensor<1024x1024xf32> {cleave.sharding = #cleave.sharding<@m, [a, b]>})
+        -> (tensor<1024x1024xf32> {cleave.sharding = #cleave.sharding<@m, [_, (a, b)]>}) {
+      return %x : tensor<1024x1024xf32>
+    }
+    // Fewest bytes (2.5 MiB): all_gather [b] dim 1 (NVLink), all_to_all [a]
+    // (InfiniBand, 1 MiB). Least time, and the pass's choice (3.5 MiB):
+    %0 = cleave.all_gather %x on @m axes = [a] dim = 0 : tensor<512x256xf32> -> tensor<1024x256xf32>
+    %1 = cleave.all_gather %0 on @m axes = [b] dim = 1 : tensor<1024x256xf32> -> tensor<1024x1024xf32>
+    %2 = cleave.shard %1 on @m axes = [a, b] dim = 1 : tensor<1024x1024xf32> -> tensor<1024x128xf32>
+    ```
   }];
+  let options = [
+    Option<"cluster", "cluster", "std::string",
+           /*default=*/"CLEAVE_DEFAULT_CLUSTER",
+           "Cluster preset whose links price the collectives (dgx-a100-40gb, "
+           "dgx-a100-80gb, dgx-h100, dgx-h200) (default: dgx-a100-80gb)">,
+    Option<"clusterFile", "cluster-file", "std::string", /*default=*/"\"\"",
+           "JSON cluster file (docs/cost-model.md); overrides the preset">,
+    Option<"nodes", "nodes", "int", /*default=*/"0",
+           "Nodes of the preset cluster (0: enough for the mesh)">,
+    Option<"reshardCost", "reshard-cost", "std::string", /*default=*/"\"time\"",
+           "How resharding sequences are ranked: 'time' (the collective "
+           "model on the cluster) or 'bytes' (bytes each device sends)">
+  ];
 }
 
 def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
