@@ -46,8 +46,8 @@ int main(int argc, char **argv) {
     else if (a == "--reps" && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr,
-                   "usage: cleave-bench-gemm [--backend cuda|cpu] [--reps N]\n");
+      std::fprintf(
+          stderr, "usage: cleave-bench-gemm [--backend cuda|cpu] [--reps N]\n");
       return 2;
     }
   }
