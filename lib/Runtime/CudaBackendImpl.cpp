@@ -245,11 +245,18 @@ public:
 
 private:
   /// A GEMM's name in the profile: "cuBLASLt gemm bf16 [b x] m x n x k".
+  /// Leading dimensions other than the matrix's width, and beta, are named:
+  /// they change which algorithm cuBLASLt picks.
   static std::string gemmName(const GemmArgs &g, const char *what) {
+    int64_t denseA = g.transA ? g.m : g.k, denseB = g.transB ? g.k : g.n;
     return concat("cuBLASLt ", what, " ", dtypeName(g.dtype), " ",
                   g.batch > 1 ? concat(g.batch, " x ") : std::string(), g.m,
                   " x ", g.n, " x ", g.k, g.transA ? " (A^T)" : "",
-                  g.transB ? " (B^T)" : "");
+                  g.transB ? " (B^T)" : "",
+                  g.lda != denseA ? concat(" lda ", g.lda) : std::string(),
+                  g.ldb != denseB ? concat(" ldb ", g.ldb) : std::string(),
+                  g.ldc != g.n ? concat(" ldc ", g.ldc) : std::string(),
+                  g.beta != 0 ? " beta 1" : "");
   }
 
   /// cuBLASLt reads its operands on the GPU: pageable host memory there is
