@@ -26,6 +26,8 @@ struct Shape {
   const char *what;
   int64_t batch, m, n, k;
   bool ta, tb;
+  /// 1: C += A B, as the step's GEMMs that are not fused with a bias.
+  double beta = 0;
 };
 
 double now() {
@@ -65,6 +67,7 @@ int main(int argc, char **argv) {
   const Shape shapes[] = {
       {"qkv/out projection", 1, 4096, 768, 768, false, false},
       {"  same, weight transposed", 1, 4096, 768, 768, false, true},
+      {"  same, weight transposed, C +=", 1, 4096, 768, 768, false, true, 1},
       {"  same, input transposed (weight grad)", 1, 768, 768, 4096, true,
        false},
       {"mlp up", 1, 4096, 3072, 768, false, false},
@@ -88,6 +91,8 @@ int main(int argc, char **argv) {
       void *a = cleave_rt_alloc(s.batch * ar * ac * size);
       void *b = cleave_rt_alloc(s.batch * br * bc * size);
       void *c = cleave_rt_alloc(s.batch * s.m * s.n * size);
+      cleave_rt_fill(dtype, c, s.batch * s.m * s.n, CLEAVE_INIT_ZEROS, 0.0, 3,
+                     3, 0);
       cleave_rt_fill(dtype, a, s.batch * ar * ac, CLEAVE_INIT_UNIFORM, 1.0, 1,
                      1, 0);
       cleave_rt_fill(dtype, b, s.batch * br * bc, CLEAVE_INIT_UNIFORM, 1.0, 2,
@@ -97,7 +102,7 @@ int main(int argc, char **argv) {
           cleave_rt_cuda_step_begin();
         for (int r = 0; r < n; ++r)
           cleave_rt_gemm(dtype, s.ta, s.tb, s.batch, s.m, s.n, s.k, 1.0, a, ac,
-                         ar * ac, b, bc, br * bc, 0.0, c, s.n, s.m * s.n);
+                         ar * ac, b, bc, br * bc, s.beta, c, s.n, s.m * s.n);
         if (cuda)
           cleave_rt_cuda_synchronize();
       };

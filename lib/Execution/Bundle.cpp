@@ -403,9 +403,9 @@ Error mlir::cleave::writeBundle(ModuleOp module, const BundleOptions &options,
   // Symbols only debuggers read: the runner and the runtime shrink by a
   // fifth (Debian's own libraries are stripped already).
   if (llvm::ErrorOr<std::string> strip = llvm::sys::findProgramByName("strip"))
-    for (std::string file : {in("bin/cleave-bundle-run"),
-                             in("lib/libCleaveRuntime.so"),
-                             in("lib/libCleaveRuntimeCuda.so")})
+    for (std::string file :
+         {in("bin/cleave-bundle-run"), in("lib/libCleaveRuntime.so"),
+          in("lib/libCleaveRuntimeCuda.so")})
       if (fs::exists(file)) {
         StringRef args[] = {*strip, "--strip-unneeded", file};
         llvm::sys::ExecuteAndWait(*strip, args);
