@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -76,6 +77,19 @@ private:
   /// Host values passed as kernel arguments, in order.
   SmallVector<Value> arguments;
 };
+
+/// Runs the sequential host loop `loop` inside one kernel `name` (in the
+/// module that `kernels` returns) when its body is elementwise generics over
+/// one iteration space whose threads touch disjoint elements of what the
+/// loop writes (CudaSerialLoops.cpp): a thread per point, each running the
+/// whole loop in order. The launch replaces the loop. Returns false (nothing
+/// changed) when the loop does not qualify; `isReadOnly` says whether a
+/// buffer is not written before a later kernel (the loop's loads must read
+/// such buffers).
+FailureOr<bool> mapSerialLoop(scf::ForOp loop,
+                              function_ref<gpu::GPUModuleOp()> kernels,
+                              StringRef name, int64_t blockSize,
+                              function_ref<bool(Value)> isReadOnly);
 
 } // namespace mlir::cleave
 

@@ -594,6 +594,27 @@ struct CleaveCudaMapToGpuPass final
       if (isFrozenBeforeReads(alloc, func))
         readOnly.insert(alloc);
     });
+    // Sequential loops over elementwise kernels (the embedding's gradient
+    // scatter) become one kernel each.
+    gpu::GPUModuleOp kernels;
+    auto kernelModule = [&]() {
+      if (!kernels)
+        kernels = getOrCreateKernelModule(func->getParentOfType<ModuleOp>());
+      return kernels;
+    };
+    SmallVector<scf::ForOp> loops;
+    func.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+    for (scf::ForOp loop : loops) {
+      std::string name =
+          (func.getName() + "_k" + Twine(counter) + "_loop").str();
+      FailureOr<bool> mapped =
+          mapSerialLoop(loop, kernelModule, name, blockSize, [&](Value buffer) {
+            return readOnly.contains(buffer);
+          });
+      if (failed(mapped))
+        return failure();
+      counter += *mapped;
+    }
     // Fills that initialize reductions go into the reductions' kernels.
     SmallVector<linalg::GenericOp> reductions;
     func.walk([&](linalg::GenericOp op) {
@@ -607,13 +628,10 @@ struct CleaveCudaMapToGpuPass final
       splitIfNarrow(op, inits);
     SmallVector<linalg::GenericOp> generics;
     func.walk([&](linalg::GenericOp op) { generics.push_back(op); });
-    gpu::GPUModuleOp kernels;
     for (linalg::GenericOp op : generics) {
-      if (!kernels)
-        kernels = getOrCreateKernelModule(func->getParentOfType<ModuleOp>());
       SmallVector<Value> init = inits.lookup(op);
       init.resize(op.getNumDpsInits());
-      if (failed(mapGeneric(op, kernels, readOnly, init)))
+      if (failed(mapGeneric(op, kernelModule(), readOnly, init)))
         return failure();
     }
     eraseDeadHostOps(func);
