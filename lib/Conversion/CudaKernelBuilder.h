@@ -12,6 +12,7 @@
 #define CLEAVE_LIB_CONVERSION_CUDAKERNELBUILDER_H
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
@@ -20,6 +21,16 @@
 #include <functional>
 
 namespace mlir::cleave {
+
+/// The buffer behind a chain of views of `v` (`v` itself if it is not a
+/// view).
+Value viewRoot(Value v);
+
+/// Clones the body of `op` for one point `ivs` of its iteration space at
+/// `b`'s insertion point (`linalg.index` becomes the matching iv); `m` maps
+/// the block arguments. Returns the yielded values.
+SmallVector<Value> cloneGenericBody(OpBuilder &b, linalg::GenericOp op,
+                                    ArrayRef<Value> ivs, IRMapping &m);
 
 /// The `gpu.module` holding every kernel of `module` (created on first use,
 /// which also marks `module` as a GPU container module).

@@ -160,16 +160,7 @@ private:
     for (auto [arg, value] : llvm::zip(body.getArguments(), args))
       if (value)
         m.map(arg, value);
-    for (Operation &inner : body.without_terminator()) {
-      if (auto idx = dyn_cast<linalg::IndexOp>(inner))
-        m.map(idx.getResult(), ivs[idx.getDim()]);
-      else
-        b.clone(inner, m);
-    }
-    SmallVector<Value> yields;
-    for (Value v : body.getTerminator()->getOperands())
-      yields.push_back(m.lookupOrDefault(v));
-    return yields;
+    return cloneGenericBody(b, op, ivs, m);
   }
 
   /// Reads every input (and the outputs whose current value the body uses
@@ -422,13 +413,6 @@ LogicalResult GenericEmitter::emitPerBlock() {
 
 namespace {
 
-/// The buffer a view is a view of.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
 /// Whether every use of `buffer` (through views) only reads it.
 bool isOnlyRead(Value buffer) {
   for (OpOperand &use : buffer.getUses()) {
@@ -672,7 +656,7 @@ struct CleaveCudaMapToGpuPass final
         (func.getName() + "_k" + Twine(counter++) + "_" + kindName(plan)).str();
     KernelBuilder kb(kernels, op, name, plan.blockSize);
     kb.setLoadFilter([&](memref::LoadOp load) {
-      return readOnly.contains(rootOf(load.getMemRef()));
+      return readOnly.contains(viewRoot(load.getMemRef()));
     });
     GenericEmitter emitter(op, plan, kb);
     if (failed(emitter.emit()))

@@ -49,12 +49,6 @@ struct Footprint {
   }
 };
 
-Value rootBuffer(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
 /// The footprint of operand `v` (a buffer shaped like `ranges`), or nullopt
 /// when it is neither a whole buffer nor a unit-stride subview of one with
 /// static offsets in the dims that the iteration space walks.
@@ -111,7 +105,7 @@ bool collectGenerics(Block &block, function_ref<bool(Value)> isReadOnly,
       continue;
     }
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
-      if (!isReadOnly(rootBuffer(load.getMemRef())))
+      if (!isReadOnly(viewRoot(load.getMemRef())))
         return false;
       continue;
     }
@@ -133,6 +127,8 @@ interchangeableRanges(scf::ForOp loop, function_ref<bool(Value)> isReadOnly) {
       generics.empty())
     return std::nullopt;
   SmallVector<int64_t> ranges = generics.front().getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
   DenseMap<Value, Footprint> written;
   SmallVector<std::pair<Value, Footprint>> accesses;
   for (linalg::GenericOp op : generics) {
@@ -145,7 +141,7 @@ interchangeableRanges(scf::ForOp loop, function_ref<bool(Value)> isReadOnly) {
       if (!op.getMatchingIndexingMap(&operand).isIdentity())
         return std::nullopt;
       std::optional<Footprint> f = footprintOf(operand.get(), ranges);
-      Value root = f ? f->root : rootBuffer(operand.get());
+      Value root = f ? f->root : viewRoot(operand.get());
       if (!op.isDpsInput(&operand)) {
         if (!f)
           return std::nullopt;
@@ -233,16 +229,9 @@ private:
       else if (op.isDpsInput(&operand) || !arg.use_empty())
         m.map(arg, b.create<memref::LoadOp>(op.getLoc(), *source, ivs));
     }
-    for (Operation &inner : body.without_terminator()) {
-      if (auto idx = dyn_cast<linalg::IndexOp>(inner))
-        m.map(idx.getResult(), ivs[idx.getDim()]);
-      else
-        b.clone(inner, m);
-    }
-    for (auto [value, out] : llvm::zip(body.getTerminator()->getOperands(),
-                                       op.getDpsInitsMutable()))
-      b.create<memref::StoreOp>(op.getLoc(), m.lookupOrDefault(value),
-                                m.lookup(out.get()), ivs);
+    SmallVector<Value> yields = cloneGenericBody(b, op, ivs, m);
+    for (auto [value, out] : llvm::zip(yields, op.getDpsInitsMutable()))
+      b.create<memref::StoreOp>(op.getLoc(), value, m.lookup(out.get()), ivs);
     return success();
   }
 
@@ -262,7 +251,7 @@ FailureOr<bool> mlir::cleave::mapSerialLoop(
     return false;
   KernelBuilder kb(kernels(), loop, name, blockSize);
   kb.setLoadFilter([&](memref::LoadOp load) {
-    return isReadOnly(rootBuffer(load.getMemRef()));
+    return isReadOnly(viewRoot(load.getMemRef()));
   });
   OpBuilder &b = kb.body();
   Location loc = kb.loc();
