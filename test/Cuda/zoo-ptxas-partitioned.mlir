@@ -13,6 +13,7 @@
 // RUN: FileCheck %s --check-prefix=COMM < %t/gpt-part.mlir
 // RUN: FileCheck %s --check-prefix=KERNELS < %t/gpt-part-kernels.mlir
 // RUN: FileCheck %s --check-prefix=SCATTER < %t/gpt-part-kernels.mlir
+// RUN: FileCheck %s --check-prefix=PTXLOOP < %t/gpt-part.json
 // RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff --cleave-apply-plan="dp=2 tp=2 sp=true" --cleave-propagate-sharding --cleave-partition | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/llama-part.json" -o /dev/null
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama-part.json --label llama-dp2-tp2-sp --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMAPART
 
@@ -63,3 +64,8 @@
 // SCATTER: gpu.func @train_step_k[[SCATTER]]_loop(
 // SCATTER: scf.for %{{.*}} = %c0 to %c32 step %c1 {
 // SCATTER: memref.load %{{.*}} : memref<32xi32>
+// PTXLOOP: "name": "train_step_k{{[0-9]+}}_loop",
+// PTXLOOP-NEXT: "registers": {{[0-9]+}},
+// PTXLOOP-NEXT: "smem": 0,
+// PTXLOOP-NEXT: "spill_loads": 0,
+// PTXLOOP-NEXT: "spill_stores": 0,

@@ -12,6 +12,8 @@
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/gpt.json --label gpt --max-registers 128 | FileCheck %s --check-prefix=GPT
 // RUN: cleave-models --model tiny-gpt --dtype bf16 | cleave-opt --cleave-autodiff | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/gpt-bf16.json" --mlir-print-ir-after=cleave-cuda-map-to-gpu -o /dev/null 2> %t/gpt-bf16-kernels.mlir
 // RUN: FileCheck %s --check-prefixes=LOOP,LOOP16 < %t/gpt-bf16-kernels.mlir
+// RUN: FileCheck %s --check-prefix=PTXLOOP < %t/gpt.json
+// RUN: FileCheck %s --check-prefix=PTXLOOP < %t/gpt-bf16.json
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/gpt-bf16.json --label gpt-bf16 --max-registers 128 | FileCheck %s --check-prefix=GPT16
 // RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/llama.json" -o /dev/null
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama.json --label llama --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMA
@@ -39,3 +41,9 @@
 // LOOP16: arith.extf %{{.*}} : bf16 to f32
 // LOOP: arith.addf
 // LOOP: gpu.return
+// ptxas accepted the loop kernel, without spills.
+// PTXLOOP: "name": "train_step_k{{[0-9]+}}_loop",
+// PTXLOOP-NEXT: "registers": {{[0-9]+}},
+// PTXLOOP-NEXT: "smem": 0,
+// PTXLOOP-NEXT: "spill_loads": 0,
+// PTXLOOP-NEXT: "spill_stores": 0,
