@@ -142,6 +142,10 @@ interchangeableRanges(scf::ForOp loop, function_ref<bool(Value)> isReadOnly) {
         return std::nullopt;
       std::optional<Footprint> f = footprintOf(operand.get(), ranges);
       Value root = f ? f->root : viewRoot(operand.get());
+      // Buffers of unknown origin might alias the written ones.
+      if (!isa<BlockArgument>(root) && !root.getDefiningOp<memref::AllocOp>() &&
+          !root.getDefiningOp<memref::AllocaOp>())
+        return std::nullopt;
       if (!op.isDpsInput(&operand)) {
         if (!f)
           return std::nullopt;
