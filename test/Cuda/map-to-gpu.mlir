@@ -355,6 +355,32 @@ func.func @neighbour_read(%x: memref<17xf32>) {
 
 // -----
 
+// ... here the loop writes a buffer whose aliases are unknown (not an
+// argument or an allocation) ...
+// CHECK-LABEL: func.func @unknown_origin
+// CHECK: scf.for
+// CHECK: gpu.launch_func @cleave_kernels::@unknown_origin_k0_ew
+memref.global "private" @acc : memref<16xf32> = dense<0.0>
+#id = affine_map<(d0) -> (d0)>
+func.func @unknown_origin(%x: memref<4x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %acc = memref.get_global @acc : memref<16xf32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = memref.subview %x[%i, 0] [1, 16] [1, 1] : memref<4x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%row : memref<16xf32, strided<[1], offset: ?>>) outs(%acc : memref<16xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %s = arith.addf %a, %o : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+
+// -----
+
 // ... and here the body reduces (threads would need each other's sums).
 // CHECK-LABEL: func.func @reduction_in_loop
 // CHECK: scf.for
