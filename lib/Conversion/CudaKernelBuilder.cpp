@@ -12,6 +12,29 @@ using namespace mlir::cleave;
 
 static constexpr StringLiteral kKernelModule = "cleave_kernels";
 
+Value mlir::cleave::viewRoot(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+SmallVector<Value> mlir::cleave::cloneGenericBody(OpBuilder &b,
+                                                  linalg::GenericOp op,
+                                                  ArrayRef<Value> ivs,
+                                                  IRMapping &m) {
+  Block &body = op.getRegion().front();
+  for (Operation &inner : body.without_terminator()) {
+    if (auto idx = dyn_cast<linalg::IndexOp>(inner))
+      m.map(idx.getResult(), ivs[idx.getDim()]);
+    else
+      b.clone(inner, m);
+  }
+  SmallVector<Value> yields;
+  for (Value v : body.getTerminator()->getOperands())
+    yields.push_back(m.lookupOrDefault(v));
+  return yields;
+}
+
 gpu::GPUModuleOp mlir::cleave::getOrCreateKernelModule(ModuleOp module) {
   if (auto existing = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModule))
     return existing;

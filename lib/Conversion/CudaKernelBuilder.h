@@ -12,13 +12,25 @@
 #define CLEAVE_LIB_CONVERSION_CUDAKERNELBUILDER_H
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 #include <functional>
 
 namespace mlir::cleave {
+
+/// The buffer behind a chain of views of `v` (`v` itself if it is not a
+/// view).
+Value viewRoot(Value v);
+
+/// Clones the body of `op` for one point `ivs` of its iteration space at
+/// `b`'s insertion point (`linalg.index` becomes the matching iv); `m` maps
+/// the block arguments. Returns the yielded values.
+SmallVector<Value> cloneGenericBody(OpBuilder &b, linalg::GenericOp op,
+                                    ArrayRef<Value> ivs, IRMapping &m);
 
 /// The `gpu.module` holding every kernel of `module` (created on first use,
 /// which also marks `module` as a GPU container module).
@@ -76,6 +88,19 @@ private:
   /// Host values passed as kernel arguments, in order.
   SmallVector<Value> arguments;
 };
+
+/// Runs the sequential host loop `loop` inside one kernel `name` (in the
+/// module that `kernels` returns) when its body is elementwise generics over
+/// one iteration space whose threads touch disjoint elements of what the
+/// loop writes (CudaSerialLoops.cpp): a thread per point, each running the
+/// whole loop in order. The launch replaces the loop. Returns false (nothing
+/// changed) when the loop does not qualify; `isReadOnly` says whether a
+/// buffer is not written before a later kernel (the loop's loads must read
+/// such buffers).
+FailureOr<bool> mapSerialLoop(scf::ForOp loop,
+                              function_ref<gpu::GPUModuleOp()> kernels,
+                              StringRef name, int64_t blockSize,
+                              function_ref<bool(Value)> isReadOnly);
 
 } // namespace mlir::cleave
 

@@ -160,16 +160,7 @@ private:
     for (auto [arg, value] : llvm::zip(body.getArguments(), args))
       if (value)
         m.map(arg, value);
-    for (Operation &inner : body.without_terminator()) {
-      if (auto idx = dyn_cast<linalg::IndexOp>(inner))
-        m.map(idx.getResult(), ivs[idx.getDim()]);
-      else
-        b.clone(inner, m);
-    }
-    SmallVector<Value> yields;
-    for (Value v : body.getTerminator()->getOperands())
-      yields.push_back(m.lookupOrDefault(v));
-    return yields;
+    return cloneGenericBody(b, op, ivs, m);
   }
 
   /// Reads every input (and the outputs whose current value the body uses
@@ -422,13 +413,6 @@ LogicalResult GenericEmitter::emitPerBlock() {
 
 namespace {
 
-/// The buffer a view is a view of.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
 /// Whether every use of `buffer` (through views) only reads it.
 bool isOnlyRead(Value buffer) {
   for (OpOperand &use : buffer.getUses()) {
@@ -594,6 +578,27 @@ struct CleaveCudaMapToGpuPass final
       if (isFrozenBeforeReads(alloc, func))
         readOnly.insert(alloc);
     });
+    // Sequential loops over elementwise kernels (the embedding's gradient
+    // scatter) become one kernel each.
+    gpu::GPUModuleOp kernels;
+    auto kernelModule = [&]() {
+      if (!kernels)
+        kernels = getOrCreateKernelModule(func->getParentOfType<ModuleOp>());
+      return kernels;
+    };
+    SmallVector<scf::ForOp> loops;
+    func.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+    for (scf::ForOp loop : loops) {
+      std::string name =
+          (func.getName() + "_k" + Twine(counter) + "_loop").str();
+      FailureOr<bool> mapped =
+          mapSerialLoop(loop, kernelModule, name, blockSize, [&](Value buffer) {
+            return readOnly.contains(buffer);
+          });
+      if (failed(mapped))
+        return failure();
+      counter += *mapped;
+    }
     // Fills that initialize reductions go into the reductions' kernels.
     SmallVector<linalg::GenericOp> reductions;
     func.walk([&](linalg::GenericOp op) {
@@ -607,13 +612,10 @@ struct CleaveCudaMapToGpuPass final
       splitIfNarrow(op, inits);
     SmallVector<linalg::GenericOp> generics;
     func.walk([&](linalg::GenericOp op) { generics.push_back(op); });
-    gpu::GPUModuleOp kernels;
     for (linalg::GenericOp op : generics) {
-      if (!kernels)
-        kernels = getOrCreateKernelModule(func->getParentOfType<ModuleOp>());
       SmallVector<Value> init = inits.lookup(op);
       init.resize(op.getNumDpsInits());
-      if (failed(mapGeneric(op, kernels, readOnly, init)))
+      if (failed(mapGeneric(op, kernelModule(), readOnly, init)))
         return failure();
     }
     eraseDeadHostOps(func);
@@ -654,7 +656,7 @@ struct CleaveCudaMapToGpuPass final
         (func.getName() + "_k" + Twine(counter++) + "_" + kindName(plan)).str();
     KernelBuilder kb(kernels, op, name, plan.blockSize);
     kb.setLoadFilter([&](memref::LoadOp load) {
-      return readOnly.contains(rootOf(load.getMemRef()));
+      return readOnly.contains(viewRoot(load.getMemRef()));
     });
     GenericEmitter emitter(op, plan, kb);
     if (failed(emitter.emit()))

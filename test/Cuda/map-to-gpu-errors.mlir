@@ -39,3 +39,20 @@ func.func @written_after_read(%y: memref<8xf32>) {
   memref.dealloc %x : memref<f32>
   return
 }
+
+// -----
+
+// A host loop over generics with dynamic ranges does not become one kernel;
+// its generics are reported as before.
+func.func @dynamic_loop(%x: memref<4x?xf32>, %y: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %n = memref.dim %y, %c0 : memref<?xf32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = memref.subview %x[%i, 0] [1, %n] [1, 1] : memref<4x?xf32> to memref<?xf32, strided<[1], offset: ?>>
+    // expected-error @below {{GPU kernels need static loop ranges}}
+    linalg.copy ins(%row : memref<?xf32, strided<[1], offset: ?>>) outs(%y : memref<?xf32>)
+  }
+  return
+}

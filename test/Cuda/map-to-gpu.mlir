@@ -200,14 +200,33 @@ func.func @fill_then_sum(%x: memref<16x512xf32>, %s: memref<16xf32>) {
 
 // A scatter whose indices a copy kernel wrote first (the sequence-parallel
 // slice of the tokens): written only before it is read, the index buffer is
-// read by the kernels of the loop themselves; no host code reads it.
+// read by the kernel itself. The host loop over the rows, whose body adds a
+// row into the table row its index selects and copies the sum back, runs
+// inside one kernel with a thread per column: each thread adds the rows in
+// the loop's order (deterministic, no atomics), one launch in all.
 // CHECK-LABEL: func.func @scatter_by_copied_indices
-// CHECK: gpu.launch_func @cleave_kernels::@scatter_by_copied_indices_k0_ew
-// CHECK: scf.for
+// CHECK-NOT: scf.for
 // CHECK-NOT: memref.load
 // CHECK: gpu.launch_func @cleave_kernels::@scatter_by_copied_indices_k1_ew
-// CHECK: gpu.func @scatter_by_copied_indices_k1_ew
-// CHECK: memref.load %{{.*}} : memref<4xi32>
+// CHECK-NOT: scf.for
+// CHECK: gpu.launch_func @cleave_kernels::@scatter_by_copied_indices_k0_loop blocks in (%c1, %c1, %c1) threads in (%c256, %c1, %c1) args(%{{.*}} : memref<4xi32>, %{{.*}} : memref<4x16xf32>, %{{.*}} : memref<10x16xf32>, %{{.*}} : memref<16xf32>)
+// CHECK-NOT: scf.for
+// CHECK: return
+// CHECK: gpu.func @scatter_by_copied_indices_k0_loop(%[[IDS:.*]]: memref<4xi32>, %[[G:.*]]: memref<4x16xf32>, %[[TABLE:.*]]: memref<10x16xf32>, %[[TMP:.*]]: memref<16xf32>)
+// CHECK: %[[COL:.*]] = arith.addi
+// CHECK: scf.if
+// CHECK: scf.for %[[I:.*]] = %c0 to %c4 step %c1 {
+// CHECK: %[[T:.*]] = memref.load %[[IDS]][%[[I]]] : memref<4xi32>
+// CHECK: %[[ROW:.*]] = arith.index_cast %[[T]]
+// CHECK: %[[SRC:.*]] = memref.subview %[[G]][%[[I]], 0] [1, 16] [1, 1]
+// CHECK: %[[DST:.*]] = memref.subview %[[TABLE]][%[[ROW]], 0] [1, 16] [1, 1]
+// CHECK: %[[A:.*]] = memref.load %[[DST]][%[[COL]]]
+// CHECK: %[[B:.*]] = memref.load %[[SRC]][%[[COL]]]
+// CHECK: %[[S:.*]] = arith.addf %[[A]], %[[B]] : f32
+// CHECK: memref.store %[[S]], %[[TMP]][%[[COL]]] : memref<16xf32>
+// CHECK: %[[C:.*]] = memref.load %[[TMP]][%[[COL]]] : memref<16xf32>
+// CHECK: memref.store %[[C]], %[[DST]][%[[COL]]]
+// CHECK-NEXT: }
 #id = affine_map<(d0) -> (d0)>
 func.func @scatter_by_copied_indices(%tokens: memref<8xi32>, %g: memref<4x16xf32>, %table: memref<10x16xf32>, %tmp: memref<16xf32>) {
   %c0 = arith.constant 0 : index
@@ -228,7 +247,158 @@ func.func @scatter_by_copied_indices(%tokens: memref<8xi32>, %g: memref<4x16xf32
       %s = arith.addf %a, %b : f32
       linalg.yield %s : f32
     }
+    memref.copy %tmp, %dst : memref<16xf32> to memref<16xf32, strided<[1], offset: ?>>
   }
   memref.dealloc %ids : memref<4xi32>
+  return
+}
+
+// -----
+
+// A scatter into one vocabulary block of the table (ids outside it are
+// skipped by a branch): the branch goes into the kernel's loop; 300 columns
+// need two blocks, the second guarded.
+// CHECK-LABEL: func.func @scatter_into_block
+// CHECK-NOT: scf.for
+// CHECK-NOT: scf.if
+// CHECK: gpu.launch_func @cleave_kernels::@scatter_into_block_k0_loop blocks in (%c2, %c1, %c1) threads in (%c256, %c1, %c1)
+// CHECK-NOT: scf.for
+// CHECK: return
+// CHECK: gpu.func @scatter_into_block_k0_loop(
+// CHECK: arith.cmpi ult, %{{.*}}, %c300
+// CHECK: scf.for
+// CHECK: memref.load %{{.*}} : memref<6xi32>
+// CHECK: scf.if
+// CHECK: arith.addf
+// CHECK: memref.store
+#id = affine_map<(d0) -> (d0)>
+func.func @scatter_into_block(%ids: memref<6xi32>, %g: memref<6x300xf32>, %table: memref<5x300xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  %c6 = arith.constant 6 : index
+  scf.for %i = %c0 to %c6 step %c1 {
+    %t = memref.load %ids[%i] : memref<6xi32>
+    %id = arith.index_cast %t : i32 to index
+    %row = arith.subi %id, %c5 : index
+    %lo = arith.cmpi sge, %row, %c0 : index
+    %hi = arith.cmpi slt, %row, %c5 : index
+    %inside = arith.andi %lo, %hi : i1
+    scf.if %inside {
+      %src = memref.subview %g[%i, 0] [1, 300] [1, 1] : memref<6x300xf32> to memref<300xf32, strided<[1], offset: ?>>
+      %dst = memref.subview %table[%row, 0] [1, 300] [1, 1] : memref<5x300xf32> to memref<300xf32, strided<[1], offset: ?>>
+      linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+          ins(%src : memref<300xf32, strided<[1], offset: ?>>)
+          outs(%dst : memref<300xf32, strided<[1], offset: ?>>) {
+      ^bb0(%b: f32, %a: f32):
+        %s = arith.addf %a, %b : f32
+        linalg.yield %s : f32
+      }
+    }
+  }
+  return
+}
+
+// -----
+
+// Loops that do not run inside one kernel keep their host loop, with a
+// launch per generic and iteration: here the loop index moves the elements
+// each thread writes (thread p of iteration i writes what thread p + 1 of
+// iteration i + 1 reads), ...
+// CHECK-LABEL: func.func @shifting_window
+// CHECK: scf.for
+// CHECK: gpu.launch_func @cleave_kernels::@shifting_window_k0_ew
+#id = affine_map<(d0) -> (d0)>
+func.func @shifting_window(%x: memref<20xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %j = arith.addi %i, %c1 : index
+    %src = memref.subview %x[%i] [16] [1] : memref<20xf32> to memref<16xf32, strided<[1], offset: ?>>
+    %dst = memref.subview %x[%j] [16] [1] : memref<20xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%src : memref<16xf32, strided<[1], offset: ?>>)
+        outs(%dst : memref<16xf32, strided<[1], offset: ?>>) {
+    ^bb0(%a: f32, %o: f32):
+      linalg.yield %a : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// ... here a thread reads its neighbour's element of a buffer the loop
+// writes (a static shift) ...
+// CHECK-LABEL: func.func @neighbour_read
+// CHECK: scf.for
+// CHECK: gpu.launch_func @cleave_kernels::@neighbour_read_k0_ew
+#id = affine_map<(d0) -> (d0)>
+func.func @neighbour_read(%x: memref<17xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %src = memref.subview %x[1] [16] [1] : memref<17xf32> to memref<16xf32, strided<[1], offset: 1>>
+    %dst = memref.subview %x[0] [16] [1] : memref<17xf32> to memref<16xf32, strided<[1]>>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%src : memref<16xf32, strided<[1], offset: 1>>)
+        outs(%dst : memref<16xf32, strided<[1]>>) {
+    ^bb0(%a: f32, %o: f32):
+      %s = arith.addf %a, %o : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// ... here the loop writes a buffer whose aliases are unknown (not an
+// argument or an allocation) ...
+// CHECK-LABEL: func.func @unknown_origin
+// CHECK: scf.for
+// CHECK: gpu.launch_func @cleave_kernels::@unknown_origin_k0_ew
+memref.global "private" @acc : memref<16xf32> = dense<0.0>
+#id = affine_map<(d0) -> (d0)>
+func.func @unknown_origin(%x: memref<4x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %acc = memref.get_global @acc : memref<16xf32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = memref.subview %x[%i, 0] [1, 16] [1, 1] : memref<4x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%row : memref<16xf32, strided<[1], offset: ?>>) outs(%acc : memref<16xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %s = arith.addf %a, %o : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+
+// -----
+
+// ... and here the body reduces (threads would need each other's sums).
+// CHECK-LABEL: func.func @reduction_in_loop
+// CHECK: scf.for
+// CHECK: gpu.launch_func @cleave_kernels::@reduction_in_loop_k0_
+#sum_in = affine_map<(d0) -> (d0)>
+#sum_out = affine_map<(d0) -> ()>
+func.func @reduction_in_loop(%x: memref<4x16xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = memref.subview %x[%i, 0] [1, 16] [1, 1] : memref<4x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [#sum_in, #sum_out], iterator_types = ["reduction"]}
+        ins(%row : memref<16xf32, strided<[1], offset: ?>>) outs(%s : memref<f32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %r = arith.addf %acc, %a : f32
+      linalg.yield %r : f32
+    }
+  }
   return
 }

@@ -12,6 +12,8 @@
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/gpt-part.json --label gpt-dp2-tp2-sp --max-registers 128 | FileCheck %s --check-prefix=GPTPART
 // RUN: FileCheck %s --check-prefix=COMM < %t/gpt-part.mlir
 // RUN: FileCheck %s --check-prefix=KERNELS < %t/gpt-part-kernels.mlir
+// RUN: FileCheck %s --check-prefix=SCATTER < %t/gpt-part-kernels.mlir
+// RUN: FileCheck %s --check-prefix=PTXLOOP < %t/gpt-part.json
 // RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff --cleave-apply-plan="dp=2 tp=2 sp=true" --cleave-propagate-sharding --cleave-partition | cleave-opt --cleave-lower-to-cuda="ptxas-report=%t/llama-part.json" -o /dev/null
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama-part.json --label llama-dp2-tp2-sp --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMAPART
 
@@ -49,3 +51,21 @@
 // KERNELS-COUNT-4: math.tanh
 // KERNELS: vector.store {{.*}} : memref<2x32x128xf32>, vector<4xf32>
 // KERNELS-NEXT: gpu.return
+
+// The scatter itself is one kernel: a thread per column loops over this
+// rank's 2 x 16 tokens of the sequence slice, loaded from the copied buffer.
+// SCATTER-LABEL: func.func @train_step(
+// SCATTER-NOT: scf.for
+// SCATTER: gpu.launch_func @cleave_kernels::@train_step_k{{[0-9]+}}_ew {{.*}} args(%arg0 : memref<2x32xi32>, {{.*}}, %[[IDS:[a-z_0-9]+]] : memref<2x16xi32>)
+// SCATTER-NOT: scf.for
+// SCATTER: gpu.launch_func @cleave_kernels::@train_step_k[[SCATTER:[0-9]+]]_loop {{.*}} args(%[[IDS]] : memref<2x16xi32>,
+// SCATTER-NOT: scf.for
+// SCATTER: gpu.module @cleave_kernels
+// SCATTER: gpu.func @train_step_k[[SCATTER]]_loop(
+// SCATTER: scf.for %{{.*}} = %c0 to %c32 step %c1 {
+// SCATTER: memref.load %{{.*}} : memref<32xi32>
+// PTXLOOP: "name": "train_step_k{{[0-9]+}}_loop",
+// PTXLOOP-NEXT: "registers": {{[0-9]+}},
+// PTXLOOP-NEXT: "smem": 0,
+// PTXLOOP-NEXT: "spill_loads": 0,
+// PTXLOOP-NEXT: "spill_stores": 0,

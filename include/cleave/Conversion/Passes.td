@@ -342,6 +342,17 @@ def CleaveCudaMapToGpuPass
     copy kernel first). A host operation that still reads or writes memory
     afterwards is an error.
 
+    A sequential host loop (`scf.for` without loop-carried values) whose
+    body is elementwise generics over one iteration space with identity
+    maps, plus scalar and view ops, loads of read-only buffers and
+    `scf.if`s, becomes one kernel (`*_loop`) with a thread per point of
+    that space, each running the whole loop in order, when no two threads
+    touch the same element of a buffer the loop writes (every view of it
+    places the iteration space at the same dims and static offsets). The
+    embedding gradient's scatter-add over the tokens is such a loop: one
+    deterministic launch instead of two per token. Other loops keep their
+    launches inside the host loop.
+
     ```mlir
     linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
         ins(%x : memref<64x256xf32>) outs(%y : memref<64x256xf32>) {...}
