@@ -136,34 +136,16 @@ static Error buildStep(ModuleOp module, const CompileOptions &options,
   return Error::success();
 }
 
-/// The cost model's plan of named plan `spec` for `model`.
-static ::cleave::cost::ParallelPlan costPlanOf(const PlanSpec &spec,
-                                               const ::cleave::ModelConfig &m) {
-  ::cleave::cost::ParallelPlan p;
-  const CleaveApplyPlanPassOptions &o = spec.named;
-  p.dp = int(o.dp);
-  p.tp = int(o.tp);
-  p.cp = int(o.cp);
-  p.pp = int(o.pp);
-  p.sequenceParallel = o.sp;
-  p.zeroStage = int(o.zero);
-  p.numMicroBatches = std::max<int64_t>(1, o.micro);
-  p.microBatchSize = std::max<int64_t>(1, m.batch / (p.dp * p.numMicroBatches));
-  if (auto s = ::cleave::cost::parseSchedule(o.schedule))
-    p.schedule = *s;
-  p.virtualStages = int(o.virtualStages);
-  if (auto r = ::cleave::cost::parseRecompute(o.recompute))
-    p.recompute = *r;
-  p.dtype = m.dtype;
-  return p;
-}
-
 /// What the cost model predicts for the step on each known GPU kind.
 static json predictions(const BundleOptions &options) {
   json out = json::object();
   if (!options.model || options.model->arch == ::cleave::Architecture::MLP)
     return out;
+  // Without --plan, several ranks run data parallel (as cleave-run does);
+  // the planner's choice (--plan auto) is not known here.
   PlanSpec plan = options.plan.value_or(PlanSpec());
+  if (!options.plan)
+    plan.named.dp = options.world;
   if (plan.automatic)
     return out;
   ::cleave::cost::ParallelPlan p = costPlanOf(plan, *options.model);

@@ -160,6 +160,27 @@ static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
   return spec;
 }
 
+::cleave::cost::ParallelPlan
+mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m) {
+  ::cleave::cost::ParallelPlan p;
+  const CleaveApplyPlanPassOptions &o = spec.named;
+  p.dp = int(o.dp);
+  p.tp = int(o.tp);
+  p.cp = int(o.cp);
+  p.pp = int(o.pp);
+  p.sequenceParallel = o.sp;
+  p.zeroStage = int(o.zero);
+  p.numMicroBatches = std::max<int64_t>(1, o.micro);
+  p.microBatchSize = std::max<int64_t>(1, m.batch / (p.dp * p.numMicroBatches));
+  if (auto s = ::cleave::cost::parseSchedule(o.schedule))
+    p.schedule = *s;
+  p.virtualStages = int(o.virtualStages);
+  if (auto r = ::cleave::cost::parseRecompute(o.recompute))
+    p.recompute = *r;
+  p.dtype = m.dtype;
+  return p;
+}
+
 /// The --plan spelling of `plan`, for the log.
 static std::string describeNamed(const PlanSpec &plan) {
   const CleaveApplyPlanPassOptions &o = plan.named;

@@ -83,6 +83,13 @@ struct RankCompileOptions {
 /// which stage failed.
 llvm::Error compileForRanks(ModuleOp module, const RankCompileOptions &options);
 
+/// The cost model's plan of named plan `spec` for `model` (the inverse of
+/// how a planner's choice is run as a named plan): the micro-batch size is
+/// the model's batch over dp x micro; per-stage recomputation has no single
+/// kind and is left at none.
+::cleave::cost::ParallelPlan costPlanOf(const PlanSpec &spec,
+                                        const ::cleave::ModelConfig &model);
+
 /// Runs the planner for `world` processes of this machine (cluster
 /// local-cpu) under `plan`'s constraints on the training step in `module`,
 /// writes its plan into it (shardings of a plan without pipeline), reports
