@@ -523,12 +523,18 @@ void Builder::finishRank() {
     cur.lastEmbed = push(t, {ref(cur.lastCompute)});
   }
   double shard = p.zeroStage >= 1 ? double(p.dp) * p.cp : 1;
+  // ZeRO-2 and -3 keep only the rank's shard of the gradients.
+  double gradShard = p.zeroStage >= 2 ? double(p.dp) * p.cp : 1;
   Task opt;
   opt.category = TaskCategory::Optimizer;
   opt.duration = c.kernelOverhead * 8 +
                  memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
-  if (params > 0 && p.clipGradients) // no gradients, nothing to clip
+  // No gradients, nothing to clip or check.
+  if (params > 0 && (p.clipGradients || p.dynamicLossScaling))
     opt.duration += gradNormTime();
+  if (params > 0 && p.dynamicLossScaling)
+    opt.duration += c.kernelOverhead +
+                    memoryTime(params / gradShard * gradBytes * 2, cl.gpu);
   // fp8 (Transformer Engine): cast-transpose every weight once per step
   // (read 16-bit, write fp8 twice) and update the amax histories and
   // scales (one fused kernel per step).

@@ -131,17 +131,32 @@ static LogicalResult verifyPlanEntry(Operation *op, NamedAttribute entry) {
               "num_micro_batches, schedule, virtual_stages)");
 }
 
-/// Checks `cleave.pipeline = {axis = "pp", stages = [@f0, @f1]}`.
+/// Whether `value` is a non-empty array of function symbols.
+static bool isStageList(Attribute value) {
+  auto stages = dyn_cast_or_null<ArrayAttr>(value);
+  return stages && !stages.empty() &&
+         llvm::all_of(stages, llvm::IsaPred<FlatSymbolRefAttr>);
+}
+
+/// Checks `cleave.pipeline = {axis = "pp", stages = [@f0, @f1]}`, with
+/// optionally `entries = {eval_step = [@e0, @e1]}` for further pipelined
+/// steps.
 static LogicalResult verifyPipeline(Operation *op, Attribute value) {
   auto dict = dyn_cast<DictionaryAttr>(value);
   auto axis = dict ? dict.getAs<StringAttr>("axis") : StringAttr();
-  auto stages = dict ? dict.getAs<ArrayAttr>("stages") : ArrayAttr();
-  if (!axis || !stages || dict.size() != 2 || stages.empty() ||
-      !llvm::all_of(stages, llvm::IsaPred<FlatSymbolRefAttr>))
+  Attribute entries = dict ? dict.get("entries") : Attribute();
+  auto more = dyn_cast_or_null<DictionaryAttr>(entries);
+  bool ok = axis && dict && isStageList(dict.get("stages")) &&
+            dict.size() == (entries ? 3u : 2u) && (!entries || more) &&
+            (!more || llvm::all_of(more, [](NamedAttribute entry) {
+              return isStageList(entry.getValue());
+            }));
+  if (!ok)
     return op->emitOpError()
            << "'" << CleaveDialect::kPipelineAttrName
            << "' must be {axis = \"<mesh axis>\", stages = [@f, ...]} with "
-              "at least one stage function, got "
+              "at least one stage function, and optionally entries = "
+              "{<step> = [@f, ...]}, got "
            << value;
   return success();
 }

@@ -148,7 +148,8 @@ static json predictions(const BundleOptions &options) {
     plan.named.dp = options.world;
   if (plan.automatic)
     return out;
-  ::cleave::cost::ParallelPlan p = costPlanOf(plan, *options.model);
+  ::cleave::cost::ParallelPlan p =
+      costPlanOf(plan, *options.model, &options.step);
   int gpus = p.dp * p.tp * p.cp * p.pp;
   for (const char *name : {"dgx-a100-80gb", "dgx-h100", "dgx-h200"}) {
     auto cluster =

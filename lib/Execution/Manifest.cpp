@@ -40,22 +40,33 @@ const FunctionSpec *ProgramManifest::lookup(StringRef name) const {
   return nullptr;
 }
 
+const std::vector<std::string> *PipelineSpec::stagesOf(StringRef step) const {
+  if (step == "train_step")
+    return &stages;
+  auto it = entries.find(step.str());
+  return it == entries.end() ? nullptr : &it->second;
+}
+
 std::string ProgramManifest::entryFor(StringRef step, int64_t rank) const {
-  if (!pipeline || !mesh)
+  const std::vector<std::string> *stages =
+      pipeline ? pipeline->stagesOf(step) : nullptr;
+  if (!stages || !mesh)
     return step.str();
   int64_t stage = mesh->coordinates(rank)[pipeline->axis];
-  return pipeline->stages[stage];
+  return (*stages)[stage];
 }
 
 std::vector<const FunctionSpec *>
 ProgramManifest::stepFunctions(StringRef step) const {
   std::vector<const FunctionSpec *> found;
-  if (!pipeline) {
+  const std::vector<std::string> *stages =
+      pipeline ? pipeline->stagesOf(step) : nullptr;
+  if (!stages) {
     if (const FunctionSpec *f = lookup(step))
       found.push_back(f);
     return found;
   }
-  for (const std::string &name : pipeline->stages)
+  for (const std::string &name : *stages)
     if (const FunctionSpec *f = lookup(name))
       found.push_back(f);
   return found;
@@ -142,8 +153,11 @@ std::string ProgramManifest::toJSON() const {
     root["mesh"] = {{"axes", mesh->axes}, {"shape", mesh->shape}};
     root["groups"] = groups;
   }
-  if (pipeline)
+  if (pipeline) {
     root["pipeline"] = {{"axis", pipeline->axis}, {"stages", pipeline->stages}};
+    if (!pipeline->entries.empty())
+      root["pipeline"]["entries"] = pipeline->entries;
+  }
   return root.dump();
 }
 
@@ -267,11 +281,27 @@ llvm::Error readMesh(const json &root, ProgramManifest &m) {
                          "axis");
   PipelineSpec spec;
   spec.axis = axis->get<int64_t>();
-  for (const json &name : *stages) {
-    if (!name.is_string() || !m.lookup(name.get<std::string>()))
-      return manifestError(
-          "pipeline.stages: names of functions of the manifest");
-    spec.stages.push_back(name.get<std::string>());
+  auto readStages = [&](const json &list, std::vector<std::string> &out) {
+    if (!list.is_array() || list.size() != stages->size())
+      return false;
+    for (const json &name : list) {
+      if (!name.is_string() || !m.lookup(name.get<std::string>()))
+        return false;
+      out.push_back(name.get<std::string>());
+    }
+    return true;
+  };
+  if (!readStages(*stages, spec.stages))
+    return manifestError("pipeline.stages: names of functions of the manifest");
+  auto entries = pipeline->find("entries");
+  if (entries != pipeline->end()) {
+    if (!entries->is_object())
+      return manifestError("pipeline.entries: an object of stage lists");
+    for (auto [step, list] : entries->items())
+      if (!readStages(list, spec.entries[step]))
+        return manifestError("pipeline.entries." + step +
+                             ": one name of a function of the manifest per "
+                             "pipeline coordinate");
   }
   m.pipeline = std::move(spec);
   return llvm::Error::success();

@@ -199,18 +199,29 @@ LogicalResult mlir::cleave::extractPipeline(ModuleOp module,
                               << "' is not an axis of the mesh";
   PipelineSpec spec;
   spec.axis = it - manifest.mesh->axes.begin();
-  for (Attribute stage : dict.getAs<ArrayAttr>("stages")) {
-    StringRef name = cast<FlatSymbolRefAttr>(stage).getValue();
-    if (!manifest.lookup(name))
-      return module.emitError() << "pipeline stage function @" << name
-                                << " is missing or not public";
-    spec.stages.push_back(name.str());
-  }
-  if (int64_t(spec.stages.size()) != manifest.mesh->shape[spec.axis])
-    return module.emitError()
-           << "the pipeline has " << spec.stages.size()
-           << " stage functions but the mesh axis '" << axis.getValue()
-           << "' has " << manifest.mesh->shape[spec.axis] << " coordinates";
+  auto readStages = [&](ArrayAttr list,
+                        std::vector<std::string> &out) -> LogicalResult {
+    for (Attribute stage : list) {
+      StringRef name = cast<FlatSymbolRefAttr>(stage).getValue();
+      if (!manifest.lookup(name))
+        return module.emitError() << "pipeline stage function @" << name
+                                  << " is missing or not public";
+      out.push_back(name.str());
+    }
+    if (int64_t(out.size()) != manifest.mesh->shape[spec.axis])
+      return module.emitError()
+             << "the pipeline has " << out.size()
+             << " stage functions but the mesh axis '" << axis.getValue()
+             << "' has " << manifest.mesh->shape[spec.axis] << " coordinates";
+    return success();
+  };
+  if (failed(readStages(dict.getAs<ArrayAttr>("stages"), spec.stages)))
+    return failure();
+  if (auto entries = dict.getAs<DictionaryAttr>("entries"))
+    for (NamedAttribute entry : entries)
+      if (failed(readStages(cast<ArrayAttr>(entry.getValue()),
+                            spec.entries[entry.getName().str()])))
+        return failure();
   manifest.pipeline = std::move(spec);
   return success();
 }

@@ -77,11 +77,13 @@ BatchSource &TrainingData::source(uint64_t seed, int64_t modelVocab) {
 
 std::vector<std::string>
 mlir::cleave::stepEntryNames(const ProgramManifest &manifest) {
-  std::vector<std::string> names = {"train_step"};
-  if (manifest.pipeline)
-    names = manifest.pipeline->stages;
-  if (manifest.lookup(kEvalStepName))
-    names.push_back(kEvalStepName.str());
+  std::vector<std::string> names;
+  for (llvm::StringRef step :
+       {llvm::StringRef("train_step"), llvm::StringRef(kEvalStepName)})
+    for (const FunctionSpec *f : manifest.stepFunctions(step))
+      names.push_back(f->name);
+  if (names.empty()) // the caller names the missing step
+    names.push_back("train_step");
   return names;
 }
 
@@ -144,17 +146,19 @@ Error mlir::cleave::checkJob(const TrainJob &job) {
 
 Error mlir::cleave::checkValidation(const TrainJob &job, int64_t batches,
                                     const Twine &what) {
-  const FunctionSpec *eval = job.manifest.lookup(kEvalStepName);
-  if (!eval)
+  std::vector<const FunctionSpec *> evals =
+      job.manifest.stepFunctions(kEvalStepName);
+  if (evals.empty())
     return runError(what + ": the program has no @" + kEvalStepName);
   const std::optional<MeshSpec> &mesh = job.manifest.mesh;
-  for (const BufferSpec &b : eval->buffers) {
-    if (b.role != BufferSpec::Role::Input || b.name == "seed")
-      continue;
-    for (int64_t k = 0; k < batches; ++k)
-      if (Error err = fillGlobal(*job.valSource, b, mesh, k))
-        return runError(what + ": " + toString(std::move(err)));
-  }
+  for (const FunctionSpec *eval : evals)
+    for (const BufferSpec &b : eval->buffers) {
+      if (b.role != BufferSpec::Role::Input || b.name == "seed")
+        continue;
+      for (int64_t k = 0; k < batches; ++k)
+        if (Error err = fillGlobal(*job.valSource, b, mesh, k))
+          return runError(what + ": " + toString(std::move(err)));
+    }
   return Error::success();
 }
 
@@ -387,9 +391,9 @@ static Error maybeEvaluate(Trainer &trainer, TrainJob &job,
              (options.evalEvery > 0 && step % options.evalEvery == 0);
   if (!due)
     return Error::success();
-  const FunctionSpec *eval = job.manifest.lookup(kEvalStepName);
+  std::string name = job.manifest.entryFor(kEvalStepName, rank);
   Expected<double> loss =
-      trainer.evaluate(*eval, job.entries.at(kEvalStepName.str()),
+      trainer.evaluate(*job.manifest.lookup(name), job.entries.at(name),
                        *job.valSource, options.evalBatches);
   if (!loss)
     return loss.takeError();

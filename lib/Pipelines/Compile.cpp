@@ -58,20 +58,55 @@ static void keepOnlyTrainStep(ModuleOp module) {
       func.erase();
 }
 
+/// The name of argument `i` of `f` (its parameter or input name), or "".
+static StringRef argumentName(func::FuncOp f, unsigned i) {
+  for (StringRef attr :
+       {CleaveDialect::kParamAttrName, CleaveDialect::kInputAttrName})
+    if (auto name = f.getArgAttrOfType<StringAttr>(i, attr))
+      return name.getValue();
+  return "";
+}
+
+/// The layout in which the body of `f` uses argument `arg`, if a sharding
+/// constraint on the argument itself sets it (ZeRO-3 keeps a parameter
+/// split and gathers it before every use but its update).
+static ShardingConstraintOp useLayout(BlockArgument arg) {
+  for (Operation *user : arg.getUsers())
+    if (auto pin = dyn_cast<ShardingConstraintOp>(user))
+      return pin;
+  return {};
+}
+
+/// Gives every argument of `to` the sharding of the argument of `from`
+/// that has its name, and the constraint it is used through.
+static void copyArgumentShardings(func::FuncOp from, func::FuncOp to) {
+  llvm::StringMap<unsigned> byName;
+  for (unsigned i = 0, e = from.getNumArguments(); i < e; ++i)
+    byName[argumentName(from, i)] = i;
+  OpBuilder b = OpBuilder::atBlockBegin(&to.getBody().front());
+  for (BlockArgument arg : to.getArguments()) {
+    StringRef name = argumentName(to, arg.getArgNumber());
+    auto it = byName.find(name);
+    if (name.empty() || it == byName.end())
+      continue;
+    if (Attribute s =
+            from.getArgAttr(it->second, CleaveDialect::kShardingAttrName))
+      to.setArgAttr(arg.getArgNumber(), CleaveDialect::kShardingAttrName, s);
+    if (ShardingConstraintOp pin = useLayout(from.getArgument(it->second))) {
+      auto use = cast<ShardingConstraintOp>(b.clone(*pin));
+      use->setOperand(0, arg);
+      arg.replaceAllUsesExcept(use.getResult(), use);
+    }
+  }
+}
+
 /// @eval_step: a copy of @forward in evaluation mode (every dropout passes
 /// its input through, as PyTorch's model.eval()). Partitioned with the
 /// module, it gets the plan's shardings as @train_step does.
-static llvm::Error buildEvalStep(ModuleOp module,
-                                 const RankCompileOptions &options) {
-  const std::optional<PlanSpec> &plan = options.plan;
-  if (plan && (plan->automatic || plan->pipelines()))
-    return compileError(
-        "--val-data: the evaluation step runs with plans of dp, tp, sp, cp "
-        "and ZeRO; this " +
-        options.planName +
-        (plan->automatic ? " is the planner's"
-                         : " pipelines (pp, micro-batches or --accumulate)") +
-        ", whose stages or micro-batches it cannot share yet");
+/// Cloned after the forward function is cut into stages, it runs on the
+/// training step's stages and micro-batches (cleave-pipeline schedules it
+/// too).
+static llvm::Error buildEvalStep(ModuleOp module) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward || forward.isExternal())
     return compileError("--val-data: the program has no @forward to "
@@ -85,6 +120,17 @@ static llvm::Error buildEvalStep(ModuleOp module,
   auto eval = cast<func::FuncOp>(b.clone(*forward));
   eval.setSymName(kEvalStepName);
   eval.setPublic();
+  // The loss is the first result (the trainer reads it there); named, so
+  // that cleave-pipeline sums it over micro-batches and stages.
+  if (eval.getNumResults() &&
+      !eval.getResultAttr(0, CleaveDialect::kOutputAttrName))
+    eval.setResultAttr(0, CleaveDialect::kOutputAttrName,
+                       b.getStringAttr("loss"));
+  // In a module the planner annotated, the arguments take the shardings
+  // of the training step's arguments of the same name (parameter or
+  // input); a named plan annotates both functions alike.
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    copyArgumentShardings(step, eval);
   eval.walk([](DropoutOp dropout) {
     dropout.getResult().replaceAllUsesWith(dropout.getInput());
     dropout.erase();
@@ -97,9 +143,6 @@ static llvm::Error buildTrainStep(ModuleOp module,
                                   const RankCompileOptions &options) {
   const std::optional<PlanSpec> &plan = options.plan;
   bool pipelined = plan && plan->pipelines();
-  if (options.evalStep)
-    if (llvm::Error err = buildEvalStep(module, options))
-      return err;
   FrontHalfOptions stages;
   stages.trainStep = false;
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -110,6 +153,9 @@ static llvm::Error buildTrainStep(ModuleOp module,
   if (stages.stages > 1)
     if (llvm::Error err = runStages(module, stages, false,
                                     "splitting the model into pipeline stages"))
+      return err;
+  if (options.evalStep)
+    if (llvm::Error err = buildEvalStep(module))
       return err;
   if (!module.lookupSymbol("train_step")) {
     FrontHalfOptions step;
@@ -161,7 +207,8 @@ static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
 }
 
 ::cleave::cost::ParallelPlan
-mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m) {
+mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
+                         const CleaveAutodiffPassOptions *step) {
   ::cleave::cost::ParallelPlan p;
   const CleaveApplyPlanPassOptions &o = spec.named;
   p.dp = int(o.dp);
@@ -178,6 +225,10 @@ mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m) {
   if (auto r = ::cleave::cost::parseRecompute(o.recompute))
     p.recompute = *r;
   p.dtype = m.dtype;
+  if (step) {
+    p.clipGradients = step->gradClip > 0;
+    p.dynamicLossScaling = step->lossScaling;
+  }
   return p;
 }
 
@@ -214,8 +265,6 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
     RankCompileOptions stepOnly = options;
     stepOnly.plan.reset();
     stepOnly.evalStep = false;
-    if (options.evalStep)
-      return buildEvalStep(module, options);
     if (llvm::Error err = buildTrainStep(*planned, stepOnly))
       return err;
     llvm::Expected<::cleave::cost::ParallelPlan> best =
@@ -231,6 +280,11 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
       if (options.log)
         *options.log << "compiled as --plan " << describeNamed(*plan) << "\n";
     } else {
+      // The evaluation step is built from the forward function, which the
+      // planned module no longer has.
+      if (auto forward = module.lookupSymbol<func::FuncOp>("forward");
+          forward && options.evalStep)
+        OpBuilder::atBlockEnd(planned->getBody()).clone(*forward);
       module.getBodyRegion().takeBody(planned->getBodyRegion());
     }
   }
@@ -271,6 +325,8 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   FrontHalfOptions schedule;
   schedule.trainStep = schedule.partition = false;
   schedule.pipeline = meshPipelines(*meshes.begin());
+  if (module.lookupSymbol(kEvalStepName))
+    schedule.pipelineEntries = {"train_step", kEvalStepName.str()};
   schedule.verify = options.verify;
   schedule.asyncCollectives = options.asyncCollectives;
   if (!schedule.pipeline && !schedule.verify)
@@ -290,6 +346,7 @@ mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
   o.fixedTp = plan.fixedTp;
   o.fixedPp = plan.fixedPp;
   o.clipGradients = options.autodiff.gradClip > 0;
+  o.dynamicLossScaling = options.autodiff.lossScaling;
   o.fixedZero = plan.fixedZero;
   // The program runs with these buckets (0: one collective per tensor,
   // priced as buckets of one parameter).

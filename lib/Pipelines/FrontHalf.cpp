@@ -32,9 +32,11 @@ void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
     pm.addPass(createCleavePropagateShardingPass());
     pm.addPass(createCleavePartitionPass());
   }
-  if (options.pipeline)
-    pm.addPass(createCleavePipelinePass());
-  else if (options.partition && options.bucketBytes > 0) {
+  if (options.pipeline) {
+    CleavePipelinePassOptions pipeline;
+    pipeline.entries = options.pipelineEntries;
+    pm.addPass(createCleavePipelinePass(pipeline));
+  } else if (options.partition && options.bucketBytes > 0) {
     CleaveBucketCollectivesPassOptions buckets;
     buckets.bucketBytes = options.bucketBytes;
     pm.addPass(createCleaveBucketCollectivesPass(buckets));

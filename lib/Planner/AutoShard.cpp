@@ -163,6 +163,7 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   so.maxPp = std::max(0, o.maxPp);
   so.fixedPp = o.fixedPp;
   so.implementation.clipGradients = o.clipGradients;
+  so.implementation.dynamicLossScaling = o.dynamicLossScaling;
   // Plans for this machine's processes are run: only what cleave-run
   // executes.
   so.space.zeroOverDpOnly = pc.host;

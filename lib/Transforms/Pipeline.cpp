@@ -80,12 +80,9 @@ struct CleavePipelinePass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>(entry);
-    if (!func || func.isExternal()) {
-      module.emitError() << "cleave-pipeline: no function @" << entry.getValue()
-                         << " with a body";
-      return signalPassFailure();
-    }
+    SmallVector<std::string> names(entries.begin(), entries.end());
+    if (names.empty())
+      names.push_back("train_step");
     if (module->hasAttr(CleaveDialect::kPipelineAttrName)) {
       module.emitError() << "cleave-pipeline: the module is already pipelined";
       return signalPassFailure();
@@ -96,12 +93,28 @@ struct CleavePipelinePass final
     FailureOr<Plan> plan = readPlan(module, *mesh, axis, microBatchAxis);
     if (failed(plan))
       return signalPassFailure();
-    FailureOr<Analysis> analysis = analyze(func, *mesh, *plan);
-    if (failed(analysis))
-      return signalPassFailure();
-    PassGroups groups = collectPassGroups(*analysis);
-    auto events = orderEvents(*analysis, groups);
-    if (failed(events) || failed(buildPipeline(*analysis, groups, *events)))
+    SmallVector<std::pair<StringRef, SmallVector<Attribute>>> built;
+    for (const std::string &name : names) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func || func.isExternal()) {
+        module.emitError() << "cleave-pipeline: no function @" << name
+                           << " with a body";
+        return signalPassFailure();
+      }
+      FailureOr<Analysis> analysis = analyze(func, *mesh, *plan);
+      if (failed(analysis))
+        return signalPassFailure();
+      PassGroups groups = collectPassGroups(*analysis);
+      auto events = orderEvents(*analysis, groups);
+      if (failed(events))
+        return signalPassFailure();
+      FailureOr<SmallVector<Attribute>> stages =
+          buildPipeline(*analysis, groups, *events);
+      if (failed(stages))
+        return signalPassFailure();
+      built.emplace_back(name, std::move(*stages));
+    }
+    if (failed(finishPipeline(module, *mesh, *plan, built)))
       return signalPassFailure();
   }
 };

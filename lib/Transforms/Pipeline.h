@@ -151,9 +151,19 @@ PassGroups collectPassGroups(const Analysis &analysis);
 FailureOr<std::vector<std::vector<Event>>>
 orderEvents(const Analysis &analysis, const PassGroups &groups);
 
-/// Replaces the training step by the pipelined program.
-LogicalResult buildPipeline(const Analysis &analysis, const PassGroups &groups,
-                            const std::vector<std::vector<Event>> &events);
+/// Replaces the step by its pipelined program: one function per pipeline
+/// rank, whose names it returns in rank order.
+FailureOr<SmallVector<Attribute>>
+buildPipeline(const Analysis &analysis, const PassGroups &groups,
+              const std::vector<std::vector<Event>> &events);
+
+/// Once every entry is built: drops the micro-batch axis from `mesh` and
+/// names the rank functions of each entry (the first is the training step)
+/// in `cleave.pipeline`. Fails if anything still communicates along the
+/// micro-batch axis.
+LogicalResult
+finishPipeline(ModuleOp module, MeshOp mesh, const Plan &plan,
+               ArrayRef<std::pair<StringRef, SmallVector<Attribute>>> entries);
 
 /// The `cleave.plan` and mesh of `module` as a Plan; fails with a
 /// diagnostic on an inconsistent plan.

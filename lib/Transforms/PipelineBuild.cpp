@@ -64,7 +64,9 @@ public:
                   const std::vector<std::vector<Event>> &events)
       : a(a), plan(a.plan), groups(groups), events(events), func(a.func),
         module(func->getParentOfType<ModuleOp>()), ctx(func.getContext()) {}
-  LogicalResult run();
+  /// Builds the rank functions and erases the step; returns the rank
+  /// functions' names, by pipeline rank.
+  FailureOr<SmallVector<Attribute>> run();
 
 private:
   int64_t rankOfStage(int64_t s) const { return plan.rankOf(s); }
@@ -92,7 +94,6 @@ private:
   /// The value of `index` (an axis_index naming the micro-batch axis) for
   /// micro-batch `mb` on this device.
   Value microBatchIndex(RankFunction &rf, AxisIndexOp index, int64_t mb);
-  LogicalResult finish();
 
   const Analysis &a;
   const Plan &plan;
@@ -121,6 +122,10 @@ void PipelineBuilder::createPassFunctions() {
   OpBuilder b(ctx);
   b.setInsertionPoint(func);
   for (auto &[key, g] : groups) {
+    // A pass without ops (the backward passes of a forward-only step, a
+    // stage without layers) is neither built nor called.
+    if (g.ops.empty())
+      continue;
     SmallVector<Type> inputs, outputs;
     for (Value v : g.inputs)
       inputs.push_back(v.getType());
@@ -395,6 +400,8 @@ LogicalResult PipelineBuilder::emitMain(int64_t rank) {
     }
     GroupKey key{phaseOf(e.pass.kind), e.pass.chunk * plan.pp + rank};
     const PassGroup &g = groups.find(key)->second;
+    if (g.ops.empty())
+      continue;
     SmallVector<Value> operands;
     for (Value v : g.inputs) {
       if (auto arg = dyn_cast<BlockArgument>(v);
@@ -527,50 +534,7 @@ void PipelineBuilder::emitReturns() {
   }
 }
 
-LogicalResult PipelineBuilder::finish() {
-  // The micro-batch axis is gone: the mesh is the devices' again.
-  if (plan.hasMbAxis) {
-    SmallVector<StringRef> axes;
-    SmallVector<int64_t> shape;
-    SmallVector<LinkKind> links;
-    for (unsigned i = 0, e = a.mesh.getRank(); i < e; ++i) {
-      StringRef axis = cast<StringAttr>(a.mesh.getAxisNames()[i]).getValue();
-      if (axis == plan.mbAxis)
-        continue;
-      axes.push_back(axis);
-      shape.push_back(a.mesh.getShape()[i]);
-      links.push_back(a.mesh.getAxisLink(axis));
-    }
-    OpBuilder b(a.mesh);
-    b.create<MeshOp>(a.mesh.getLoc(), a.mesh.getSymName(), axes, shape, links);
-    a.mesh.erase();
-  }
-  SmallVector<Attribute> stages;
-  for (auto &rf : ranks)
-    stages.push_back(FlatSymbolRefAttr::get(rf->func.getSymNameAttr()));
-  OpBuilder b(ctx);
-  module->setAttr(
-      CleaveDialect::kPipelineAttrName,
-      b.getDictionaryAttr({b.getNamedAttr("axis", b.getStringAttr(plan.ppAxis)),
-                           b.getNamedAttr("stages", b.getArrayAttr(stages))}));
-  func.erase();
-  // Nothing may still name the micro-batch axis.
-  WalkResult walk = module.walk([&](Operation *op) {
-    auto axes = op->getAttrOfType<ArrayAttr>("axes");
-    if (plan.hasMbAxis && axes && llvm::any_of(axes, [&](Attribute x) {
-          return cast<StringAttr>(x).getValue() == plan.mbAxis;
-        })) {
-      op->emitError() << "cleave-pipeline: still communicates along the "
-                         "micro-batch axis '"
-                      << plan.mbAxis << "' (outside the pipelined function?)";
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  return failure(walk.wasInterrupted());
-}
-
-LogicalResult PipelineBuilder::run() {
+FailureOr<SmallVector<Attribute>> PipelineBuilder::run() {
   createPassFunctions();
   createRankFunctions();
   emitPrologue();
@@ -579,13 +543,67 @@ LogicalResult PipelineBuilder::run() {
       return failure();
   emitEpilogue();
   emitReturns();
-  return finish();
+  SmallVector<Attribute> stages;
+  for (auto &rf : ranks)
+    stages.push_back(FlatSymbolRefAttr::get(rf->func.getSymNameAttr()));
+  func.erase();
+  return stages;
 }
 
 } // namespace
 
-LogicalResult
+FailureOr<SmallVector<Attribute>>
 pipeline::buildPipeline(const Analysis &analysis, const PassGroups &groups,
                         const std::vector<std::vector<Event>> &events) {
   return PipelineBuilder(analysis, groups, events).run();
+}
+
+LogicalResult pipeline::finishPipeline(
+    ModuleOp module, MeshOp mesh, const Plan &plan,
+    ArrayRef<std::pair<StringRef, SmallVector<Attribute>>> entries) {
+  // The micro-batch axis is gone: the mesh is the devices' again.
+  if (plan.hasMbAxis) {
+    SmallVector<StringRef> axes;
+    SmallVector<int64_t> shape;
+    SmallVector<LinkKind> links;
+    for (unsigned i = 0, e = mesh.getRank(); i < e; ++i) {
+      StringRef axis = cast<StringAttr>(mesh.getAxisNames()[i]).getValue();
+      if (axis == plan.mbAxis)
+        continue;
+      axes.push_back(axis);
+      shape.push_back(mesh.getShape()[i]);
+      links.push_back(mesh.getAxisLink(axis));
+    }
+    OpBuilder b(mesh);
+    b.create<MeshOp>(mesh.getLoc(), mesh.getSymName(), axes, shape, links);
+    mesh.erase();
+  }
+  // The first entry's rank functions are `stages`; further entries' are
+  // under their names in `entries`.
+  Builder b(module.getContext());
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("axis", b.getStringAttr(plan.ppAxis)),
+      b.getNamedAttr("stages", b.getArrayAttr(entries.front().second))};
+  if (entries.size() > 1) {
+    SmallVector<NamedAttribute> more;
+    for (const auto &[name, stages] : entries.drop_front())
+      more.push_back(b.getNamedAttr(name, b.getArrayAttr(stages)));
+    fields.push_back(b.getNamedAttr("entries", b.getDictionaryAttr(more)));
+  }
+  module->setAttr(CleaveDialect::kPipelineAttrName,
+                  b.getDictionaryAttr(fields));
+  // Nothing may still name the micro-batch axis.
+  WalkResult walk = module.walk([&](Operation *op) {
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    if (plan.hasMbAxis && axes && llvm::any_of(axes, [&](Attribute x) {
+          return cast<StringAttr>(x).getValue() == plan.mbAxis;
+        })) {
+      op->emitError() << "cleave-pipeline: still communicates along the "
+                         "micro-batch axis '"
+                      << plan.mbAxis << "' (outside the pipelined functions?)";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
 }

@@ -30,20 +30,25 @@ namespace {
 /// The module attribute naming the stage functions (docs/plans.md).
 constexpr llvm::StringLiteral kPipelineAttr = CleaveDialect::kPipelineAttrName;
 
-/// The stage functions of `cleave.pipeline = {axis = "pp", stages = [...]}`.
+/// The stage functions of one pipelined step of `cleave.pipeline = {axis =
+/// "pp", stages = [...], entries = {...}}`.
 struct Pipeline {
   std::string axis;
   SmallVector<func::FuncOp> stages;
 };
 
-FailureOr<std::optional<Pipeline>>
-parsePipeline(ModuleOp module, SymbolTableCollection &symbols) {
+/// Every pipelined step: the training step's `stages`, then each of
+/// `entries`.
+FailureOr<SmallVector<Pipeline>>
+parsePipelines(ModuleOp module, SymbolTableCollection &symbols) {
+  SmallVector<Pipeline> pipelines;
   Attribute attr = module->getAttr(kPipelineAttr);
   if (!attr)
-    return std::optional<Pipeline>();
+    return pipelines;
   auto dict = dyn_cast<DictionaryAttr>(attr);
   auto axis = dict ? dict.getAs<StringAttr>("axis") : StringAttr();
   auto stages = dict ? dict.getAs<ArrayAttr>("stages") : ArrayAttr();
+  auto entries = dict ? dict.getAs<DictionaryAttr>("entries") : nullptr;
   if (!axis || !stages || stages.empty()) {
     module.emitError() << kPipelineAttr
                        << " must be {axis = \"<mesh axis>\", stages = "
@@ -51,19 +56,33 @@ parsePipeline(ModuleOp module, SymbolTableCollection &symbols) {
                        << attr;
     return failure();
   }
-  Pipeline pipeline{axis.getValue().str(), {}};
-  for (auto [k, stage] : llvm::enumerate(stages)) {
-    auto ref = dyn_cast<FlatSymbolRefAttr>(stage);
-    auto func = ref ? symbols.lookupNearestSymbolFrom<func::FuncOp>(module, ref)
-                    : func::FuncOp();
-    if (!func || func.isExternal()) {
-      module.emitError() << kPipelineAttr << ": stage #" << k << " (" << stage
-                         << ") is not a function with a body in this module";
+  SmallVector<std::pair<StringRef, ArrayAttr>> lists = {{"stages", stages}};
+  if (entries)
+    for (NamedAttribute entry : entries)
+      lists.emplace_back(entry.getName(),
+                         dyn_cast<ArrayAttr>(entry.getValue()));
+  for (auto [what, list] : lists) {
+    Pipeline pipeline{axis.getValue().str(), {}};
+    if (!list) {
+      module.emitError() << kPipelineAttr << ": entries." << what
+                         << " is not a list of stage functions";
       return failure();
     }
-    pipeline.stages.push_back(func);
+    for (auto [k, stage] : llvm::enumerate(list)) {
+      auto ref = dyn_cast<FlatSymbolRefAttr>(stage);
+      auto func =
+          ref ? symbols.lookupNearestSymbolFrom<func::FuncOp>(module, ref)
+              : func::FuncOp();
+      if (!func || func.isExternal()) {
+        module.emitError() << kPipelineAttr << ": stage #" << k << " (" << stage
+                           << ") is not a function with a body in this module";
+        return failure();
+      }
+      pipeline.stages.push_back(func);
+    }
+    pipelines.push_back(std::move(pipeline));
   }
-  return std::optional<Pipeline>(std::move(pipeline));
+  return pipelines;
 }
 
 /// Above this many programs per entry (combinations of the coordinates that
@@ -207,17 +226,17 @@ struct CleaveVerifyCollectivesPass final
     options.exhaustive = exhaustive;
     bool ok = true;
 
-    FailureOr<std::optional<Pipeline>> pipeline =
-        parsePipeline(module, symbols);
-    if (failed(pipeline))
+    FailureOr<SmallVector<Pipeline>> pipelines =
+        parsePipelines(module, symbols);
+    if (failed(pipelines))
       return signalPassFailure();
     llvm::SmallPtrSet<Operation *, 8> stageFuncs;
-    if (*pipeline) {
-      for (func::FuncOp stage : (*pipeline)->stages)
+    for (const Pipeline &pipeline : *pipelines) {
+      for (func::FuncOp stage : pipeline.stages)
         stageFuncs.insert(stage);
-      ok &= succeeded(verifyEntry((*pipeline)->stages,
-                                  StringRef((*pipeline)->axis), module.getLoc(),
-                                  replayer, table, symbols, options));
+      ok &= succeeded(verifyEntry(pipeline.stages, StringRef(pipeline.axis),
+                                  module.getLoc(), replayer, table, symbols,
+                                  options));
     }
     // Every other function the host can call runs on every device.
     for (auto func : module.getOps<func::FuncOp>()) {

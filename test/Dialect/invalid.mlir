@@ -195,6 +195,11 @@ module attributes {cleave.pipeline = {axis = "pp", stages = []}} {}
 
 // -----
 
+// expected-error @below {{'cleave.pipeline' must be {axis = "<mesh axis>", stages = [@f, ...]} with at least one stage function, and optionally entries = {<step> = [@f, ...]}}}
+module attributes {cleave.pipeline = {axis = "pp", stages = [@s0], entries = {eval_step = ["e0"]}}} {}
+
+// -----
+
 // expected-error @below {{'cleave.groups' must be an array of non-empty arrays of mesh axis names}}
 module attributes {cleave.groups = [["dp"], []]} {}
 

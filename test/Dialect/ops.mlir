@@ -285,10 +285,10 @@ func.func @per_device(%x: tensor<8x16xf32>, %table: tensor<5x8xf32>, %ids: tenso
 
 // Plan annotations (docs/plans.md).
 // CHECK-LABEL: module @planned
-// CHECK-SAME: cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}
+// CHECK-SAME: cleave.pipeline = {axis = "pp", entries = {eval_step = [@e0, @e1]}, stages = [@s0, @s1]}
 // CHECK-SAME: cleave.plan = {micro_batch = 1 : i64, num_micro_batches = 8 : i64, recompute = "selective", recompute_per_stage = ["selective", "none"], schedule = "1f1b", virtual_stages = 1 : i64, zero = 1 : i64}
 // CHECK: cleave.exp %{{.*}} {cleave.stage = 1 : i64}
-module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", recompute_per_stage = ["selective", "none"], micro_batch = 1, num_micro_batches = 8, schedule = "1f1b", virtual_stages = 1}, cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}, cleave.groups = [["dp"], ["dp", "tp"]]} {
+module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", recompute_per_stage = ["selective", "none"], micro_batch = 1, num_micro_batches = 8, schedule = "1f1b", virtual_stages = 1}, cleave.pipeline = {axis = "pp", stages = [@s0, @s1], entries = {eval_step = [@e0, @e1]}}, cleave.groups = [["dp"], ["dp", "tp"]]} {
   func.func @s0(%x: tensor<4xf32>) -> tensor<4xf32> {
     %0 = cleave.exp %x {cleave.stage = 1} : tensor<4xf32>
     return %0 : tensor<4xf32>

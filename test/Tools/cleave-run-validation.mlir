@@ -25,8 +25,6 @@
 // ODD: cleave-run: error: --val-data {{.*}}odd.bin: 2001 bytes are not a whole number of 2-byte tokens (--token-bytes 2)
 // RUN: not cleave-run --model tiny-gpt --data %t/train.bin --val-data %t/val.bin --save-losses %t/val.bin 2>&1 | FileCheck %s --check-prefix=OVER
 // OVER: cleave-run: error: --save-losses {{.*}}val.bin is the --val-data input; refusing to write over it
-// RUN: not cleave-run -n 4 --plan pp=2,tp=2 --model tiny-gpt --data %t/train.bin --val-data %t/val.bin 2>&1 | FileCheck %s --check-prefix=PIPE
-// PIPE: cleave-run: error: --val-data: the evaluation step runs with plans of dp, tp, sp, cp and ZeRO; this --plan pipelines (pp, micro-batches or --accumulate)
 // RUN: not cleave-run %s --inputs %S/Inputs/mlp-batches.safetensors --val-data %S/Inputs/validation.py 2>&1 | FileCheck %s --check-prefix=NOTFILE
 // NOTFILE: cleave-run: error: --val-data {{.*}}validation.py:
 // RUN: not cleave-run %s --inputs %S/Inputs/mlp-batches.safetensors --val-data %S/Inputs/mlp-batches.safetensors --eval-steps 5 2>&1 | FileCheck %s --check-prefix=FEW
@@ -54,6 +52,21 @@
 // RUN: %python %S/Inputs/validation.py same %t/one.st %t/dptp.st %t/zero3.st %t/cp.st | FileCheck %s --check-prefix=SAME
 // SAME: one.st: val_step [2, 4]
 // SAME-COUNT-3: equal
+
+// Pipelines and accumulation: cleave-pipeline schedules @eval_step on the
+// training step's stages and micro-batches (forward passes only; the loss
+// summed over both). --accumulate 2 of 2 sequences is the batch of 4;
+// the planner's choice (ZeRO-3 here) shards @eval_step like its step.
+// RUN: cleave-run -n 4 --plan pp=2,tp=2 --model tiny-gpt --layers 2 --hidden 32 --heads 2 --data %t/train.bin --val-data %t/val.bin --eval-every 2 --eval-steps 3 --steps 4 --save-losses %t/pptp.st > /dev/null
+// RUN: cleave-run -n 4 --plan pp=2,dp=2,micro=2,schedule=zb-h1 --model tiny-gpt --layers 2 --hidden 32 --heads 2 --data %t/train.bin --val-data %t/val.bin --eval-every 2 --eval-steps 3 --steps 4 --save-losses %t/ppdp.st > /dev/null
+// RUN: cleave-run --accumulate 2 --batch 2 --model tiny-gpt --layers 2 --hidden 32 --heads 2 --data %t/train.bin --val-data %t/val.bin --eval-every 2 --eval-steps 3 --steps 4 --save-losses %t/acc.st > /dev/null
+// RUN: cleave-run -n 4 --plan auto --model tiny-gpt --layers 2 --hidden 32 --heads 2 --data %t/train.bin --val-data %t/val.bin --eval-every 2 --eval-steps 3 --steps 4 --save-losses %t/auto.st 2>&1 | FileCheck %s --check-prefix=AUTO
+// AUTO-NOT: warning
+// AUTO: plan (planner, 4 local ranks)
+// AUTO-NOT: warning
+// RUN: %python %S/Inputs/validation.py same %t/one.st %t/pptp.st %t/ppdp.st %t/acc.st %t/auto.st | FileCheck %s --check-prefix=PIPE
+// PIPE: one.st: val_step [2, 4]
+// PIPE-COUNT-4: equal
 
 // Dropout is off in evaluation: with --lr 0 the weights stay, and the
 // validation loss with --dropout 0.5 is the one without dropout.

@@ -452,6 +452,7 @@ int writeBundleOf(mlir::ModuleOp module, const CompileOptions &compileOptions,
   o.planText = planSpec;
   o.model = rankOptions.model;
   o.plan = rankOptions.plan;
+  o.step = rankOptions.autodiff;
   o.inputsPath = flags.inputsPath;
   o.tokensPath = flags.dataPath;
   o.valDataPath = flags.valDataPath;

@@ -392,4 +392,40 @@ TEST(EstimateTest, GradientClippingIsASmallOptimizerCost) {
   EXPECT_GT(clipped->stepTime, plain->stepTime);
 }
 
+/// fp16's dynamic loss scaling unscales every gradient (a read and a write
+/// of the rank's gradient shard, and a launch) and checks for overflow
+/// through the global sum of squares: alone it pays the norm's all-reduce;
+/// with clipping it shares it, so it adds exactly the unscaling pass.
+TEST(EstimateTest, DynamicLossScalingPaysUnscaleAndSharesTheNorm) {
+  ModelConfig m = test::model("gpt2-medium");
+  m.dtype = DType::F16;
+  ClusterSpec c = test::preset("dgx-h100", 8);
+  CostConstants k;
+  EstimateOptions o;
+  o.constants = &k;
+  ParallelPlan p = test::plan(1, 1, 64);
+  p.dtype = DType::F16;
+  p.clipGradients = false;
+  Result<Estimate> plain = estimate(m, c, p, o);
+  p.dynamicLossScaling = true;
+  Result<Estimate> scaled = estimate(m, c, p, o);
+  p.clipGradients = true;
+  Result<Estimate> both = estimate(m, c, p, o);
+  p.dynamicLossScaling = false;
+  Result<Estimate> clipped = estimate(m, c, p, o);
+  ASSERT_TRUE(plain && scaled && both && clipped);
+  double norm =
+      collectiveCost(CollectiveKind::AllReduce, 4, placeGroup(64, 1, 8), c, k)
+          .time +
+      k.kernelOverhead;
+  // f16 gradients of every parameter (one replica holds them all), read
+  // and written once.
+  double unscale =
+      k.kernelOverhead + memoryTime(double(m.numParameters()) * 2 * 2, c.gpu);
+  EXPECT_NEAR(scaled->breakdown.optimizer - plain->breakdown.optimizer,
+              norm + unscale, 0.05 * unscale);
+  EXPECT_NEAR(both->breakdown.optimizer - clipped->breakdown.optimizer, unscale,
+              0.05 * unscale);
+}
+
 } // namespace

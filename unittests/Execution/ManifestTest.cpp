@@ -74,7 +74,8 @@ TEST(ManifestTest, UnsupportedElementTypeNamesTheKnownOnes) {
 
 TEST(ManifestTest, JsonRoundTrip) {
   ProgramManifest m;
-  FunctionSpec s0{"stage0", {}}, s1{"stage1", {}};
+  FunctionSpec s0{"stage0", {}}, s1{"stage1", {}}, e0{"eval0", {}},
+      e1{"eval1", {}};
   BufferSpec w;
   w.role = BufferSpec::Role::Param;
   w.name = "w";
@@ -88,14 +89,15 @@ TEST(ManifestTest, JsonRoundTrip) {
   ids.shape = {3};
   ids.dtype = CLEAVE_I64;
   s0.buffers = {w, ids};
-  m.functions = {s0, s1};
+  m.functions = {s0, s1, e0, e1};
   m.mesh = MeshSpec{{"pp", "tp"}, {2, 2}};
   m.groups = {{1}, {0, 1}};
-  m.pipeline = PipelineSpec{0, {"stage0", "stage1"}};
+  m.pipeline = PipelineSpec{0, {"stage0", "stage1"}, {}};
+  m.pipeline->entries["eval_step"] = {"eval0", "eval1"};
 
   llvm::Expected<ProgramManifest> back = ProgramManifest::fromJSON(m.toJSON());
   ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
-  ASSERT_EQ(back->functions.size(), 2u);
+  ASSERT_EQ(back->functions.size(), 4u);
   const BufferSpec &b = back->functions[0].buffers[0];
   EXPECT_EQ(b.role, BufferSpec::Role::Param);
   EXPECT_EQ(b.name, "w");
@@ -111,7 +113,14 @@ TEST(ManifestTest, JsonRoundTrip) {
   EXPECT_EQ(back->groups, m.groups);
   ASSERT_TRUE(back->pipeline);
   EXPECT_EQ(back->pipeline->stages, m.pipeline->stages);
-  EXPECT_EQ(back->entryFor("step", 3), "stage1");
+  EXPECT_EQ(back->pipeline->entries, m.pipeline->entries);
+  // Each pipelined step runs its own stage function; any other step runs
+  // as itself.
+  EXPECT_EQ(back->entryFor("train_step", 3), "stage1");
+  EXPECT_EQ(back->entryFor("eval_step", 1), "eval0");
+  EXPECT_EQ(back->entryFor("eval_step", 2), "eval1");
+  EXPECT_EQ(back->entryFor("other", 2), "other");
+  EXPECT_EQ(back->stepFunctions("eval_step").size(), 2u);
 }
 
 TEST(ManifestTest, MalformedManifestsNameTheField) {
@@ -141,6 +150,13 @@ TEST(ManifestTest, MalformedManifestsNameTheField) {
                  "shape": [-1], "dtype": "f32"}]}]})")),
             "manifest: functions[0].buffers[0].shape: dimensions are "
             "non-negative integers");
+  EXPECT_EQ(errorOf(ProgramManifest::fromJSON(
+                R"({"format": "cleave-manifest", "functions": [
+                {"name": "f", "buffers": []}], "mesh": {"axes": ["pp"],
+                "shape": [1]}, "pipeline": {"axis": 0, "stages": ["f"],
+                "entries": {"eval_step": ["g"]}}})")),
+            "manifest: pipeline.entries.eval_step: one name of a function of "
+            "the manifest per pipeline coordinate");
 }
 
 } // namespace

@@ -203,7 +203,19 @@ TEST_P(PipelineScheduleTest, RanksRunTheCostModelsOrder) {
     std::vector<cost::PassRef> got;
     for (const ReadCall &call : calls)
       got.push_back(call.pass);
-    EXPECT_EQ(text(got), text(orders[r])) << "rank " << r;
+    // A pass without ops (stage 0's B pass under zb-h1: no earlier stage
+    // waits for input gradients) has no function and is not called.
+    std::vector<cost::PassRef> expected;
+    for (const cost::PassRef &p : orders[r]) {
+      std::string name = std::string("train_step_") +
+                         (p.kind == cost::PassKind::Forward    ? "f"
+                          : p.kind == cost::PassKind::Backward ? "b"
+                                                               : "w") +
+                         std::to_string(p.chunk * c.pp + r);
+      if (module->lookupSymbol(name))
+        expected.push_back(p);
+    }
+    EXPECT_EQ(text(got), text(expected)) << "rank " << r;
     EXPECT_EQ(peakInFlight(calls), int64_t(cost::peakLive(got, splitW, ones)))
         << "rank " << r;
   }

@@ -95,6 +95,13 @@ struct ParallelPlan {
   /// LLM runs clip (Megatron-LM's default clip-grad is 1.0); cleave-run
   /// --plan auto sets it from --grad-clip.
   bool clipGradients = true;
+  /// fp16 with dynamic loss scaling (cleave-autodiff loss-scaling): the
+  /// gradients are unscaled (one pass over each rank's gradient shard, read
+  /// and written) and checked for infinities and NaNs through the same
+  /// global sum of squares as clipping: one scalar all-reduce over all
+  /// ranks, shared with clipping when both are on. cleave-run sets it from
+  /// --loss-scale (dynamic by default for f16).
+  bool dynamicLossScaling = false;
 
   /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
   /// each >= 1, summing to the model's layers); empty: an even split with

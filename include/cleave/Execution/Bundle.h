@@ -44,6 +44,9 @@ struct BundleOptions {
   /// cost model's predictions for the known GPU kinds.
   std::optional<::cleave::ModelConfig> model;
   std::optional<PlanSpec> plan;
+  /// The training step's options, priced as it runs them (clipping, loss
+  /// scaling).
+  CleaveAutodiffPassOptions step;
   /// The training data: a token file, a per-step tensors file, or text
   /// (written into the bundle), and the vocabulary ids are checked against.
   std::string tokensPath, inputsPath, valDataPath;

@@ -14,6 +14,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,8 +78,14 @@ struct FunctionSpec {
 struct PipelineSpec {
   /// Index of the pipeline axis in MeshSpec::axes.
   int64_t axis = 0;
-  /// The stage functions, by coordinate.
+  /// The training step's stage functions, by coordinate.
   std::vector<std::string> stages;
+  /// Further pipelined steps (e.g. the evaluation step): their stage
+  /// functions, by coordinate.
+  std::map<std::string, std::vector<std::string>> entries;
+
+  /// The stage functions of `step`, or null if `step` is not pipelined.
+  const std::vector<std::string> *stagesOf(llvm::StringRef step) const;
 };
 
 struct ProgramManifest {

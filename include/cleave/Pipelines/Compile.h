@@ -86,9 +86,12 @@ llvm::Error compileForRanks(ModuleOp module, const RankCompileOptions &options);
 /// The cost model's plan of named plan `spec` for `model` (the inverse of
 /// how a planner's choice is run as a named plan): the micro-batch size is
 /// the model's batch over dp x micro; per-stage recomputation has no single
-/// kind and is left at none.
-::cleave::cost::ParallelPlan costPlanOf(const PlanSpec &spec,
-                                        const ::cleave::ModelConfig &model);
+/// kind and is left at none. With `step`, the training step's options
+/// (gradient clipping, dynamic loss scaling) are priced as it runs them;
+/// without, as the cost model's defaults.
+::cleave::cost::ParallelPlan
+costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &model,
+           const CleaveAutodiffPassOptions *step = nullptr);
 
 /// Runs the planner for `world` processes of this machine (cluster
 /// local-cpu) under `plan`'s constraints on the training step in `module`,

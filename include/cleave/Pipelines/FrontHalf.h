@@ -37,6 +37,9 @@ struct FrontHalfOptions {
   /// Turn the stages into a schedule (cleave-pipeline); needs a mesh with a
   /// pipeline axis.
   bool pipeline = false;
+  /// The steps cleave-pipeline schedules, the training step first (empty:
+  /// train_step alone).
+  llvm::SmallVector<std::string> pipelineEntries;
   /// Coalesce the partitioned program's gradient all-reduces and ZeRO
   /// all-gathers/reduce-scatters into buckets of at most this many bytes
   /// (cleave-bucket-collectives; after partitioning, not for pipelined

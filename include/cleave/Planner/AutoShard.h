@@ -63,6 +63,9 @@ struct AutoShardOptions {
   /// Whether the step clips gradients by their global norm (priced as one
   /// scalar all-reduce over all ranks).
   bool clipGradients = true;
+  /// Whether the step scales the loss dynamically (fp16; see
+  /// cost::ParallelPlan::dynamicLossScaling).
+  bool dynamicLossScaling = false;
   /// Fix the ZeRO stage (0-3); -1: search.
   int fixedZero = -1;
   /// Largest pipeline size; -1: the layer count.

@@ -603,7 +603,11 @@ def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
     (`@train_step_f1`, `@train_step_b1`, and with `schedule = "zb-h1"`
     `@train_step_w1` for the weight gradients, which only feed the
     accumulated parameter gradients) and one public function per pipeline
-    rank (`@train_step_s0`, ...), named in `cleave.pipeline`:
+    rank (`@train_step_s0`, ...), named in `cleave.pipeline`. Further
+    entries (`entry=train_step,eval_step`), which must be partitioned on the
+    same mesh, are pipelined alike; their rank functions are listed under
+    their names in the attribute's `entries` (a forward-only step has only
+    forward passes, so its schedule is the forwards in order):
 
     ```mlir
     func.func @train_step_s0(...) -> (...) {
@@ -640,8 +644,10 @@ def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
     annotations beyond the plan, results computed per micro-batch.
   }];
   let options = [
-    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
-           "The partitioned training step">,
+    ListOption<"entries", "entry", "std::string",
+               "The partitioned steps to pipeline, the training step first "
+               "(default: train_step); each further one (e.g. an evaluation "
+               "step) is scheduled alike">,
     Option<"axis", "axis", "std::string", /*default=*/"\"pp\"",
            "The mesh axis of pipeline ranks">,
     Option<"microBatchAxis", "micro-batch-axis", "std::string",
