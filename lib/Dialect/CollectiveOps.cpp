@@ -7,6 +7,7 @@
 
 #include "OpUtils.h"
 #include "cleave/Dialect/CleaveOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -193,6 +194,36 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   return verifyScaledShape(*this, input, cast<RankedTensorType>(getType()),
                            {{getDim(), -*n}});
+}
+
+namespace {
+
+/// shard(broadcast(x)) along a dimension the broadcast added ->
+/// broadcast(x) at the shard's shape: every block of it is the same.
+struct ShardOfBroadcast final : OpRewritePattern<ShardOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ShardOp shard,
+                                PatternRewriter &rewriter) const override {
+    auto broadcast = shard.getInput().getDefiningOp<BroadcastOp>();
+    if (!broadcast || llvm::is_contained(broadcast.getDims(), shard.getDim()))
+      return failure();
+    auto local = rewriter.create<BroadcastOp>(
+        broadcast.getLoc(), shard.getType(), broadcast.getInput(),
+        broadcast.getDimsAttr());
+    local->setDiscardableAttrs(broadcast->getDiscardableAttrDictionary());
+    rewriter.replaceOp(shard, local.getResult());
+    if (broadcast->use_empty())
+      rewriter.eraseOp(broadcast);
+    return success();
+  }
+};
+
+} // namespace
+
+void ShardOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                          MLIRContext *context) {
+  patterns.add<ShardOfBroadcast>(context);
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,7 @@
 #include "cleave/Transforms/MeshCost.h"
 #include "cleave/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <functional>
 
@@ -281,6 +282,17 @@ struct CleavePartitionPass final
       if (failed(Partitioner(func, *mesh, stepCost).run()))
         return signalPassFailure();
     }
+    // Local blocks of broadcasts are broadcast at the local shape
+    // (ShardOp's canonicalization), so no device-dependent slice of a
+    // replicated value is left (cleave-pipeline cannot slice along the
+    // micro-batch axis) and no device builds the global-size tensor.
+    RewritePatternSet patterns(&getContext());
+    ShardOp::getCanonicalizationPatterns(patterns, &getContext());
+    SmallVector<Operation *> shards;
+    module.walk([&](ShardOp op) { shards.push_back(op); });
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
+    (void)applyOpPatternsAndFold(shards, std::move(patterns), config);
   }
 };
 

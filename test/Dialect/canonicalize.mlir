@@ -49,3 +49,22 @@ func.func @dead(%x: tensor<4xf32>) {
   %1 = cleave.all_reduce %x on @m axes = [dp] : tensor<4xf32>
   return
 }
+
+// -----
+
+// The block of a broadcast along a dimension it added is the broadcast at
+// the block's shape; along a dimension of the operand it stays a shard.
+// CHECK-LABEL: func.func @shard_of_broadcast
+// CHECK-SAME: (%[[B:.*]]: tensor<32xf32>)
+// CHECK-NEXT: %[[L:.*]] = cleave.broadcast %[[B]] dims = [2] {cleave.stage = 1 : i64} : tensor<32xf32> -> tensor<2x8x32xf32>
+// CHECK-NEXT: %[[F:.*]] = cleave.broadcast %[[B]] dims = [2] : tensor<32xf32> -> tensor<16x8x32xf32>
+// CHECK-NEXT: %[[S:.*]] = cleave.shard %[[F]] on @mesh axes = [tp] dim = 2 : tensor<16x8x32xf32> -> tensor<16x8x16xf32>
+// CHECK-NEXT: return %[[L]], %[[S]]
+cleave.mesh @mesh(dp = 4 : nvlink, mb = 2 : nvlink, tp = 2 : nvlink)
+func.func @shard_of_broadcast(%b: tensor<32xf32>) -> (tensor<2x8x32xf32>, tensor<16x8x16xf32>) {
+  %0 = cleave.broadcast %b dims = [2] {cleave.stage = 1 : i64} : tensor<32xf32> -> tensor<16x8x32xf32>
+  %1 = cleave.shard %0 on @mesh axes = [dp, mb] dim = 0 : tensor<16x8x32xf32> -> tensor<2x8x32xf32>
+  %2 = cleave.broadcast %b dims = [2] : tensor<32xf32> -> tensor<16x8x32xf32>
+  %3 = cleave.shard %2 on @mesh axes = [tp] dim = 2 : tensor<16x8x32xf32> -> tensor<16x8x16xf32>
+  return %1, %3 : tensor<2x8x32xf32>, tensor<16x8x16xf32>
+}

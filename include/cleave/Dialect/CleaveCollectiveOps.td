@@ -387,6 +387,11 @@ def Cleave_ShardOp : Cleave_Op<"shard", [Pure,
     /// Axis names as strings.
     ::llvm::SmallVector<::llvm::StringRef> getAxisNames();
   }];
+  // The block of a broadcast along one of its new dimensions is the
+  // broadcast at the block's shape (cleave-partition applies it: a
+  // replicated bias added to batch-split activations is broadcast at the
+  // local shape, and no device-dependent slice is left).
+  let hasCanonicalizer = 1;
 }
 
 #endif // CLEAVE_DIALECT_CLEAVECOLLECTIVEOPS_TD
