@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mlir::cleave {
@@ -95,6 +96,18 @@ llvm::Error compileJob(ModuleOp module, const CompileOptions &options,
                        int world, TrainJob &job, llvm::raw_ostream &log,
                        const CompileCache *cache = nullptr);
 
+/// What the cost model predicts for one training step (the progress line
+/// and the run report show the measured step beside it).
+struct StepPrediction {
+  double stepSeconds = 0;
+  /// Model FLOPs utilization; the measured one is mfu * stepSeconds / the
+  /// measured step time (the same FLOPs and peak).
+  double mfu = 0;
+  /// What was priced on what, e.g. "cost model, dp=2 tp=2 on local-cpu
+  /// (built-in), 4 ranks".
+  std::string source;
+};
+
 /// How the ranks train.
 struct RunOptions {
   /// Runtime backend: "cpu" or "cuda".
@@ -142,6 +155,24 @@ struct RunOptions {
   std::string programName = "cleave-run";
   /// Write the measured timeline here (Chrome trace; writeMeasuredTrace).
   std::string tracePath;
+  /// Write the run as a web page here (writeRunReport).
+  std::string reportPath;
+  /// What the report's title says the run is (model, ranks, plan).
+  std::string title;
+  /// Tokens per optimizer step (0: unknown): the progress line's tokens/s.
+  int64_t tokensPerStep = 0;
+  /// The cost model's step, if there is one.
+  std::optional<StepPrediction> prediction;
+};
+
+/// What rank 0 recorded of a run, for its report page.
+struct RunRecord {
+  std::vector<double> losses;
+  std::vector<double> stepSeconds;
+  /// The step counter before the first recorded step (a resumed run).
+  int64_t firstStep = 0;
+  std::vector<double> valLosses;
+  std::vector<int64_t> valSteps;
 };
 
 /// --trace: rank `rank` of `world` writes its steps' [start, end] and its
@@ -152,6 +183,14 @@ struct RunOptions {
 llvm::Error
 writeMeasuredTrace(const std::string &path, int rank, int world,
                    const std::vector<std::pair<double, double>> &steps);
+
+/// --report: like writeMeasuredTrace, every rank's steps and calls reach
+/// rank 0 (through `path`.rank<R>), which writes one self-contained page
+/// (report::renderHtml) of `record`, the options' prediction and the
+/// measured timeline of the last steps (report::measuredTimeline).
+llvm::Error writeRunReport(const std::string &path, int rank, int world,
+                           const std::vector<std::pair<double, double>> &steps,
+                           const RunRecord &record, const RunOptions &options);
 
 /// Step times of a run: the first step (warm-up) apart from the median of
 /// the others (the steady state).

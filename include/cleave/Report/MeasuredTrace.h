@@ -36,6 +36,18 @@ struct MeasuredRank {
 /// (set-up) are left out.
 nlohmann::json measuredTrace(const std::vector<MeasuredRank> &ranks);
 
+/// The same data as the run report's timeline (cleave-run --report): the
+/// last `lastSteps` steps of every rank as tasks [rank, stream, start_s,
+/// end_s, label, category, step] on the streams "compute" (0) and
+/// "communication" (1), times from the earliest of those steps' starts.
+/// A collective call is split at the moment the last rank of its group
+/// entered it (the calls of one collective share group, op and sequence
+/// number on every rank): before it the rank waited for its peers
+/// (category "wait"), after it the collective ran (category: the op, e.g.
+/// "all_reduce"). A call no other rank recorded (send, recv) is not split.
+nlohmann::json measuredTimeline(const std::vector<MeasuredRank> &ranks,
+                                size_t lastSteps);
+
 } // namespace cleave::report
 
 #endif // CLEAVE_REPORT_MEASUREDTRACE_H
