@@ -548,7 +548,7 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   if (!options.reportPath.empty()) {
     RunRecord record{losses, times.seconds, first, val.losses, val.steps};
     if (Error err = writeRunReport(options.reportPath, rank, world, spans,
-                                   record, options))
+                                   record, options, job.manifest))
       return fail(toString(std::move(err)));
   }
   trainer->reset();

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using llvm::Error;
@@ -67,6 +68,26 @@ gatherMeasured(const char *option, const std::string &path, int rank, int world,
   return ranks;
 }
 
+/// For each group of `manifest`, the lowest rank of `rank`'s instance of
+/// it: the rank with `rank`'s coordinates off the group's axes and 0 on
+/// them.
+std::map<int64_t, int64_t> groupLeaders(const mlir::cleave::ProgramManifest &m,
+                                        int rank) {
+  std::map<int64_t, int64_t> out;
+  if (!m.mesh)
+    return out;
+  for (size_t id = 0; id < m.groups.size(); ++id) {
+    std::vector<int64_t> c = m.mesh->coordinates(rank);
+    for (int64_t axis : m.groups[id])
+      c[size_t(axis)] = 0;
+    int64_t leader = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      leader = leader * m.mesh->shape[i] + c[i];
+    out[int64_t(id)] = leader;
+  }
+  return out;
+}
+
 /// Steps of the run report's timeline: enough to see a step's pattern and
 /// its variation, few enough for a light page.
 constexpr size_t kTimelineSteps = 3;
@@ -91,12 +112,15 @@ Error mlir::cleave::writeMeasuredTrace(
 Error mlir::cleave::writeRunReport(
     const std::string &path, int rank, int world,
     const std::vector<std::pair<double, double>> &steps,
-    const RunRecord &record, const RunOptions &options) {
+    const RunRecord &record, const RunOptions &options,
+    const ProgramManifest &manifest) {
   auto ranks = gatherMeasured("--report", path, rank, world, steps);
   if (!ranks)
     return ranks.takeError();
   if (rank != 0)
     return Error::success();
+  for (MeasuredRank &r : *ranks)
+    r.groupInstance = groupLeaders(manifest, r.rank);
   nlohmann::json run = {{"title", options.title},
                         {"ranks", world},
                         {"plan", options.planText},

@@ -105,12 +105,16 @@ void addRank(json &events, const MeasuredRank &r, double origin) {
   }
 }
 
-/// One collective on every rank that recorded it: group, op, sequence.
-using CallKey = std::tuple<int64_t, std::string, int64_t>;
+/// One collective on every rank that recorded it: group, its instance,
+/// op, sequence number.
+using CallKey = std::tuple<int64_t, int64_t, std::string, int64_t>;
 
-CallKey keyOf(const json &c) {
-  return {c["group"].get<int64_t>(), c["op"].get<std::string>(),
-          c["seq"].get<int64_t>()};
+CallKey keyOf(const MeasuredRank &r, const json &c) {
+  int64_t group = c["group"].get<int64_t>();
+  auto instance = r.groupInstance.find(group);
+  return {group,
+          instance == r.groupInstance.end() ? int64_t(0) : instance->second,
+          c["op"].get<std::string>(), c["seq"].get<int64_t>()};
 }
 
 /// For each collective, when the last rank entered it and how many did.
@@ -123,7 +127,7 @@ lastArrivals(const std::vector<MeasuredRank> &ranks) {
         if (c.value("state", "") != "completed")
           continue;
         auto [it, fresh] =
-            out.try_emplace(keyOf(c), c["start"].get<double>(), 0);
+            out.try_emplace(keyOf(r, c), c["start"].get<double>(), 0);
         it->second.first = std::max(it->second.first, c["start"].get<double>());
         ++it->second.second;
       }
@@ -160,7 +164,7 @@ json measuredTimeline(const std::vector<MeasuredRank> &ranks,
           },
           [&](const json &c) {
             double from = c["start"], to = c["end"], ran = from;
-            auto it = arrivals.find(keyOf(c));
+            auto it = arrivals.find(keyOf(r, c));
             if (it != arrivals.end() && it->second.second > 1)
               ran = std::clamp(it->second.first, from, to);
             std::string name = callName(c);

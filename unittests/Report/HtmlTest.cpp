@@ -252,6 +252,27 @@ TEST(MeasuredTimelineTest, ACollectiveIsSplitWhereTheLastRankEnteredIt) {
     EXPECT_NE(task[5], "wait");
 }
 
+TEST(MeasuredTimelineTest, CallsOfAnotherInstanceOfTheGroupDoNotMatch) {
+  // Ranks 0 and 1 run group 2's instance 0, rank 2 its instance 2 (two tp
+  // groups): rank 2's late call is not one rank 0 waits for.
+  std::vector<report::MeasuredRank> ranks(3);
+  double starts[] = {0.2, 0.25, 0.7};
+  for (int r = 0; r < 3; ++r) {
+    ranks[size_t(r)].rank = r;
+    ranks[size_t(r)].steps = {{0.0, 1.0}};
+    ranks[size_t(r)].flight = {
+        {"entries", {call("all_reduce", 1, starts[r], 0.8)}}};
+    ranks[size_t(r)].groupInstance = {{2, r < 2 ? 0 : 2}};
+  }
+  json t = report::measuredTimeline(ranks, 1);
+  for (const json &task : t["tasks"])
+    if (task[0] == 0 && task[5] == "wait") {
+      EXPECT_NEAR(task[3].get<double>(), 0.25, 1e-12);
+      return;
+    }
+  ADD_FAILURE() << "rank 0 does not wait for rank 1: " << t.dump();
+}
+
 TEST(MeasuredTimelineTest, ACallNoOtherRankRecordedIsNotSplit) {
   report::MeasuredRank r;
   r.steps = {{0.0, 1.0}};

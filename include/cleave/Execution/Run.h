@@ -187,10 +187,12 @@ writeMeasuredTrace(const std::string &path, int rank, int world,
 /// --report: like writeMeasuredTrace, every rank's steps and calls reach
 /// rank 0 (through `path`.rank<R>), which writes one self-contained page
 /// (report::renderHtml) of `record`, the options' prediction and the
-/// measured timeline of the last steps (report::measuredTimeline).
+/// measured timeline of the last steps (report::measuredTimeline, with
+/// each rank's instance of `manifest`'s groups).
 llvm::Error writeRunReport(const std::string &path, int rank, int world,
                            const std::vector<std::pair<double, double>> &steps,
-                           const RunRecord &record, const RunOptions &options);
+                           const RunRecord &record, const RunOptions &options,
+                           const ProgramManifest &manifest);
 
 /// Step times of a run: the first step (warm-up) apart from the median of
 /// the others (the steady state).
