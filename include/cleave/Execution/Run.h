@@ -14,6 +14,7 @@
 
 #include "cleave/Execution/CompileCache.h"
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Prediction.h"
 #include "cleave/Execution/Trainer.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -95,18 +96,6 @@ llvm::Error checkValidation(const TrainJob &job, int64_t batches,
 llvm::Error compileJob(ModuleOp module, const CompileOptions &options,
                        int world, TrainJob &job, llvm::raw_ostream &log,
                        const CompileCache *cache = nullptr);
-
-/// What the cost model predicts for one training step (the progress line
-/// and the run report show the measured step beside it).
-struct StepPrediction {
-  double stepSeconds = 0;
-  /// Model FLOPs utilization; the measured one is mfu * stepSeconds / the
-  /// measured step time (the same FLOPs and peak).
-  double mfu = 0;
-  /// What was priced on what, e.g. "cost model, dp=2 tp=2 on local-cpu
-  /// (built-in), 4 ranks".
-  std::string source;
-};
 
 /// How the ranks train.
 struct RunOptions {

@@ -16,7 +16,7 @@
 
 #include "cleave/CostModel/Plan.h"
 #include "cleave/Execution/Manifest.h"
-#include "cleave/Execution/Run.h"
+#include "cleave/Execution/Prediction.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Pipelines/Plan.h"
 #include "mlir/IR/BuiltinOps.h"
