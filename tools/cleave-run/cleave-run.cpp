@@ -444,6 +444,15 @@ int64_t tokensPerStep(const ProgramManifest &manifest,
   return 0;
 }
 
+/// Whether this process is the first rank (or the launcher of the ranks):
+/// under an external launcher, one process says what all would.
+bool firstProcess() {
+  for (const char *var : {"RANK", "OMPI_COMM_WORLD_RANK"})
+    if (const char *v = std::getenv(var); v && flags.nprocs <= 0)
+      return std::atoi(v) == 0;
+  return true;
+}
+
 /// The run options, with what the progress line and the report show: the
 /// title, tokens per step and the cost model's prediction (said once, or
 /// why there is none).
@@ -472,6 +481,8 @@ RunOptions runOptions(const RankCompileOptions &compiled,
     none = toString(p.takeError());
   if (o.prediction && o.prediction->stepSeconds <= 0)
     o.prediction.reset(), none = "the planner chose no plan";
+  if (!firstProcess())
+    return o;
   if (o.prediction)
     outs() << "predicted step: "
            << format("%.1f", 1000.0 * o.prediction->stepSeconds) << " ms, MFU "

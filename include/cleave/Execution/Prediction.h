@@ -20,7 +20,7 @@ struct StepPrediction {
   /// Model FLOPs utilization; the measured one is mfu * stepSeconds / the
   /// measured step time (the same FLOPs and peak).
   double mfu = 0;
-  /// What was priced on what, e.g. "cost model, dp=2 tp=2 on local-cpu
+  /// What was priced on what, e.g. "tp=2 pp=1 dp=2 ... on local-cpu
   /// (built-in), 4 ranks".
   std::string source;
 };
