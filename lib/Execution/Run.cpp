@@ -357,26 +357,41 @@ static int64_t rtTimeoutMs() {
 }
 
 /// Rank 0's line for step `s` (0-based): the loss, then the first step's
-/// time or the median of the steps after it.
+/// time or the median of the steps after it; after the first step also
+/// tokens/s and, with a prediction, the predicted step and the measured
+/// and predicted MFU.
 static void logStep(int64_t s, double loss, const StepTimes &times,
                     const RunOptions &options, bool tty) {
   bool log = (s + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || s == 0 ||
              s + 1 == options.steps;
   if (!tty && !log)
     return;
-  llvm::outs() << (tty ? "\r" : "") << "step "
-               << llvm::format("%5lld", (long long)(s + 1)) << "/"
-               << options.steps << "  loss " << llvm::format("%.4f", loss)
-               << "  ";
-  if (s == 0)
-    llvm::outs() << llvm::format("%.1f", 1000.0 * times.first())
-                 << " ms (first step)";
-  else
-    llvm::outs() << llvm::format("%.1f", 1000.0 * times.steadyMedian())
-                 << " ms/step";
+  llvm::raw_ostream &os = llvm::outs();
+  os << (tty ? "\r" : "") << "step "
+     << llvm::format("%5lld", (long long)(s + 1)) << "/" << options.steps
+     << "  loss " << llvm::format("%.4f", loss) << "  ";
+  double step = s == 0 ? times.first() : times.steadyMedian();
+  const std::optional<StepPrediction> &p = options.prediction;
+  if (s == 0 || step <= 0) {
+    os << llvm::format("%.1f", 1000.0 * times.first()) << " ms (first step)";
+  } else {
+    os << llvm::format("%.1f", 1000.0 * step) << " ms/step";
+    if (p)
+      os << " (predicted " << llvm::format("%.1f", 1000.0 * p->stepSeconds)
+         << ")";
+    if (options.tokensPerStep > 0)
+      os << "  " << llvm::format("%.0f", options.tokensPerStep / step)
+         << " tokens/s";
+    if (p)
+      os << "  MFU "
+         << llvm::format("%.2f", 100 * p->mfu * p->stepSeconds / step)
+         << "% (predicted " << llvm::format("%.2f", 100 * p->mfu) << "%)";
+  }
   if (!tty || log)
-    llvm::outs() << "\n";
-  llvm::outs().flush();
+    os << "\n";
+  else
+    os << "\x1b[K"; // clear what a longer line left
+  os.flush();
 }
 
 /// Evaluates after step `s` (0-based) if the options say so; rank 0
@@ -420,7 +435,8 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   cleave_rt_options_t rtOptions;
   cleave_rt_default_options(&rtOptions);
   rtOptions.backend = options.backend == "cuda" ? "cuda" : "cpu";
-  if (!options.tracePath.empty()) // keep the calls of the traced steps
+  // Keep the calls of the traced steps.
+  if (!options.tracePath.empty() || !options.reportPath.empty())
     ::setenv("CLEAVE_FLIGHT_RECORDER_SIZE", "65536", /*overwrite=*/0);
   if (cleave_rt_init(&rtOptions) != 0)
     return fail(cleave_rt_error_message());
@@ -533,6 +549,12 @@ static int runRank(TrainJob &job, const RunOptions &options) {
   if (!options.tracePath.empty())
     if (Error err = writeMeasuredTrace(options.tracePath, rank, world, spans))
       return fail(toString(std::move(err)));
+  if (!options.reportPath.empty()) {
+    RunRecord record{losses, times.seconds, first, val.losses, val.steps};
+    if (Error err = writeRunReport(options.reportPath, rank, world, spans,
+                                   record, options, job.manifest))
+      return fail(toString(std::move(err)));
+  }
   trainer->reset();
   cleave_rt_finalize();
   llvm::outs().flush();

@@ -85,6 +85,12 @@ RunFlags::RunFlags(cl::OptionCategory &train, cl::OptionCategory &io,
                 cl::desc("Write the measured timeline (steps, communication "
                          "calls) as Chrome trace JSON, the simulator's format "
                          "(Perfetto)")),
+      reportPath(
+          "report", cl::cat(io),
+          cl::desc("Write the run as one self-contained web page: the loss "
+                   "curve, the step-time distribution and the measured "
+                   "timeline of every rank (compute, each collective, "
+                   "waits), from the data of --trace")),
       checkpointDir(
           "checkpoint", cl::cat(io),
           cl::desc("Directory of sharded checkpoints: every rank writes its "
@@ -195,7 +201,8 @@ Error RunFlags::checkPaths(ArrayRef<NamedPath> moreInputs,
   std::vector<NamedPath> outputs = {{"save-params", savePath},
                                     {"save-losses", lossesPath},
                                     {"save-step-times", stepTimesPath},
-                                    {"trace", tracePath}};
+                                    {"trace", tracePath},
+                                    {"report", reportPath}};
   outputs.insert(outputs.end(), moreOutputs.begin(), moreOutputs.end());
   auto absolute = [](const std::string &path) {
     SmallString<256> p(path);
@@ -366,6 +373,7 @@ RunOptions RunFlags::runOptions() const {
   o.lossesPath = lossesPath;
   o.stepTimesPath = stepTimesPath;
   o.tracePath = tracePath;
+  o.reportPath = reportPath;
   o.checkpointDir = checkpointDir;
   o.checkpointEvery = checkpointEvery;
   o.keepCheckpoints = keepCheckpoints;

@@ -1,12 +1,14 @@
 //===- Compile.cpp - Compile a training step for N ranks ------------------===//
 
 #include "cleave/Pipelines/Compile.h"
+#include "cleave/CostModel/Estimate.h"
 #include "cleave/Dialect/CleaveOps.h"
 #include "cleave/Pipelines/FrontHalf.h"
 #include "cleave/Planner/AutoShard.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -336,6 +338,46 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                      : "verifying the collectives");
 }
 
+/// How the local-cpu cluster was set: measured (CLEAVE_LOCAL_CPU_SPEC) or
+/// built in.
+static std::string
+localClusterName(const ::cleave::cost::ClusterSpec &cluster) {
+  const char *spec = std::getenv("CLEAVE_LOCAL_CPU_SPEC");
+  return cluster.name + (spec && *spec
+                             ? " (measured, " + std::string(spec) + ")"
+                             : std::string(" (built-in)"));
+}
+
+llvm::Expected<StepPrediction>
+mlir::cleave::predictLocalStep(const RankCompileOptions &options) {
+  if (!options.model)
+    return compileError("the program was read from a file (the cost model "
+                        "prices a zoo --model)");
+  if (options.model->arch == ::cleave::Architecture::MLP)
+    return compileError("the cost model prices transformers, not " +
+                        options.model->name);
+  PlanSpec plan = options.plan.value_or(PlanSpec());
+  if (!options.plan)
+    plan.named.dp = options.world;
+  if (plan.automatic)
+    return compileError("the planner predicts its own plan");
+  ::cleave::cost::ParallelPlan p = costPlanOf(plan, *options.model);
+  p.attention = ::cleave::cost::AttentionImpl::Unfused;
+  ::cleave::cost::Result<::cleave::planner::PlanCluster> cluster =
+      ::cleave::planner::resolveCluster("local-cpu", options.world);
+  if (!cluster)
+    return compileError(cluster.error());
+  ::cleave::cost::Result<::cleave::cost::Estimate> e =
+      ::cleave::cost::estimate(*options.model, cluster->spec, p);
+  if (!e)
+    return compileError(e.error());
+  return StepPrediction{e->stepTime, e->mfu,
+                        ::cleave::cost::describe(p) + " on " +
+                            localClusterName(cluster->spec) + ", " +
+                            std::to_string(options.world) + " rank" +
+                            (options.world == 1 ? "" : "s")};
+}
+
 llvm::Expected<::cleave::cost::ParallelPlan>
 mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
                          const RankCompileOptions &options) {
@@ -365,6 +407,13 @@ mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
     return compileError(why);
   }
   const ::cleave::planner::Candidate &best = *r->search.best;
+  if (options.plannerPrediction)
+    *options.plannerPrediction = {
+        best.stepTime, best.mfu,
+        "the planner's, " + ::cleave::cost::describe(best.plan) + " on " +
+            localClusterName(r->cluster.spec) + ", " +
+            std::to_string(options.world) + " rank" +
+            (options.world == 1 ? "" : "s")};
   if (options.log)
     *options.log << "plan (planner, " << options.world
                  << " local ranks): " << ::cleave::cost::describe(best.plan)

@@ -254,48 +254,110 @@ cost::Result<bool> planTransformer(const Problem &p, const AutoShardOptions &o,
   return true;
 }
 
-} // namespace
+/// How autoShard prices a module: the problem, the search options, and the
+/// model that sizes the search space and the memory model. A module with
+/// repeated blocks is priced from its own ops (`derived`), whether or not a
+/// preset matches (the preset formulas are the graph path's test oracle,
+/// GraphWorkloadTest, and still draw cleave-plan's timeline and a preset's
+/// --scale study); a transformer preset without them by its formulas; any
+/// other module in graph mode (`transformer` false).
+struct Pricing {
+  Problem problem;
+  PlannerOptions options;
+  std::shared_ptr<const cost::CostConstants> constants;
+  ModelConfig model;
+  bool transformer = false, derived = false, presetMatched = false;
+};
 
-cost::Result<AutoShardResult> autoShard(ModuleOp module,
-                                        const AutoShardOptions &o) {
-  auto start = std::chrono::steady_clock::now();
+cost::Result<Pricing> price(ModuleOp module, const AutoShardOptions &o) {
+  using P = cost::Result<Pricing>;
   cost::Result<Problem> p = prepare(module, o);
   if (!p)
-    return R::failure(p.error());
-  AutoShardResult res;
-  res.cluster = p->cluster;
-  res.searchOptions = searchOptions(o, p->cluster, p->batch, p->dtype);
+    return P::failure(p.error());
+  Pricing pr;
+  pr.problem = *p;
+  pr.options = searchOptions(o, p->cluster, p->batch, p->dtype);
   if (o.dpBucketBytes) {
     // Gradients are reduced in f32 on the CPU (4 bytes per parameter).
     auto constants =
         std::make_shared<cost::CostConstants>(cost::defaultConstants());
     constants->dpBucketParams = std::max(1.0, *o.dpBucketBytes / 4.0);
-    res.constants = constants;
-    res.searchOptions.constants = constants.get();
+    pr.constants = constants;
+    pr.options.constants = constants.get();
   }
   std::string error;
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
-    return R::failure(error);
-  std::shared_ptr<ShardingGraph> graph;
-  std::vector<int> chunks;
-  // Every module with repeated blocks is priced from its own ops, whether
-  // or not a preset matches (the preset formulas are the graph path's test
-  // oracle, GraphWorkloadTest, and still draw cleave-plan's timeline and
-  // --scale study).
+    return P::failure(error);
   std::optional<ModelConfig> derived;
   if (p->view.count > 0)
     if (cost::Result<ModelConfig> d = deriveModelConfig(p->view))
       derived = *d;
-  if (derived) {
+  if (derived || model) {
     // A matching preset's configuration (fitted to the module) still sizes
     // the search space and the memory model; the time comes from the ops.
-    res.model = model ? *model : *derived;
-    res.presetMatched = model.has_value();
-    res.model.dtype = p->dtype;
-    res.graphDerived = true;
+    pr.model = model ? *model : *derived;
+    pr.model.dtype = p->dtype;
+    pr.transformer = true;
+    pr.derived = derived.has_value();
+    pr.presetMatched = derived && model;
+    if (derived)
+      pr.options.space.maxContextParallel = 1;
+  } else {
+    pr.model.name = p->func.getSymName().str();
+  }
+  return pr;
+}
+
+} // namespace
+
+cost::Result<SearchResult>
+searchAtSize(ModuleOp module, const AutoShardOptions &options, int gpus) {
+  using S = cost::Result<SearchResult>;
+  AutoShardOptions o = options;
+  o.gpus = gpus;
+  o.topK = 1;
+  o.progress = nullptr;
+  cost::Result<Pricing> pr = price(module, o);
+  if (!pr)
+    return S::failure(pr.error());
+  const Problem &p = pr->problem;
+  if (!pr->transformer) {
+    cost::Result<detail::GraphModeResult> g = detail::searchGraphMode(
+        p.view, p.cluster, pr->options, p.dtype, o.ilpTimeLimit);
+    if (!g)
+      return S::failure(g.error());
+    return g->search;
+  }
+  auto graphError = std::make_shared<std::string>();
+  if (pr->derived)
+    pr->options.workload =
+        graphWorkloadFunction(p.view, pr->model, p.cluster.spec, graphError);
+  S s = searchPlans(pr->model, p.cluster.spec, pr->options);
+  if (!graphError->empty())
+    return S::failure(*graphError);
+  return s;
+}
+
+cost::Result<AutoShardResult> autoShard(ModuleOp module,
+                                        const AutoShardOptions &o) {
+  auto start = std::chrono::steady_clock::now();
+  cost::Result<Pricing> pr = price(module, o);
+  if (!pr)
+    return R::failure(pr.error());
+  const Problem *p = &pr->problem;
+  AutoShardResult res;
+  res.cluster = p->cluster;
+  res.searchOptions = pr->options;
+  res.constants = pr->constants;
+  res.model = pr->model;
+  res.graphDerived = pr->derived;
+  res.presetMatched = pr->presetMatched;
+  std::string error;
+  std::shared_ptr<ShardingGraph> graph;
+  std::vector<int> chunks;
+  if (pr->derived) {
     auto graphError = std::make_shared<std::string>();
-    res.searchOptions.space.maxContextParallel = 1;
     res.searchOptions.workload =
         graphWorkloadFunction(p->view, res.model, p->cluster.spec, graphError);
     cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);
@@ -304,14 +366,11 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
       return R::failure(*graphError);
     if (!done)
       return R::failure(done.error());
-  } else if (model) {
-    res.model = *model;
-    res.model.dtype = p->dtype;
+  } else if (pr->transformer) {
     cost::Result<bool> done = planTransformer(*p, o, res, graph, chunks);
     if (!done)
       return R::failure(done.error());
   } else {
-    res.model.name = p->func.getSymName().str();
     cost::Result<detail::GraphModeResult> g = detail::searchGraphMode(
         p->view, p->cluster, res.searchOptions, p->dtype, o.ilpTimeLimit);
     if (!g)

@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""Loads a cleave-plan or cleave-estimate report page in headless Chromium.
+"""Loads a report page of cleave-plan, cleave-estimate or cleave-run in
+headless Chromium.
 
-  check-html.py --out DIR --name NAME [--json-stdout] [--self-test] -- TOOL ARGS...
+  check-html.py --out DIR --name NAME [--json-stdout] [--self-test]
+                [--run-report] -- TOOL ARGS...
 
 Runs TOOL ARGS with --html DIR/NAME.html and its JSON (--json DIR/NAME.json, or
-the --json flag's stdout with --json-stdout), then checks:
+the --json flag's stdout with --json-stdout), or with --run-report, TOOL ARGS
+--report DIR/NAME.html (cleave-run; the page's JSON is the data, checked
+against the run: one loss and step time per step, every rank in the
+timeline), then checks:
   - the page embeds exactly that JSON, once;
   - Chromium loads it from file:// and its script finishes with no error
     (window.onerror, and no console message at all);
@@ -12,7 +17,9 @@ the --json flag's stdout with --json-stdout), then checks:
     plan, one Gantt row per rank class and stream with tasks, one strip per
     pipeline stage, one square per GPU of the mesh (up to 256 nodes), four
     points per scale-study size with a plan, one table row per sharding
-    entry;
+    entry; for a run, one loss point and one step-time tick per step, one
+    point per validation loss, one timeline row per rank and stream with
+    tasks;
   - a screenshot (DIR/NAME.png) is taken.
 --self-test also breaks the page (a script that throws) and expects the check
 to notice. Exits 77 (skipped) when chromium is not installed.
@@ -50,7 +57,22 @@ def embedded(page):
     return json.loads(found[0])
 
 
+def run_counts(run):
+    steps = len(run["losses"])
+    if len(run["step_seconds"]) != steps:
+        fail("%d losses but %d step times" % (steps, len(run["step_seconds"])))
+    ranks = {t[0] for t in run["timeline"]["tasks"]}
+    if steps and ranks != set(range(run["ranks"])):
+        fail("the timeline has ranks %s, the run %d" % (sorted(ranks),
+                                                         run["ranks"]))
+    return {"loss-point": steps, "step-tick": steps,
+            "val-point": len(run["val_losses"]),
+            "run-row": len({(t[0], t[1]) for t in run["timeline"]["tasks"]})}
+
+
 def expected_counts(data):
+    if "run" in data:
+        return run_counts(data["run"])
     counts = {}
     if "chosen" in data:
         plans = ([data["chosen"]] if data["chosen"] else []) + \
@@ -106,6 +128,7 @@ def main():
     ap.add_argument("--name", required=True)
     ap.add_argument("--json-stdout", action="store_true")
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--run-report", action="store_true")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -121,15 +144,23 @@ def main():
     for f in (html, js, png):
         if os.path.exists(f):
             os.remove(f)
-    command += ["--html", html] + ([] if a.json_stdout else ["--json", js])
+    if a.run_report:
+        command += ["--report", html]
+    else:
+        command += ["--html", html] + ([] if a.json_stdout else ["--json", js])
     r = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         fail("%s exited with %d: %s" % (" ".join(command), r.returncode,
                                         r.stderr))
-    data = json.loads(r.stdout) if a.json_stdout else json.load(open(js))
     page = open(html, encoding="utf-8").read()
-    if embedded(page) != data:
-        fail("the page's data differs from the --json output")
+    if a.run_report:
+        data = embedded(page)
+        if "run" not in data:
+            fail("the run report's data has no \"run\"")
+    else:
+        data = json.loads(r.stdout) if a.json_stdout else json.load(open(js))
+        if embedded(page) != data:
+            fail("the page's data differs from the --json output")
     if re.search(r'(src|href)="(https?:)?//', page):
         fail("the page loads something from the network")
     problems = check_page(binary, html, data)

@@ -8,7 +8,10 @@
 // RUN: not cleave-plan --model gpt2-medium --gpus 8 --global-batch 16 --quiet --html %t.missing/x.html 2>&1 | FileCheck %s --check-prefix=BADPATH
 // RUN: not cleave-estimate --model llama3-8b --tp 2 --dp 4 --html %t.missing/x.html 2>&1 | FileCheck %s --check-prefix=BADPATH-EST
 // RUN: cleave-models --model tiny-gpt --vocab 100 --seq 16 -o %t.v100.mlir
-// RUN: not cleave-plan %t.v100.mlir --cluster local-cpu --gpus 4 --quiet --scale 2,4 2>&1 | FileCheck %s --check-prefix=GRAPH
+// RUN: cleave-plan %t.v100.mlir --cluster local-cpu --gpus 4 --quiet --scale 2,4,3 --json %t.graph.json | FileCheck %s --check-prefix=GRAPH
+// RUN: %python -c "import json, sys; j = json.load(open(sys.argv[1])); c = j['chosen']; p = [x for x in j['scale'] if x['gpus'] == 4][0]; assert (p['plan'], p['step_time_s']) == (c['plan'], c['step_time_s']), (p, c); print('same plan at 4')" %t.graph.json | FileCheck %s --check-prefix=SAME
+// RUN: cleave-models --model tiny-mlp -o %t.mlp.mlir
+// RUN: cleave-plan %t.mlp.mlir --cluster local-cpu --gpus 2 --quiet --scale 1,2 | FileCheck %s --check-prefix=MLP
 
 // The report page of cleave-plan and cleave-estimate (lib/Report): the JSON
 // of --json with the mesh, the pipeline and the simulated step, embedded
@@ -56,4 +59,17 @@
 // BADSCALE: cleave-plan: error: --scale: expected GPU counts >= 1, got 0
 // BADPATH: cleave-plan: error: --html: cannot write {{.*}}x.html
 // BADPATH-EST: cleave-estimate: --html: cannot write {{.*}}x.html
-// GRAPH: cleave-plan: error: --scale: needs a model the cost model knows (--model PRESET); this module is priced from its own ops
+// A module no preset describes (tiny-gpt with another vocabulary) is
+// priced from its own ops at every size (planner::searchAtSize), as its
+// plan is; the point at the module's own size is the chosen plan. So is a
+// module without repeated blocks (graph mode).
+// GRAPH: scale study (global batch 4 sequences; the best plan at each size)
+// GRAPH-NEXT: GPUs{{ +}}step
+// GRAPH-NEXT: {{^ +}}2{{ +}}{{[0-9.]+}} {{m|u}}s{{ +}}{{[0-9]+}}{{ +}}{{[0-9.]+}}%{{ +}}{{[0-9.]+}}%{{ +}}{{[0-9.]+}}%  tp=
+// GRAPH-NEXT: {{^ +}}4{{ +}}{{[0-9.]+}} {{m|u}}s
+// GRAPH-NEXT: {{^ +}}3  mesh: no factorization of the 3 GPUs
+// SAME: same plan at 4
+// MLP: scale study
+// MLP-NEXT: GPUs
+// MLP-NEXT: {{^ +}}1{{ +}}{{[0-9.]+}} {{m|u}}s{{.*}}  tp=1
+// MLP-NEXT: {{^ +}}2{{ +}}{{[0-9.]+}} {{m|u}}s{{.*}}  tp=

@@ -254,19 +254,26 @@ cleave::cost::Result<bool> addPictures(nlohmann::json &j,
   return true;
 }
 
-/// One point of the scale study: the best plan at `gpus`, or why none.
-nlohmann::json scalePoint(const planner::AutoShardResult &r, int gpus) {
-  nlohmann::json p = {{"gpus", gpus}};
+/// The preset's search at `gpus` (its formulas, as the chosen plan's
+/// pictures): the options of `r` on the cluster of that size.
+cleave::cost::Result<planner::SearchResult>
+searchPreset(const planner::AutoShardResult &r, int gpus) {
   cleave::cost::Result<planner::PlanCluster> c =
       planner::resolveCluster(cluster, gpus);
   if (!c)
-    return p["error"] = c.error(), p;
+    return cleave::cost::Result<planner::SearchResult>::failure(c.error());
   planner::PlannerOptions o = r.searchOptions;
   o.gpus = gpus;
   o.topK = 1;
   o.progress = nullptr;
-  cleave::cost::Result<planner::SearchResult> s =
-      planner::searchPlans(r.model, c->spec, o);
+  return planner::searchPlans(r.model, c->spec, o);
+}
+
+/// One point of the scale study: the best plan of search `s` at `gpus`, or
+/// why none.
+nlohmann::json
+scalePoint(int gpus, const cleave::cost::Result<planner::SearchResult> &s) {
+  nlohmann::json p = {{"gpus", gpus}};
   if (!s)
     return p["error"] = s.error(), p;
   if (!s->best)
@@ -366,6 +373,11 @@ int main(int argc, char **argv) {
   o.topK = top;
   Progress progress;
   o.progress = [&](const planner::SearchProgress &p) { progress(p); };
+  // The scale study searches the module as it was, before the plan is
+  // written into it.
+  mlir::OwningOpRef<mlir::ModuleOp> unplanned;
+  if (!scale.empty())
+    unplanned = module->clone();
   cleave::cost::Result<planner::AutoShardResult> r =
       planner::autoShard(*module, o);
   progress.done();
@@ -377,12 +389,14 @@ int main(int argc, char **argv) {
     if (cleave::cost::Result<bool> done = addPictures(j, *r); !done)
       return fail(done.error());
   if (!scale.empty()) {
-    if (!r->transformerMode || (r->graphDerived && !r->presetMatched))
-      return fail("--scale: needs a model the cost model knows (--model "
-                  "PRESET); this module is priced from its own ops");
+    // A preset is studied by its formulas (as its pictures are drawn); a
+    // module no preset describes is priced from its own ops at each size.
+    bool ownOps = !r->transformerMode || (r->graphDerived && !r->presetMatched);
     j["scale"] = nlohmann::json::array();
     for (int n : scale)
-      j["scale"].push_back(scalePoint(*r, n));
+      j["scale"].push_back(
+          scalePoint(n, ownOps ? planner::searchAtSize(*unplanned, o, n)
+                               : searchPreset(*r, n)));
     printScale(j["scale"], r->searchOptions.globalBatch);
   }
   if (!jsonPath.empty()) {

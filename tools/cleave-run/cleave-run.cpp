@@ -422,10 +422,75 @@ RankCompileOptions rankCompileOptions(int world) {
   return o;
 }
 
-RunOptions runOptions() {
+/// The global batch's tokens: a zoo model's batch x sequence, or a
+/// program's first integer input of rank 2 (token ids [batch, seq]).
+int64_t tokensPerStep(const ProgramManifest &manifest,
+                      const std::optional<cleave::ModelConfig> &model) {
+  if (model)
+    return model->arch == cleave::Architecture::MLP
+               ? 0
+               : model->batch * model->seqLen;
+  const FunctionSpec *step =
+      manifest.lookup(manifest.entryFor("train_step", 0));
+  if (!step)
+    return 0;
+  for (const BufferSpec &b : step->buffers)
+    if (b.role == BufferSpec::Role::Input && b.shape.size() == 2 &&
+        (b.dtype == CLEAVE_I32 || b.dtype == CLEAVE_I64)) {
+      std::vector<int64_t> shape =
+          manifest.mesh ? globalShape(b, *manifest.mesh) : b.shape;
+      return shape[0] * shape[1];
+    }
+  return 0;
+}
+
+/// Whether this process is the first rank (or the launcher of the ranks):
+/// under an external launcher, one process says what all would.
+bool firstProcess() {
+  for (const char *var : {"RANK", "OMPI_COMM_WORLD_RANK"})
+    if (const char *v = std::getenv(var); v && flags.nprocs <= 0)
+      return std::atoi(v) == 0;
+  return true;
+}
+
+/// The run options, with what the progress line and the report show: the
+/// title, tokens per step and the cost model's prediction (said once, or
+/// why there is none).
+RunOptions runOptions(const RankCompileOptions &compiled,
+                      const StepPrediction &planned,
+                      const ProgramManifest &manifest) {
   RunOptions o = flags.runOptions();
   o.backend = backendOpt;
   o.planText = planSpec;
+  int world = compiled.world;
+  o.title = (compiled.model ? compiled.model->name : input.getValue()) + ", " +
+            std::to_string(world) + " rank" + (world == 1 ? "" : "s") +
+            (planSpec.empty() ? "" : ", --plan " + planSpec);
+  o.tokensPerStep = tokensPerStep(manifest, compiled.model);
+  std::string none;
+  if (backendOpt != "cpu")
+    none = "the cost model's GPU for --backend " + backendOpt +
+           " is not known here";
+  else if (!aotPath.empty())
+    none = "an --aot build carries no model for the cost model";
+  else if (compiled.plan && compiled.plan->automatic)
+    o.prediction = planned;
+  else if (Expected<StepPrediction> p = predictLocalStep(compiled))
+    o.prediction = *p;
+  else
+    none = toString(p.takeError());
+  if (o.prediction && o.prediction->stepSeconds <= 0)
+    o.prediction.reset(), none = "the planner chose no plan";
+  if (!firstProcess())
+    return o;
+  if (o.prediction)
+    outs() << "predicted step: "
+           << format("%.1f", 1000.0 * o.prediction->stepSeconds) << " ms, MFU "
+           << format("%.2f", 100 * o.prediction->mfu)
+           << "% (cost model: " << o.prediction->source << ")\n";
+  else
+    outs() << "no predicted step time: " << none << "\n";
+  outs().flush(); // before the ranks are forked
   return o;
 }
 
@@ -499,6 +564,8 @@ int main(int argc, char **argv) {
   CompileOptions compileOptions;
   compileOptions.target = backendOpt == "cuda" ? Target::CUDA : Target::CPU;
   RankCompileOptions rankOptions = rankCompileOptions(world);
+  StepPrediction planned;
+  rankOptions.plannerPrediction = &planned;
   if (!(bucketMiB >= 0.0) || bucketMiB > 1e6)
     return fail("--bucket-mb=" + std::to_string(bucketMiB.getValue()) +
                 ": must be between 0 and 1e6 (MiB)");
@@ -580,5 +647,5 @@ int main(int argc, char **argv) {
             compileJob(*module, compileOptions, world, *job, outs(), &cache))
       return fail(toString(std::move(err)));
   }
-  return runTrainJob(*job, runOptions());
+  return runTrainJob(*job, runOptions(rankOptions, planned, job->manifest));
 }

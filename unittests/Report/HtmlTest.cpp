@@ -209,3 +209,78 @@ TEST(MeasuredTraceTest, StepsSplitIntoCommunicationAndTheComputeAround) {
 }
 
 } // namespace
+
+namespace {
+
+/// A completed call of `op` on group 2 with sequence number `seq`.
+json call(const char *op, int seq, double start, double end) {
+  return {
+      {"op", op},       {"group", 2},          {"seq", seq}, {"count", 8},
+      {"dtype", "f32"}, {"reduce", "sum"},     {"peer", -1}, {"start", start},
+      {"end", end},     {"state", "completed"}};
+}
+
+TEST(MeasuredTimelineTest, ACollectiveIsSplitWhereTheLastRankEnteredIt) {
+  report::MeasuredRank early, late;
+  early.rank = 0;
+  late.rank = 1;
+  early.steps = {{0.0, 1.0}, {1.0, 2.0}};
+  late.steps = {{0.0, 1.0}, {1.0, 2.0}};
+  // Step 1: rank 0 enters the all-reduce at 1.2, rank 1 only at 1.5; both
+  // leave at 1.6.
+  early.flight = {{"entries", {call("all_reduce", 7, 1.2, 1.6)}}};
+  late.flight = {{"entries", {call("all_reduce", 7, 1.5, 1.6)}}};
+  // Only the last step.
+  json t = report::measuredTimeline({early, late}, 1);
+  EXPECT_EQ(t["ranks"], json({0, 1}));
+  std::vector<json> rank0, rank1;
+  for (const json &task : t["tasks"])
+    (task[0] == 0 ? rank0 : rank1).push_back(task);
+  // Rank 0: compute, the wait, the all-reduce, compute; times from 1.0.
+  ASSERT_EQ(rank0.size(), 4u);
+  EXPECT_EQ(rank0[1][5], "wait");
+  EXPECT_EQ(rank0[1][4], "waits for all_reduce g2");
+  EXPECT_NEAR(rank0[1][2].get<double>(), 0.2, 1e-12);
+  EXPECT_NEAR(rank0[1][3].get<double>(), 0.5, 1e-12);
+  EXPECT_EQ(rank0[2][5], "all_reduce");
+  EXPECT_NEAR(rank0[2][2].get<double>(), 0.5, 1e-12);
+  EXPECT_EQ(rank0[2][1], 1); // the communication stream
+  EXPECT_EQ(rank0[3][6], 1); // step 1
+  // Rank 1 arrived last: no wait.
+  ASSERT_EQ(rank1.size(), 3u);
+  for (const json &task : rank1)
+    EXPECT_NE(task[5], "wait");
+}
+
+TEST(MeasuredTimelineTest, CallsOfAnotherInstanceOfTheGroupDoNotMatch) {
+  // Ranks 0 and 1 run group 2's instance 0, rank 2 its instance 2 (two tp
+  // groups): rank 2's late call is not one rank 0 waits for.
+  std::vector<report::MeasuredRank> ranks(3);
+  double starts[] = {0.2, 0.25, 0.7};
+  for (int r = 0; r < 3; ++r) {
+    ranks[size_t(r)].rank = r;
+    ranks[size_t(r)].steps = {{0.0, 1.0}};
+    ranks[size_t(r)].flight = {
+        {"entries", {call("all_reduce", 1, starts[r], 0.8)}}};
+    ranks[size_t(r)].groupInstance = {{2, r < 2 ? 0 : 2}};
+  }
+  json t = report::measuredTimeline(ranks, 1);
+  for (const json &task : t["tasks"])
+    if (task[0] == 0 && task[5] == "wait") {
+      EXPECT_NEAR(task[3].get<double>(), 0.25, 1e-12);
+      return;
+    }
+  ADD_FAILURE() << "rank 0 does not wait for rank 1: " << t.dump();
+}
+
+TEST(MeasuredTimelineTest, ACallNoOtherRankRecordedIsNotSplit) {
+  report::MeasuredRank r;
+  r.steps = {{0.0, 1.0}};
+  r.flight = {{"entries", {call("recv", 3, 0.2, 0.9)}}};
+  json t = report::measuredTimeline({r}, 5);
+  ASSERT_EQ(t["tasks"].size(), 3u);
+  EXPECT_EQ(t["tasks"][1][5], "recv");
+  EXPECT_NEAR(t["tasks"][1][2].get<double>(), 0.2, 1e-12);
+}
+
+} // namespace

@@ -14,11 +14,13 @@
 
 #include "cleave/Execution/CompileCache.h"
 #include "cleave/Execution/Compiler.h"
+#include "cleave/Execution/Prediction.h"
 #include "cleave/Execution/Trainer.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mlir::cleave {
@@ -142,6 +144,24 @@ struct RunOptions {
   std::string programName = "cleave-run";
   /// Write the measured timeline here (Chrome trace; writeMeasuredTrace).
   std::string tracePath;
+  /// Write the run as a web page here (writeRunReport).
+  std::string reportPath;
+  /// What the report's title says the run is (model, ranks, plan).
+  std::string title;
+  /// Tokens per optimizer step (0: unknown): the progress line's tokens/s.
+  int64_t tokensPerStep = 0;
+  /// The cost model's step, if there is one.
+  std::optional<StepPrediction> prediction;
+};
+
+/// What rank 0 recorded of a run, for its report page.
+struct RunRecord {
+  std::vector<double> losses;
+  std::vector<double> stepSeconds;
+  /// The step counter before the first recorded step (a resumed run).
+  int64_t firstStep = 0;
+  std::vector<double> valLosses;
+  std::vector<int64_t> valSteps;
 };
 
 /// --trace: rank `rank` of `world` writes its steps' [start, end] and its
@@ -152,6 +172,16 @@ struct RunOptions {
 llvm::Error
 writeMeasuredTrace(const std::string &path, int rank, int world,
                    const std::vector<std::pair<double, double>> &steps);
+
+/// --report: like writeMeasuredTrace, every rank's steps and calls reach
+/// rank 0 (through `path`.rank<R>), which writes one self-contained page
+/// (report::renderHtml) of `record`, the options' prediction and the
+/// measured timeline of the last steps (report::measuredTimeline, with
+/// each rank's instance of `manifest`'s groups).
+llvm::Error writeRunReport(const std::string &path, int rank, int world,
+                           const std::vector<std::pair<double, double>> &steps,
+                           const RunRecord &record, const RunOptions &options,
+                           const ProgramManifest &manifest);
 
 /// Step times of a run: the first step (warm-up) apart from the median of
 /// the others (the steady state).

@@ -56,6 +56,7 @@ public:
   llvm::cl::opt<std::string> lossesPath;
   llvm::cl::opt<std::string> stepTimesPath;
   llvm::cl::opt<std::string> tracePath;
+  llvm::cl::opt<std::string> reportPath;
   llvm::cl::opt<std::string> checkpointDir;
   llvm::cl::opt<int64_t> checkpointEvery;
   llvm::cl::opt<int> keepCheckpoints;

@@ -16,6 +16,7 @@
 
 #include "cleave/CostModel/Plan.h"
 #include "cleave/Execution/Manifest.h"
+#include "cleave/Execution/Prediction.h"
 #include "cleave/ModelConfig/ModelConfig.h"
 #include "cleave/Pipelines/Plan.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -73,6 +74,9 @@ struct RankCompileOptions {
   bool verify = false;
   /// Where the planner's choice is reported (`auto`); null: nowhere.
   llvm::raw_ostream *log = nullptr;
+  /// Where the planner's prediction of its choice goes (`auto`); null:
+  /// nowhere.
+  StepPrediction *plannerPrediction = nullptr;
 };
 
 /// Turns `module` in place into the per-device program of
@@ -92,6 +96,17 @@ llvm::Error compileForRanks(ModuleOp module, const RankCompileOptions &options);
 ::cleave::cost::ParallelPlan
 costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &model,
            const CleaveAutodiffPassOptions *step = nullptr);
+
+/// What the cost model predicts for one training step of `options.model`
+/// under `options.plan` (none: data parallel over the ranks) on
+/// `options.world` processes of this machine: the estimate of the plan's
+/// cost-model form (costPlanOf) on the local-cpu cluster of `--plan auto`
+/// (CLEAVE_LOCAL_CPU_SPEC's measured one when set), f32 and unfused
+/// attention as the CPU lowering runs. An error says why there is none (a
+/// program read from a file, an MLP, the planner's plan: choosePlan
+/// predicts that one).
+llvm::Expected<StepPrediction>
+predictLocalStep(const RankCompileOptions &options);
 
 /// Runs the planner for `world` processes of this machine (cluster
 /// local-cpu) under `plan`'s constraints on the training step in `module`,

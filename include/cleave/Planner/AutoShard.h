@@ -142,6 +142,15 @@ struct AutoShardResult {
 cost::Result<AutoShardResult> autoShard(mlir::ModuleOp module,
                                         const AutoShardOptions &options);
 
+/// autoShard's plan search alone, at `gpus` devices of `options.cluster`
+/// (the best plan only; no intra-op solution; `module` is not changed),
+/// priced as autoShard prices `module`: from its own ops when it has
+/// repeated blocks, by a preset's formulas, or in graph mode. The scale
+/// study of a module no preset describes (cleave-plan --scale). `module`
+/// must not carry a plan yet.
+cost::Result<SearchResult>
+searchAtSize(mlir::ModuleOp module, const AutoShardOptions &options, int gpus);
+
 } // namespace cleave::planner
 
 #endif // CLEAVE_PLANNER_AUTOSHARD_H
