@@ -292,6 +292,13 @@ llvm::Error CheckpointWriter::commit(int64_t step) {
   for (int r = 0; r < world_; ++r) {
     std::string meta = stepDir + "/" + llvm::formatv("shard-{0}.json", r).str();
     while (!llvm::sys::fs::exists(meta)) {
+      // A rank that died will not write its shard: the run has failed
+      // (a collective saw it), so waiting out the timeout gains nothing.
+      if (cleave_rt_failed())
+        return makeError("checkpoint of step " + llvm::Twine(step) +
+                         " not committed: rank " + llvm::Twine(r) +
+                         " wrote no shard before the run failed (" +
+                         cleave_rt_error_message() + ")");
       if (std::chrono::steady_clock::now() > deadline)
         return makeError("checkpoint of step " + llvm::Twine(step) +
                          " not committed: rank " + llvm::Twine(r) +

@@ -100,7 +100,9 @@ static Error fillGlobal(BatchSource &source, const BufferSpec &b,
 }
 
 Expected<TrainJob> mlir::cleave::loadAotJob(llvm::StringRef path) {
-  void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // RTLD_LOCAL: a second step loaded later (a restart on fewer ranks)
+  // must call its own functions, not this one's of the same names.
+  void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     return runError(dlerror());
   auto manifestFn = reinterpret_cast<const char *(*)()>(
@@ -279,7 +281,8 @@ static std::string megabytes(int64_t bytes) {
 /// Fault injection for tests: `variable`=RANK:STEP names a step of rank
 /// RANK, on the first attempt only (CLEAVE_RESTART unset or 0); 0 when it
 /// names none of this rank. CLEAVE_FAULT_KILL kills the rank (SIGKILL) once
-/// its step counter reaches STEP; CLEAVE_FAULT_NAN makes the loss of step
+/// its step counter reaches STEP (after its checkpoint write in flight);
+/// CLEAVE_FAULT_NAN makes the loss of step
 /// STEP NaN there (TrainerOptions::faultNanStep).
 static int64_t faultStep(const char *variable, int rank) {
   const char *fault = std::getenv(variable);
@@ -533,8 +536,13 @@ static int runRank(TrainJob &job, const RunOptions &options) {
     Expected<double> loss = runOrPassOver(**trainer, *job.source, rollbacks);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
-    if (faultStep("CLEAVE_FAULT_KILL", rank) == (*trainer)->stepCounter())
+    if (faultStep("CLEAVE_FAULT_KILL", rank) == (*trainer)->stepCounter()) {
+      // Its checkpoint write in flight ends first, so that a test knows
+      // which checkpoint the restart resumes from.
+      if (checkpoints)
+        llvm::consumeError(checkpoints->finish());
       std::raise(SIGKILL);
+    }
     if ((*trainer)->lastStepNonFinite()) {
       Expected<bool> rolledBack =
           onNonFinite(**trainer, checkpoints, options, rollbacks, rank);
@@ -650,14 +658,29 @@ static int runForkedRank(void *arg) {
 int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
   if (options.localRanks <= 1)
     return runRank(job, options);
+  int restartRanks =
+      options.restartRanks > 0 ? options.restartRanks : options.localRanks;
+  if (options.maxRestarts > 0 && restartRanks != options.localRanks &&
+      !options.jobForWorld) {
+    llvm::errs() << options.programName << ": error: --restart-ranks "
+                 << restartRanks << ": the step is compiled for "
+                 << options.localRanks
+                 << " ranks and cannot be compiled again here (an AOT "
+                    "build or a bundle); restart on "
+                 << options.localRanks << " ranks\n";
+    return 1;
+  }
   RunOptions attempt = options;
+  // The step compiled for the restarts' world, when it is another.
+  std::optional<TrainJob> restartJob;
+  TrainJob *current = &job;
   for (int restart = 0;; ++restart) {
     // The ranks see which attempt they are (CLEAVE_RESTART, as torchrun's
     // TORCHELASTIC_RESTART_COUNT).
     ::setenv("CLEAVE_RESTART", std::to_string(restart).c_str(), 1);
-    ForkedRank rank{&job, &attempt};
+    ForkedRank rank{current, &attempt};
     cleave_launch_options_t o{};
-    o.nprocs = options.localRanks;
+    o.nprocs = attempt.localRanks;
     o.prefix_output = 1;
     o.body = runForkedRank;
     o.body_arg = &rank;
@@ -672,7 +695,25 @@ int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
     llvm::errs() << options.programName << ": the ranks failed (status " << rc
                  << "); restart " << restart + 1 << " of "
                  << options.maxRestarts << " from "
-                 << from.value_or("step 0 (no checkpoint yet)") << "\n";
+                 << from.value_or("step 0 (no checkpoint yet)") << " on "
+                 << restartRanks << " ranks\n";
+    llvm::errs().flush();
+    if (restartRanks != attempt.localRanks) {
+      // Fewer ranks: the step is compiled for them (its plan re-chosen);
+      // loading the checkpoint reshards it.
+      llvm::outs().flush();
+      Expected<TrainJob> smaller =
+          options.jobForWorld(restartRanks, attempt.planText);
+      if (!smaller) {
+        llvm::errs() << options.programName << ": error: restarting on "
+                     << restartRanks
+                     << " ranks: " << toString(smaller.takeError()) << "\n";
+        return rc;
+      }
+      restartJob.emplace(std::move(*smaller));
+      current = &*restartJob;
+      attempt.localRanks = restartRanks;
+    }
     attempt.resume = true;
   }
 }
