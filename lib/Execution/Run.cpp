@@ -325,10 +325,15 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
   if (rank == 0 && !options.checkpointDir.empty())
     removeUncommittedCheckpoints(options.checkpointDir);
   std::optional<std::string> checkpoint;
-  if (options.resume)
-    checkpoint = latestCheckpoint(options.checkpointDir);
   double loadStart = cleave_rt_now();
-  Error loaded = checkpoint ? (*trainer)->loadCheckpoint(*checkpoint)
+  if (options.resume) {
+    Expected<std::optional<std::string>> resumed =
+        loadNewestCheckpoint(**trainer, options.checkpointDir, rank);
+    if (!resumed)
+      return resumed.takeError();
+    checkpoint = *resumed;
+  }
+  Error loaded = checkpoint ? Error::success()
                  : options.paramsPath.empty()
                      ? (*trainer)->initParameters()
                      : (*trainer)->loadParameters(options.paramsPath);
@@ -466,25 +471,26 @@ static Expected<bool> onNonFinite(Trainer &trainer,
     cleave_rt_barrier(CLEAVE_WORLD_GROUP);
   if (cleave_rt_failed())
     return runError(cleave_rt_error_message());
-  std::optional<std::string> latest = latestCheckpoint(options.checkpointDir);
+  double start = cleave_rt_now();
+  Expected<std::optional<std::string>> latest =
+      loadNewestCheckpoint(trainer, options.checkpointDir, rank);
   if (!latest)
+    return latest.takeError();
+  if (!*latest)
     return runError("--on-nan rollback: the loss of step " + Twine(step) +
                     " is NaN or infinite and " + options.checkpointDir +
                     " has no committed checkpoint to go back to");
-  double start = cleave_rt_now();
-  if (Error err = trainer.loadCheckpoint(*latest))
-    return std::move(err);
   if (++rollbacks.toStep[trainer.stepCounter()] > kMaxRollbacksToOneCheckpoint)
     return runError("--on-nan rollback: the loss of step " + Twine(step) +
                     " is NaN or infinite after " +
                     Twine(kMaxRollbacksToOneCheckpoint) + " rollbacks to " +
-                    *latest + ": stopping");
+                    **latest + ": stopping");
   rollbacks.diverged.insert(step);
   if (rank == 0)
     llvm::outs() << "step " << step
                  << ": the loss is NaN or infinite on some rank: rolled back "
                     "to "
-                 << *latest << " (after step " << trainer.stepCounter()
+                 << **latest << " (after step " << trainer.stepCounter()
                  << ", read in "
                  << llvm::format("%.3f", cleave_rt_now() - start)
                  << " s); batch " << step << " will be passed over\n";

@@ -14,6 +14,7 @@
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
@@ -122,7 +123,16 @@ public:
     std::string key; ///< "param:<name>" or "state:<name>".
     int32_t dtype = 0;
     std::vector<int64_t> globalShape, offsets, sizes;
-    std::vector<char> data;
+    /// The copy (not zero-filled first: one pass over memory).
+    std::unique_ptr<char[]> data;
+    int64_t bytes = 0;
+    /// CRC32C of the data, computed while copying it.
+    uint32_t crc32c = 0;
+    void copy(const void *from, int64_t n) {
+      data.reset(new char[std::max<int64_t>(n, 1)]);
+      bytes = n;
+      crc32c = cleave_rt_copy_crc32c(data.get(), from, n, 0);
+    }
   };
   std::vector<ShardTensor> checkpointShard() const;
   /// Loads every parameter and state block of this rank from the committed
