@@ -282,8 +282,8 @@ static std::string megabytes(int64_t bytes) {
 /// RANK, on the first attempt only (CLEAVE_RESTART unset or 0); 0 when it
 /// names none of this rank. CLEAVE_FAULT_KILL kills the rank (SIGKILL) once
 /// its step counter reaches STEP (after its checkpoint write in flight);
-/// CLEAVE_FAULT_NAN makes the loss of step
-/// STEP NaN there (TrainerOptions::faultNanStep).
+/// CLEAVE_FAULT_NAN makes the loss of step STEP NaN there
+/// (TrainerOptions::faultNanStep).
 static int64_t faultStep(const char *variable, int rank) {
   const char *fault = std::getenv(variable);
   const char *restart = std::getenv("CLEAVE_RESTART");
@@ -532,11 +532,14 @@ static int runRank(TrainJob &job, const RunOptions &options) {
                         options.keepCheckpoints, options.planText,
                         rtTimeoutMs());
   // A resumed run continues until the step counter reaches --steps.
-  int64_t first = options.resume ? (*trainer)->stepCounter() : 0;
+  // (--params with a step counter runs --steps more steps.) `s` numbers
+  // the steps of this run, from `first`, in the log.
+  int64_t loaded = (*trainer)->stepCounter();
+  int64_t first = options.resume ? loaded : 0;
   std::vector<std::pair<double, double>> spans;
   Rollbacks rollbacks;
-  while ((*trainer)->stepCounter() < options.steps) {
-    int64_t s = (*trainer)->stepCounter();
+  while ((*trainer)->stepCounter() - loaded + first < options.steps) {
+    int64_t s = (*trainer)->stepCounter() - loaded + first;
     double start = cleave_rt_now();
     double scale = (*trainer)->lossScale();
     Expected<double> loss = runOrPassOver(**trainer, *job.source, rollbacks);
@@ -557,7 +560,7 @@ static int runRank(TrainJob &job, const RunOptions &options) {
                     toString(rolledBack.takeError()));
       if (*rolledBack) {
         // The records of the steps undone go; those steps run again.
-        size_t kept = std::max<int64_t>((*trainer)->stepCounter() - first, 0);
+        size_t kept = std::max<int64_t>((*trainer)->stepCounter() - loaded, 0);
         losses.resize(std::min(losses.size(), kept));
         scaler.scales.resize(std::min(scaler.scales.size(), kept));
         scaler.skipped.resize(std::min(scaler.skipped.size(), kept));

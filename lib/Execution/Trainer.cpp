@@ -570,10 +570,11 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
     if (b.name == "lr")
       *static_cast<float *>(buffer(i)) = options.learningRate;
     else if (b.name == "step")
-      // Without an `update` input, `step` is AdamW's update count too:
-      // skipped steps (--on-nan skip) are not counted.
-      *static_cast<float *>(buffer(i)) =
-          static_cast<float>((hasUpdateInput ? step : step - skipped) + 1);
+      // Without loss scaling, `step` is AdamW's update count too: the steps
+      // --on-nan skipped are not counted. (The loss scaler's step has its
+      // own `update` input, and its schedule counts every step.)
+      *static_cast<float *>(buffer(i)) = static_cast<float>(
+          (hasUpdateInput || scalesLoss() ? step : step - skipped) + 1);
     else if (b.name == "update")
       *static_cast<float *>(buffer(i)) = static_cast<float>(step - skipped + 1);
     else if (b.name == "loss_scale")
