@@ -18,7 +18,10 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <tuple>
+#include <unistd.h>
 
 using namespace mlir::cleave;
 using nlohmann::json;
@@ -59,19 +62,62 @@ static bool committed(llvm::StringRef stepDir) {
   return llvm::sys::fs::exists(path);
 }
 
-std::optional<std::string> mlir::cleave::latestCheckpoint(llvm::StringRef dir) {
+std::vector<std::string>
+mlir::cleave::committedCheckpoints(llvm::StringRef dir) {
+  std::vector<std::string> found;
   auto folders = stepFolders(dir);
   for (auto it = folders.rbegin(); it != folders.rend(); ++it)
     if (committed(it->second))
-      return it->second;
-  return std::nullopt;
+      found.push_back(it->second);
+  return found;
+}
+
+std::optional<std::string> mlir::cleave::latestCheckpoint(llvm::StringRef dir) {
+  std::vector<std::string> found = committedCheckpoints(dir);
+  if (found.empty())
+    return std::nullopt;
+  return found.front();
+}
+
+llvm::Expected<std::optional<std::string>>
+mlir::cleave::loadNewestCheckpoint(Trainer &trainer, llvm::StringRef dir,
+                                   int rank) {
+  std::vector<std::string> found = committedCheckpoints(dir);
+  if (found.empty())
+    return std::nullopt;
+  std::string newestError;
+  for (const std::string &stepDir : found) {
+    llvm::Error err = trainer.loadCheckpoint(stepDir);
+    bool mine = static_cast<bool>(err);
+    std::string message = mine ? llvm::toString(std::move(err))
+                               : "another rank cannot load " + stepDir;
+    // A tensor file's error is sticky in the runtime; loading makes no
+    // communication call, so the groups are intact: clear it to agree.
+    if (mine)
+      cleave_rt_clear_error();
+    double failed[1] = {mine ? 1.0 : 0.0};
+    if (cleave_rt_world_size() > 1)
+      cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, failed,
+                           failed, 1);
+    if (cleave_rt_failed())
+      return makeError(cleave_rt_error_message());
+    if (!failed[0])
+      return stepDir;
+    if (newestError.empty())
+      newestError = message;
+    if (mine || rank == 0)
+      llvm::errs() << "warning: rank " << rank << ": " << message
+                   << "; trying the checkpoint before it\n";
+  }
+  return makeError("no checkpoint in " + dir +
+                   " loads on every rank: " + newestError);
 }
 
 int mlir::cleave::removeUncommittedCheckpoints(llvm::StringRef dir,
-                                               int64_t keepStep) {
+                                               int64_t belowStep) {
   int removed = 0;
   for (auto &[step, path] : stepFolders(dir))
-    if (step != keepStep && !committed(path) &&
+    if (step < belowStep && !committed(path) &&
         !llvm::sys::fs::remove_directories(path))
       ++removed;
   return removed;
@@ -152,8 +198,7 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
       continue; // Another holder of the same block writes it.
     t.offsets = mine.offsets;
     t.sizes = mine.sizes;
-    auto *p = static_cast<const char *>(buffers[i]);
-    t.data.assign(p, p + b.numBytes());
+    t.copy(buffers[i], b.numBytes());
     shard.push_back(std::move(t));
   }
   // The loss scaler's state, the same on every rank: rank 0 writes it.
@@ -165,8 +210,7 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
       ShardTensor t;
       t.key = std::string("scaler:") + name;
       t.dtype = dtype;
-      auto *p = static_cast<const char *>(value);
-      t.data.assign(p, p + 8);
+      t.copy(value, 8);
       shard.push_back(std::move(t));
     }
   return shard;
@@ -205,49 +249,82 @@ llvm::Error CheckpointWriter::save(const Trainer &trainer) {
   return llvm::Error::success();
 }
 
+static std::string hex8(uint32_t v) {
+  return llvm::formatv("{0:x-8}", v).str();
+}
+
 static json blockJson(const Trainer::ShardTensor &t) {
   return {{"dtype", t.dtype},
           {"global", t.globalShape},
           {"offsets", t.offsets},
-          {"sizes", t.sizes}};
+          {"sizes", t.sizes},
+          {"crc32c", hex8(t.crc32c)}};
+}
+
+/// The background writer yields to training: on a machine whose cores the
+/// ranks keep busy it runs in their gaps (nice 19 for this thread only).
+static void lowerThisThreadsPriority() {
+  ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);
+}
+
+/// Where rank `rank`'s shard of step folder `stepDir` goes ("" for the
+/// tensor file, ".json" for its description, ".error" for why it failed).
+static std::string shardPath(llvm::StringRef stepDir, int rank,
+                             llvm::StringRef suffix) {
+  return (stepDir + "/" + llvm::formatv("shard-{0}", rank).str() + suffix)
+      .str();
 }
 
 void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
                              int64_t step) {
+  lowerThisThreadsPriority();
   auto start = std::chrono::steady_clock::now();
-  auto account = llvm::make_scope_exit([&] {
-    writeSeconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-  });
-  std::string stepDir = checkpointStepDir(dir_, step);
-  if (std::error_code ec = llvm::sys::fs::create_directories(stepDir)) {
-    error_ = "cannot create " + stepDir + ": " + ec.message();
+  llvm::Error err = writeShard(shard, step);
+  writeSeconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (err) {
+    error_ = llvm::toString(std::move(err));
+    // Rank 0's commit stops waiting for this shard when it sees why
+    // (best effort: the disk may be what failed).
+    std::string stepDir = checkpointStepDir(dir_, step);
+    llvm::consumeError(
+        writeAtomically(shardPath(stepDir, rank_, ".error"), error_));
     return;
   }
-  std::string base = stepDir + "/" + llvm::formatv("shard-{0}", rank_).str();
-  std::string file = base + ".ckpt";
+  // The commit (rank 0 waiting for the other shards) is not writing.
+  if (rank_ == 0)
+    if (llvm::Error err = commit(step))
+      error_ = llvm::toString(std::move(err));
+}
+
+llvm::Error
+CheckpointWriter::writeShard(const std::vector<Trainer::ShardTensor> &shard,
+                             int64_t step) {
+  std::string stepDir = checkpointStepDir(dir_, step);
+  if (std::error_code ec = llvm::sys::fs::create_directories(stepDir))
+    return makeError("cannot create " + stepDir + ": " + ec.message());
+  std::string file = shardPath(stepDir, rank_, ".ckpt");
+  auto cannot = [&]() {
+    return makeError("rank " + llvm::Twine(rank_) + ": cannot write " + file +
+                     ": " + cleave_rt_error_message());
+  };
   cleave_tensor_writer *writer = cleave_tensor_writer_create(file.c_str());
+  if (!writer)
+    return cannot();
   json tensors = json::object();
-  bool ok = writer != nullptr;
   for (const Trainer::ShardTensor &t : shard) {
-    ok = ok && cleave_tensor_writer_add(writer, t.key.c_str(), t.dtype,
+    if (cleave_tensor_writer_add_crc32c(writer, t.key.c_str(), t.dtype,
                                         int64_t(t.sizes.size()), t.sizes.data(),
-                                        t.data.data()) == 0;
+                                        t.data.get(), t.crc32c) != 0) {
+      cleave_tensor_writer_abort(writer);
+      return cannot();
+    }
     tensors[t.key] = blockJson(t);
   }
-  if (!ok) {
-    if (writer)
-      cleave_tensor_writer_abort(writer);
-    error_ = "rank " + std::to_string(rank_) + ": cannot write " + file + ": " +
-             cleave_rt_error_message();
-    return;
-  }
-  if (cleave_tensor_writer_finish(writer) != 0) {
-    error_ = "rank " + std::to_string(rank_) + ": cannot write " + file + ": " +
-             cleave_rt_error_message();
-    return;
-  }
+  uint32_t fileCrc = 0;
+  if (cleave_tensor_writer_finish_crc32c(writer, &fileCrc) != 0)
+    return cannot();
   uint64_t bytes = 0;
   llvm::sys::fs::file_size(file, bytes);
   ++written_;
@@ -256,19 +333,9 @@ void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
                {"step", step},
                {"file", llvm::sys::path::filename(file).str()},
                {"bytes", bytes},
+               {"crc32c", hex8(fileCrc)},
                {"tensors", tensors}};
-  if (llvm::Error err = writeAtomically(base + ".json", meta.dump())) {
-    error_ = llvm::toString(std::move(err));
-    return;
-  }
-  account.release();
-  writeSeconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  // The commit (rank 0 waiting for the other shards) is not writing.
-  if (rank_ == 0)
-    if (llvm::Error err = commit(step))
-      error_ = llvm::toString(std::move(err));
+  return writeAtomically(shardPath(stepDir, rank_, ".json"), meta.dump());
 }
 
 int64_t mlir::cleave::checkpointBytes(llvm::StringRef stepDir) {
@@ -290,8 +357,20 @@ llvm::Error CheckpointWriter::commit(int64_t step) {
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
   for (int r = 0; r < world_; ++r) {
-    std::string meta = stepDir + "/" + llvm::formatv("shard-{0}.json", r).str();
+    std::string meta = shardPath(stepDir, r, ".json");
     while (!llvm::sys::fs::exists(meta)) {
+      auto failed =
+          llvm::MemoryBuffer::getFile(shardPath(stepDir, r, ".error"));
+      if (failed)
+        return makeError("checkpoint of step " + llvm::Twine(step) +
+                         " not committed: " + (*failed)->getBuffer());
+      // A rank that died will not write its shard: the run has failed
+      // (a collective saw it), so waiting out the timeout gains nothing.
+      if (cleave_rt_failed())
+        return makeError("checkpoint of step " + llvm::Twine(step) +
+                         " not committed: rank " + llvm::Twine(r) +
+                         " wrote no shard before the run failed (" +
+                         cleave_rt_error_message() + ")");
       if (std::chrono::steady_clock::now() > deadline)
         return makeError("checkpoint of step " + llvm::Twine(step) +
                          " not committed: rank " + llvm::Twine(r) +
@@ -319,6 +398,8 @@ llvm::Error CheckpointWriter::commit(int64_t step) {
       done.push_back(path);
   for (size_t i = 0; i + keep_ < done.size(); ++i)
     llvm::sys::fs::remove_directories(done[i]);
+  // Older writes that never committed go; a newer step may be being
+  // written by a rank that is ahead.
   removeUncommittedCheckpoints(dir_, step);
   return llvm::Error::success();
 }
@@ -341,17 +422,23 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
     Block block;
     std::vector<int64_t> global;
     int32_t dtype;
+    std::string crc32c; ///< Empty in checkpoints written before checksums.
   };
   std::map<std::string, std::vector<Saved>> saved;
+  std::map<std::string, uint64_t> fileBytes;
   int64_t step = 0;
   try {
     step = (*manifest).at("step").get<int64_t>();
-    for (const json &shard : (*manifest).at("shards"))
+    for (const json &shard : (*manifest).at("shards")) {
+      std::string file =
+          (stepDir + "/" + shard.at("file").get<std::string>()).str();
+      fileBytes[file] = shard.at("bytes").get<uint64_t>();
       for (const auto &[key, t] : shard.at("tensors").items())
         saved[key].push_back(
-            {(stepDir + "/" + shard.at("file").get<std::string>()).str(),
-             Block{ints(t.at("offsets")), ints(t.at("sizes"))},
-             ints(t.at("global")), t.at("dtype").get<int32_t>()});
+            {file, Block{ints(t.at("offsets")), ints(t.at("sizes"))},
+             ints(t.at("global")), t.at("dtype").get<int32_t>(),
+             t.value("crc32c", std::string())});
+    }
   } catch (const std::exception &e) {
     return makeError(manifestPath +
                      ": malformed checkpoint manifest: " + e.what());
@@ -361,6 +448,37 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
     for (auto &[path, f] : files)
       cleave_tensor_file_close(f);
   });
+  // Reads tensor `key` of saved block `s` into `dst`, checking the shard
+  // file against the manifest: its size, the tensor's checksum in its
+  // header (the runtime checks the data against that).
+  auto readSaved = [&](const Saved &s, const std::string &key, void *dst,
+                       int64_t bytes) -> llvm::Error {
+    auto corrupt = [&](const llvm::Twine &what) {
+      return makeError("checkpoint " + stepDir + " is corrupted: shard file " +
+                       s.file + " " + what);
+    };
+    cleave_tensor_file *&f = files[s.file];
+    if (!f) {
+      uint64_t size = 0;
+      if (std::error_code ec = llvm::sys::fs::file_size(s.file, size))
+        return corrupt("cannot be read: " + ec.message());
+      if (size != fileBytes[s.file])
+        return corrupt("has " + llvm::Twine(size) +
+                       " bytes but the manifest says " +
+                       llvm::Twine(fileBytes[s.file]));
+      if (!(f = cleave_tensor_file_open(s.file.c_str())))
+        return corrupt(llvm::Twine("(") + cleave_rt_error_message() + ")");
+    }
+    const char *header =
+        cleave_tensor_file_metadata(f, ("crc32c:" + key).c_str());
+    if (!s.crc32c.empty() && (!header || s.crc32c != header))
+      return corrupt("holds tensor '" + key + "' with crc32c " +
+                     (header ? header : "(none)") + " but the manifest says " +
+                     s.crc32c);
+    if (cleave_tensor_file_read(f, key.c_str(), dst, bytes) != 0)
+      return corrupt(llvm::Twine("(") + cleave_rt_error_message() + ")");
+    return llvm::Error::success();
+  };
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     if (b.role != BufferSpec::Role::Param && b.role != BufferSpec::Role::State)
       continue;
@@ -384,20 +502,6 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
                          "' was saved as " + llvm::Twine(s.global.size()) +
                          "-d " + cleave_rt_dtype_name(s.dtype) +
                          " of another shape or type than this program's");
-      std::vector<char> data;
-      auto read = [&]() -> llvm::Error {
-        cleave_tensor_file *&f = files[s.file];
-        if (!f && !(f = cleave_tensor_file_open(s.file.c_str())))
-          return makeError(cleave_rt_error_message());
-        int64_t n = 1;
-        for (int64_t d : s.block.sizes)
-          n *= d;
-        data.resize(n * elementBytes);
-        if (cleave_tensor_file_read(f, key.c_str(), data.data(),
-                                    int64_t(data.size())) != 0)
-          return makeError(cleave_rt_error_message());
-        return llvm::Error::success();
-      };
       // Only the saved blocks that meet this rank's are read.
       bool meets = true;
       for (size_t d = 0; d < mine.sizes.size(); ++d)
@@ -405,7 +509,12 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
                 mine.offsets[d] < s.block.offsets[d] + s.block.sizes[d];
       if (!meets)
         continue;
-      if (llvm::Error err = read())
+      int64_t n = 1;
+      for (int64_t d : s.block.sizes)
+        n *= d;
+      std::vector<char> data(n * elementBytes);
+      if (llvm::Error err =
+              readSaved(s, key, data.data(), int64_t(data.size())))
         return err;
       copied +=
           copyOverlap(data.data(), s.block, buffers[i], mine, elementBytes);
@@ -425,11 +534,8 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
     auto it = saved.find(std::string("scaler:") + name);
     if (it == saved.end() || it->second.empty())
       continue;
-    cleave_tensor_file *&f = files[it->second.front().file];
-    if ((!f &&
-         !(f = cleave_tensor_file_open(it->second.front().file.c_str()))) ||
-        cleave_tensor_file_read(f, it->first.c_str(), value, 8) != 0)
-      return makeError(cleave_rt_error_message());
+    if (llvm::Error err = readSaved(it->second.front(), it->first, value, 8))
+      return err;
   }
   firstStep = step;
   stepsRun = 0;

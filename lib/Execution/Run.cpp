@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <limits>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -100,7 +102,9 @@ static Error fillGlobal(BatchSource &source, const BufferSpec &b,
 }
 
 Expected<TrainJob> mlir::cleave::loadAotJob(llvm::StringRef path) {
-  void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // RTLD_LOCAL: a second step loaded later (a restart on fewer ranks)
+  // must call its own functions, not this one's of the same names.
+  void *handle = dlopen(path.str().c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     return runError(dlerror());
   auto manifestFn = reinterpret_cast<const char *(*)()>(
@@ -278,6 +282,25 @@ static std::string megabytes(int64_t bytes) {
   return llvm::formatv("{0:f1}", double(bytes) / 1e6).str();
 }
 
+/// Fault injection for tests: `variable`=RANK:STEP names a step of rank
+/// RANK, on the first attempt only (CLEAVE_RESTART unset or 0); 0 when it
+/// names none of this rank. CLEAVE_FAULT_KILL kills the rank (SIGKILL) once
+/// its step counter reaches STEP (after its checkpoint write in flight);
+/// CLEAVE_FAULT_NAN makes the loss of step STEP NaN there
+/// (TrainerOptions::faultNanStep).
+static int64_t faultStep(const char *variable, int rank) {
+  const char *fault = std::getenv(variable);
+  const char *restart = std::getenv("CLEAVE_RESTART");
+  if (!fault || (restart && std::atoi(restart) != 0))
+    return 0;
+  int faultRank = -1;
+  long long step = 0;
+  return std::sscanf(fault, "%d:%lld", &faultRank, &step) == 2 &&
+                 faultRank == rank && step > 0
+             ? step
+             : 0;
+}
+
 /// The trainer of this rank, with its parameters initialized or loaded.
 static Expected<std::unique_ptr<Trainer>>
 setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
@@ -289,6 +312,8 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
   trainerOptions.seed = options.seed;
   trainerOptions.mesh = job.manifest.mesh;
   trainerOptions.rank = rank;
+  trainerOptions.skipNonFinite = options.onNan != "stop";
+  trainerOptions.faultNanStep = faultStep("CLEAVE_FAULT_NAN", rank);
   if (job.manifest.pipeline) {
     for (const FunctionSpec *f : job.manifest.stepFunctions("train_step"))
       trainerOptions.stages.push_back(*f);
@@ -304,10 +329,15 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
   if (rank == 0 && !options.checkpointDir.empty())
     removeUncommittedCheckpoints(options.checkpointDir);
   std::optional<std::string> checkpoint;
-  if (options.resume)
-    checkpoint = latestCheckpoint(options.checkpointDir);
   double loadStart = cleave_rt_now();
-  Error loaded = checkpoint ? (*trainer)->loadCheckpoint(*checkpoint)
+  if (options.resume) {
+    Expected<std::optional<std::string>> resumed =
+        loadNewestCheckpoint(**trainer, options.checkpointDir, rank);
+    if (!resumed)
+      return resumed.takeError();
+    checkpoint = *resumed;
+  }
+  Error loaded = checkpoint ? Error::success()
                  : options.paramsPath.empty()
                      ? (*trainer)->initParameters()
                      : (*trainer)->loadParameters(options.paramsPath);
@@ -333,20 +363,6 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
     llvm::outs() << "resuming after step " << (*trainer)->stepCounter()
                  << " (the step counter in " << options.paramsPath << ")\n";
   return trainer;
-}
-
-/// Fault injection for tests: CLEAVE_FAULT_KILL=RANK:STEP kills rank RANK
-/// (SIGKILL) once its step counter reaches STEP, on the first attempt only
-/// (CLEAVE_RESTART unset or 0).
-static bool faultKillsRank(int rank, int64_t step) {
-  const char *fault = std::getenv("CLEAVE_FAULT_KILL");
-  const char *restart = std::getenv("CLEAVE_RESTART");
-  if (!fault || (restart && std::atoi(restart) != 0))
-    return false;
-  int faultRank = -1;
-  long long faultStep = -1;
-  return std::sscanf(fault, "%d:%lld", &faultRank, &faultStep) == 2 &&
-         faultRank == rank && faultStep == step;
 }
 
 /// The runtime's timeout (CLEAVE_TIMEOUT_MS), which also bounds how long a
@@ -424,6 +440,82 @@ static Error maybeEvaluate(Trainer &trainer, TrainJob &job,
   return Error::success();
 }
 
+/// --on-nan rollback: the steps (1-based) whose batch diverged, passed over
+/// after going back, and how often the run went back to each checkpoint.
+struct Rollbacks {
+  std::set<int64_t> diverged;
+  std::map<int64_t, int> toStep;
+};
+
+/// Runs the next step, or passes over its batch if it diverged before (the
+/// loss is then NaN).
+static Expected<double> runOrPassOver(Trainer &trainer, BatchSource &source,
+                                      const Rollbacks &rollbacks) {
+  if (!rollbacks.diverged.count(trainer.stepCounter() + 1))
+    return trainer.runStep(trainer.stepCounter() - trainer.loadedStep(),
+                           source);
+  trainer.skipStep();
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+/// Going back to a checkpoint whose next steps diverge every time gets
+/// nowhere: after this many rollbacks to one checkpoint the run stops.
+static constexpr int kMaxRollbacksToOneCheckpoint = 3;
+
+/// After a step whose loss was not finite on some rank (every rank sees the
+/// same, and skipped the update): --on-nan skip goes on; rollback loads the
+/// newest committed checkpoint on every rank and passes over that step's
+/// batch from there. Returns whether it went back.
+static Expected<bool> onNonFinite(Trainer &trainer,
+                                  std::optional<CheckpointWriter> &checkpoints,
+                                  const RunOptions &options,
+                                  Rollbacks &rollbacks, int rank) {
+  int64_t step = trainer.stepCounter();
+  if (options.onNan == "skip") {
+    if (rank == 0)
+      llvm::outs() << "step " << step
+                   << ": the loss is NaN or infinite on some rank: its "
+                      "update is dropped on every rank ("
+                   << trainer.skippedSteps() << " skipped so far)\n";
+    return false;
+  }
+  if (!checkpoints)
+    return runError("--on-nan rollback: the loss of step " + Twine(step) +
+                    " is NaN or infinite and no checkpoints are written");
+  // The write in flight (rank 0: and its commit) ends first, so that every
+  // rank sees the same newest checkpoint.
+  if (Error err = checkpoints->finish())
+    return std::move(err);
+  if (cleave_rt_world_size() > 1)
+    cleave_rt_barrier(CLEAVE_WORLD_GROUP);
+  if (cleave_rt_failed())
+    return runError(cleave_rt_error_message());
+  double start = cleave_rt_now();
+  Expected<std::optional<std::string>> latest =
+      loadNewestCheckpoint(trainer, options.checkpointDir, rank);
+  if (!latest)
+    return latest.takeError();
+  if (!*latest)
+    return runError("--on-nan rollback: the loss of step " + Twine(step) +
+                    " is NaN or infinite and " + options.checkpointDir +
+                    " has no committed checkpoint to go back to");
+  if (++rollbacks.toStep[trainer.stepCounter()] > kMaxRollbacksToOneCheckpoint)
+    return runError("--on-nan rollback: the loss of step " + Twine(step) +
+                    " is NaN or infinite after " +
+                    Twine(kMaxRollbacksToOneCheckpoint) + " rollbacks to " +
+                    **latest + ": stopping");
+  rollbacks.diverged.insert(step);
+  if (rank == 0)
+    llvm::outs() << "step " << step
+                 << ": the loss is NaN or infinite on some rank: rolled back "
+                    "to "
+                 << **latest << " (after step " << trainer.stepCounter()
+                 << ", read in "
+                 << llvm::format("%.3f", cleave_rt_now() - start)
+                 << " s); batch " << step << " will be passed over\n";
+  return true;
+}
+
 /// One rank: connect, set up the trainer, train, save. Errors are printed
 /// here (forked ranks have no one else to tell).
 static int runRank(TrainJob &job, const RunOptions &options) {
@@ -460,16 +552,41 @@ static int runRank(TrainJob &job, const RunOptions &options) {
                         options.keepCheckpoints, options.planText,
                         rtTimeoutMs());
   // A resumed run continues until the step counter reaches --steps.
-  int64_t first = options.resume ? (*trainer)->stepCounter() : 0;
+  // (--params with a step counter runs --steps more steps.) `s` numbers
+  // the steps of this run, from `first`, in the log.
+  int64_t loaded = (*trainer)->stepCounter();
+  int64_t first = options.resume ? loaded : 0;
   std::vector<std::pair<double, double>> spans;
-  for (int64_t s = first; s < options.steps; ++s) {
+  Rollbacks rollbacks;
+  while ((*trainer)->stepCounter() - loaded + first < options.steps) {
+    int64_t s = (*trainer)->stepCounter() - loaded + first;
     double start = cleave_rt_now();
     double scale = (*trainer)->lossScale();
-    Expected<double> loss = (*trainer)->runStep(s - first, *job.source);
+    Expected<double> loss = runOrPassOver(**trainer, *job.source, rollbacks);
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
-    if (faultKillsRank(rank, (*trainer)->stepCounter()))
+    if (faultStep("CLEAVE_FAULT_KILL", rank) == (*trainer)->stepCounter()) {
+      // Its checkpoint write in flight ends first, so that a test knows
+      // which checkpoint the restart resumes from.
+      if (checkpoints)
+        llvm::consumeError(checkpoints->finish());
       std::raise(SIGKILL);
+    }
+    if ((*trainer)->lastStepNonFinite()) {
+      Expected<bool> rolledBack =
+          onNonFinite(**trainer, checkpoints, options, rollbacks, rank);
+      if (!rolledBack)
+        return fail("rank " + Twine(rank) + ": " +
+                    toString(rolledBack.takeError()));
+      if (*rolledBack) {
+        // The records of the steps undone go; those steps run again.
+        size_t kept = std::max<int64_t>((*trainer)->stepCounter() - loaded, 0);
+        losses.resize(std::min(losses.size(), kept));
+        scaler.scales.resize(std::min(scaler.scales.size(), kept));
+        scaler.skipped.resize(std::min(scaler.skipped.size(), kept));
+        continue;
+      }
+    }
     if (checkpoints && (*trainer)->stepCounter() % options.checkpointEvery == 0)
       if (Error err = checkpoints->save(**trainer))
         return fail(toString(std::move(err)));
@@ -576,14 +693,29 @@ static int runForkedRank(void *arg) {
 int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
   if (options.localRanks <= 1)
     return runRank(job, options);
+  int restartRanks =
+      options.restartRanks > 0 ? options.restartRanks : options.localRanks;
+  if (options.maxRestarts > 0 && restartRanks != options.localRanks &&
+      !options.jobForWorld) {
+    llvm::errs() << options.programName << ": error: --restart-ranks "
+                 << restartRanks << ": the step is compiled for "
+                 << options.localRanks
+                 << " ranks and cannot be compiled again here (an AOT "
+                    "build or a bundle); restart on "
+                 << options.localRanks << " ranks\n";
+    return 1;
+  }
   RunOptions attempt = options;
+  // The step compiled for the restarts' world, when it is another.
+  std::optional<TrainJob> restartJob;
+  TrainJob *current = &job;
   for (int restart = 0;; ++restart) {
     // The ranks see which attempt they are (CLEAVE_RESTART, as torchrun's
     // TORCHELASTIC_RESTART_COUNT).
     ::setenv("CLEAVE_RESTART", std::to_string(restart).c_str(), 1);
-    ForkedRank rank{&job, &attempt};
+    ForkedRank rank{current, &attempt};
     cleave_launch_options_t o{};
-    o.nprocs = options.localRanks;
+    o.nprocs = attempt.localRanks;
     o.prefix_output = 1;
     o.body = runForkedRank;
     o.body_arg = &rank;
@@ -598,7 +730,25 @@ int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
     llvm::errs() << options.programName << ": the ranks failed (status " << rc
                  << "); restart " << restart + 1 << " of "
                  << options.maxRestarts << " from "
-                 << from.value_or("step 0 (no checkpoint yet)") << "\n";
+                 << from.value_or("step 0 (no checkpoint yet)") << " on "
+                 << restartRanks << " ranks\n";
+    llvm::errs().flush();
+    if (restartRanks != attempt.localRanks) {
+      // Fewer ranks: the step is compiled for them (its plan re-chosen);
+      // loading the checkpoint reshards it.
+      llvm::outs().flush();
+      Expected<TrainJob> smaller =
+          options.jobForWorld(restartRanks, attempt.planText);
+      if (!smaller) {
+        llvm::errs() << options.programName << ": error: restarting on "
+                     << restartRanks
+                     << " ranks: " << toString(smaller.takeError()) << "\n";
+        return rc;
+      }
+      restartJob.emplace(std::move(*smaller));
+      current = &*restartJob;
+      attempt.localRanks = restartRanks;
+    }
     attempt.resume = true;
   }
 }

@@ -49,6 +49,12 @@ RunFlags::RunFlags(cl::OptionCategory &train, cl::OptionCategory &io,
            cl::desc("Seed of initialization, data order, dropout")),
       logEvery("log-every", cl::init(10), cl::cat(train),
                cl::desc("Print the loss every N steps")),
+      onNan("on-nan", cl::init("stop"), cl::cat(train),
+            cl::desc("A step whose loss is NaN or infinite on some rank: "
+                     "stop (fail, naming the step); skip (drop that step's "
+                     "update on every rank and go on); rollback (load the "
+                     "newest committed --checkpoint on every rank and go on "
+                     "from there, passing over the batch that diverged)")),
       dataPath("data", cl::cat(io),
                cl::desc("nanoGPT-style token file (.bin)")),
       tokenBytes("token-bytes", cl::init(2), cl::cat(io),
@@ -113,6 +119,13 @@ RunFlags::RunFlags(cl::OptionCategory &train, cl::OptionCategory &io,
                    "group fails, restart every rank up to this many times, "
                    "resuming from the newest committed checkpoint (under "
                    "torchrun, use its --max-restarts with --resume)")),
+      restartRanks(
+          "restart-ranks", cl::init(0), cl::cat(io),
+          cl::desc("With -n N and --max-restarts: restart on this many ranks "
+                   "(fewer than N: as if a node were lost), the step "
+                   "compiled again for them with the plan --plan-for gives "
+                   "that world, else the planner's, and the checkpoint "
+                   "resharded onto it (default: N)")),
       nprocs("n", cl::init(0), cl::cat(parallel),
              cl::desc("Run N local ranks (forks of this process sharing one "
                       "compilation); without it, one rank, or the ranks an "
@@ -140,6 +153,17 @@ Error RunFlags::check() const {
   if (maxRestarts > 0 && checkpointDir.empty())
     return flagError("--max-restarts needs --checkpoint DIR (a restart "
                      "resumes from its newest checkpoint)");
+  if (restartRanks.getNumOccurrences() &&
+      (maxRestarts < 1 || nprocs < 2 || restartRanks < 1 ||
+       restartRanks > nprocs))
+    return badValue("restart-ranks", Twine(restartRanks.getValue()),
+                    "a number of ranks in 1..N with -n N and --max-restarts");
+  if (onNan != "stop" && onNan != "skip" && onNan != "rollback")
+    return badValue("on-nan", onNan.getValue(), "stop, skip or rollback");
+  if (onNan == "rollback" && checkpointEvery < 1)
+    return flagError("--on-nan rollback needs --checkpoint DIR and "
+                     "--checkpoint-every N (it goes back to the newest "
+                     "checkpoint)");
   if (keepCheckpoints < 1)
     return badValue("keep-checkpoints", Twine(keepCheckpoints.getValue()),
                     "a number >= 1");
@@ -379,6 +403,8 @@ RunOptions RunFlags::runOptions() const {
   o.keepCheckpoints = keepCheckpoints;
   o.resume = resume;
   o.maxRestarts = maxRestarts;
+  o.restartRanks = restartRanks ? restartRanks.getValue() : nprocs.getValue();
+  o.onNan = onNan;
   o.evalEvery = evalEvery;
   o.evalBatches = evalSteps;
   o.lossScaling.initScale = lossScaleInit;

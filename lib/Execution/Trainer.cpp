@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringSet.h"
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -220,6 +221,7 @@ Trainer::create(const FunctionSpec &spec, EntryFn entry,
   if (t->lossIndex < 0)
     return makeError("@" + spec.name + " has no output named 'loss'");
   t->scale = options.lossScaling.initScale;
+  t->hasUpdateInput = spec.find(BufferSpec::Role::Input, "update") >= 0;
   return std::move(t);
 }
 
@@ -530,7 +532,8 @@ llvm::Error Trainer::saveParameters(llvm::StringRef path,
     cleave_tensor_writer_abort(w);
     return makeError(cleave_rt_error_message());
   }
-  if (withState && scalesLoss() &&
+  // The scaler's state, also for the skipped steps of --on-nan skip.
+  if (withState && (scalesLoss() || skipped > 0) &&
       (cleave_tensor_writer_add(w, kLossScaleName, CLEAVE_F64, 0, nullptr,
                                 &scale) != 0 ||
        cleave_tensor_writer_add(w, kGoodStepsName, CLEAVE_I64, 0, nullptr,
@@ -567,7 +570,11 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
     if (b.name == "lr")
       *static_cast<float *>(buffer(i)) = options.learningRate;
     else if (b.name == "step")
-      *static_cast<float *>(buffer(i)) = static_cast<float>(step + 1);
+      // Without loss scaling, `step` is AdamW's update count too: the steps
+      // --on-nan skipped are not counted. (The loss scaler's step has its
+      // own `update` input, and its schedule counts every step.)
+      *static_cast<float *>(buffer(i)) = static_cast<float>(
+          (hasUpdateInput || scalesLoss() ? step : step - skipped) + 1);
     else if (b.name == "update")
       *static_cast<float *>(buffer(i)) = static_cast<float>(step - skipped + 1);
     else if (b.name == "loss_scale")
@@ -583,21 +590,30 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
   if (cleave_rt_failed())
     return makeError(llvm::Twine("step ") + llvm::Twine(step + 1) +
                      " failed: " + cleave_rt_error_message());
+  if (options.faultNanStep == step + 1)
+    poisonStep();
   double loss = readLoss(spec.buffers[lossIndex], buffer(lossIndex));
   bool scaling = scalesLoss();
-  if (!std::isfinite(loss) && !scaling)
+  if (!std::isfinite(loss) && !scaling && !options.skipNonFinite)
     return makeError(llvm::Twine("the loss is ") +
                      (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
                      llvm::Twine(step + 1) +
                      "; parameters keep their values from before the step");
   // The outputs become the next step's parameters and state, unless the
-  // loss scaler skips the step.
-  if (scaling) {
+  // loss scaler or --on-nan skip skips the step on every rank.
+  nonFiniteLast = skippedLast = false;
+  if (scaling || options.skipNonFinite) {
     llvm::Expected<bool> overflow = gradientsOverflowed(loss);
     if (!overflow)
       return overflow.takeError();
-    updateScale(*overflow);
+    // The loss scaler's overflows are its own business (skip, back off).
+    nonFiniteLast = *overflow && !scaling;
+    if (scaling)
+      updateScale(*overflow);
+    else if (*overflow)
+      ++skipped;
     if (*overflow) {
+      skippedLast = true;
       stepsRun = index + 1;
       return loss;
     }
@@ -607,6 +623,29 @@ llvm::Expected<double> Trainer::runStep(int64_t index, BatchSource &source) {
       std::swap(buffers[out], buffers[arg]);
   stepsRun = index + 1;
   return loss;
+}
+
+void Trainer::poisonStep() {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  auto poison = [&](const BufferSpec &b, void *p) {
+    if (b.dtype == CLEAVE_F64)
+      *static_cast<double *>(p) = nan;
+    else if (b.dtype == CLEAVE_F32)
+      *static_cast<float *>(p) = float(nan);
+  };
+  poison(spec.buffers[lossIndex], buffer(lossIndex));
+  for (auto [out, arg] : llvm::enumerate(feedsBack))
+    if (arg >= 0 && spec.buffers[arg].role == BufferSpec::Role::Param &&
+        spec.buffers[out].numElements() > 0) {
+      poison(spec.buffers[out], buffer(out));
+      break;
+    }
+}
+
+void Trainer::skipStep() {
+  ++stepsRun;
+  ++skipped;
+  skippedLast = nonFiniteLast = false;
 }
 
 llvm::Expected<bool> Trainer::gradientsOverflowed(double loss) const {
@@ -624,7 +663,7 @@ llvm::Expected<bool> Trainer::gradientsOverflowed(double loss) const {
                          1);
     if (cleave_rt_failed())
       return makeError("rank " + llvm::Twine(options.rank) +
-                       ": the overflow check of the loss scaler failed: " +
+                       ": the check for a non-finite loss failed: " +
                        cleave_rt_error_message());
   }
   return any[0] != 0.0;

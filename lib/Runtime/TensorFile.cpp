@@ -3,8 +3,8 @@
 // Layout: an 8-byte little-endian header length, a JSON header, the data.
 // Reads check every offset and size against the file before touching data
 // (pread, no mmap: a truncated file is an error, never a SIGBUS) and verify
-// the "crc32:<name>" metadata when present. Writes go to a temporary file in
-// the same directory, fsync'd and renamed into place.
+// the "crc32:<name>" or "crc32c:<name>" metadata when present. Writes go to a
+// temporary file in the same directory, fsync'd and renamed into place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -264,15 +264,17 @@ void readTensor(cleave_tensor_file *file, const char *name, void *dst,
                  ") but the destination has ", bytes));
   require(dst || size == 0, "the destination is NULL");
   preadAll(file->fd, file->path, dst, size, file->dataStart + e.begin);
-  auto it = file->metadata.find("crc32:" + e.name);
-  if (it != file->metadata.end()) {
-    std::string actual = crcText(crcOf(dst, size));
+  for (const char *kind : {"crc32", "crc32c"}) {
+    auto it = file->metadata.find(concat(kind, ":", e.name));
+    if (it == file->metadata.end())
+      continue;
+    std::string actual = crcText(std::string(kind) == "crc32c"
+                                     ? cleave_rt_crc32c(0, dst, int64_t(size))
+                                     : crcOf(dst, size));
     require(actual == it->second,
             concat(file->path, ": checksum mismatch for tensor '", e.name,
-                   "': the header says crc32 ", it->second,
-                   " but the data "
-                   "has ",
-                   actual, " (the file is corrupt)"));
+                   "': the header says ", kind, " ", it->second,
+                   " but the data has ", actual, " (the file is corrupt)"));
   }
 }
 
@@ -289,6 +291,9 @@ struct cleave_tensor_writer {
     std::vector<int64_t> shape;
     const void *data;
     uint64_t bytes;
+    /// Given by the caller (add_crc32c), else zlib's crc32 is computed.
+    bool hasCrc32c = false;
+    uint32_t crc32c = 0;
   };
   std::string path;
   std::vector<Item> items;
@@ -346,7 +351,10 @@ std::string buildHeader(cleave_tensor_writer &w) {
   meta["format"] = "cleave";
   uint64_t offset = 0;
   for (const auto &item : w.items) {
-    meta["crc32:" + item.name] = crcText(crcOf(item.data, item.bytes));
+    if (item.hasCrc32c)
+      meta["crc32c:" + item.name] = crcText(item.crc32c);
+    else
+      meta["crc32:" + item.name] = crcText(crcOf(item.data, item.bytes));
     doc[item.name] = {{"dtype", safetensorsName(item.dtype)},
                       {"shape", item.shape},
                       {"data_offsets", {offset, offset + item.bytes}}};
@@ -405,7 +413,17 @@ int removeStaleTemporaries(const std::string &path) {
   return removed;
 }
 
-void finishWriter(cleave_tensor_writer &w) {
+/// The test hook CLEAVE_FAULT_STALL_WRITE: whether the writer of `path`
+/// stalls mid-write.
+bool stallsWriting(const std::string &path) {
+  const char *suffix = std::getenv("CLEAVE_FAULT_STALL_WRITE");
+  size_t n = suffix ? std::strlen(suffix) : 0;
+  return n > 0 && path.size() >= n &&
+         path.compare(path.size() - n, n, suffix) == 0;
+}
+
+/// Writes the file; returns the CRC32C of all of it if `wantCrc` (else 0).
+uint32_t finishWriter(cleave_tensor_writer &w, bool wantCrc) {
   std::string header = buildHeader(w);
   removeStaleTemporaries(w.path);
   static std::atomic<int> counter{0};
@@ -414,22 +432,42 @@ void finishWriter(cleave_tensor_writer &w) {
       concat(w.path, ".tmp.", host, ".", ::getpid(), ".", counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   require(fd >= 0, concat("cannot create ", tmp, ": ", std::strerror(errno)));
+  uint32_t fileCrc = 0;
   try {
     unsigned char length[8];
     for (int i = 0; i < 8; ++i)
       length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
     writeAll(fd, tmp, length, 8);
     writeAll(fd, tmp, header.data(), header.size());
-    for (const auto &item : w.items)
+    fileCrc = cleave_rt_crc32c(cleave_rt_crc32c(0, length, 8), header.data(),
+                               int64_t(header.size()));
+    bool stall = stallsWriting(w.path);
+    for (size_t i = 0; i < w.items.size(); ++i) {
+      const auto &item = w.items[i];
+      if (stall && i == w.items.size() / 2) {
+        std::fprintf(stderr, "CLEAVE_FAULT_STALL_WRITE: stalled writing %s\n",
+                     tmp.c_str());
+        std::fflush(stderr);
+        for (;;)
+          ::pause();
+      }
       writeAll(fd, tmp, item.data, item.bytes);
-    require(::fsync(fd) == 0,
-            concat("fsync ", tmp, ": ", std::strerror(errno)));
-    require(::close(fd) == 0,
-            concat("close ", tmp, ": ", std::strerror(errno)));
+      if (!wantCrc)
+        continue;
+      uint32_t crc = item.hasCrc32c
+                         ? item.crc32c
+                         : cleave_rt_crc32c(0, item.data, int64_t(item.bytes));
+      fileCrc = cleave_rt_crc32c_combine(fileCrc, crc, int64_t(item.bytes));
+    }
+    // The call first: the message's strerror(errno) must see its errno.
+    int synced = ::fsync(fd);
+    require(synced == 0, concat("fsync ", tmp, ": ", std::strerror(errno)));
+    int closed = ::close(fd);
+    require(closed == 0, concat("close ", tmp, ": ", std::strerror(errno)));
     fd = -1;
-    require(::rename(tmp.c_str(), w.path.c_str()) == 0,
-            concat("cannot rename ", tmp, " to ", w.path, ": ",
-                   std::strerror(errno)));
+    int renamed = ::rename(tmp.c_str(), w.path.c_str());
+    require(renamed == 0, concat("cannot rename ", tmp, " to ", w.path, ": ",
+                                 std::strerror(errno)));
   } catch (...) {
     if (fd >= 0)
       ::close(fd);
@@ -444,6 +482,7 @@ void finishWriter(cleave_tensor_writer &w) {
     ::fsync(dirFd); // Makes the rename durable.
     ::close(dirFd);
   }
+  return fileCrc;
 }
 
 } // namespace
@@ -524,7 +563,8 @@ int cleave_tensor_writer_set_metadata(cleave_tensor_writer *writer,
   return guard("tensor_writer_set_metadata", 1, [&] {
     require(writer && key && *key && value, "NULL writer, key or value");
     std::string k = key;
-    require(k != "format" && k.rfind("crc32:", 0) != 0,
+    require(k != "format" && k.rfind("crc32:", 0) != 0 &&
+                k.rfind("crc32c:", 0) != 0,
             concat(writer->path, ": metadata key '", k,
                    "' is reserved for the runtime"));
     writer->metadata[k] = value;
@@ -532,10 +572,29 @@ int cleave_tensor_writer_set_metadata(cleave_tensor_writer *writer,
   });
 }
 
+int cleave_tensor_writer_add_crc32c(cleave_tensor_writer *writer,
+                                    const char *name, int32_t dtype,
+                                    int64_t rank, const int64_t *shape,
+                                    const void *data, uint32_t crc32c) {
+  return guard("tensor_writer_add_crc32c", 1, [&] {
+    addTensor(writer, name, dtype, rank, shape, data);
+    writer->items.back().hasCrc32c = true;
+    writer->items.back().crc32c = crc32c;
+    return 0;
+  });
+}
+
 int cleave_tensor_writer_finish(cleave_tensor_writer *writer) {
+  return cleave_tensor_writer_finish_crc32c(writer, nullptr);
+}
+
+int cleave_tensor_writer_finish_crc32c(cleave_tensor_writer *writer,
+                                       uint32_t *file_crc32c) {
   int rc = guard("tensor_writer_finish", 1, [&] {
     require(writer, "the writer is NULL");
-    finishWriter(*writer);
+    uint32_t crc = finishWriter(*writer, file_crc32c != nullptr);
+    if (file_crc32c)
+      *file_crc32c = crc;
     return 0;
   });
   delete writer;

@@ -15,6 +15,11 @@
 5. Rank 1 is killed (SIGKILL, CLEAVE_FAULT_KILL) at step 7 of a 20-step run
    with checkpoints every 5 and --max-restarts 1: the group restarts from
    step 5 and ends bit-identical to the straight run.
+6. The same with --restart-ranks 2 --plan-for 2:tp=2: the group restarts on
+   2 ranks (the step compiled again for tp=2, the step-5 checkpoint
+   resharded onto it) and equals the straight run within the distributed
+   tests' criterion; from 2 ranks (dp=2) to 1 with no plan given for 1, the
+   planner chooses it.
 Prints one line per check."""
 import argparse
 import os
@@ -115,6 +120,34 @@ def main():
               "bit-identical parameters:",
               open(os.path.join(out, "straight.params"), "rb").read() ==
               open(os.path.join(out, "killed.params"), "rb").read())
+        # The same, restarting on 2 ranks: the step is compiled again with
+        # the plan given for 2 ranks and the checkpoint resharded onto it.
+        text = run(opts.cleave_run, out, "shrunk", 4, "dp=2,tp=2", "--steps",
+                   "20", "--checkpoint", os.path.join(out, "ckpt3"),
+                   "--checkpoint-every", "5", "--max-restarts", "1",
+                   "--restart-ranks", "2", "--plan-for", "2:tp=2",
+                   env={"CLEAVE_FAULT_KILL": "1:7"})
+        a, b = losses(out, "straight")[5:], losses(out, "shrunk")
+        print("restart on 2 ranks:",
+              "restart 1 of 1 from " + os.path.join(out, "ckpt3",
+                                                    "step-00000005") +
+              " on 2 ranks" in text,
+              "plan tp=2:", "for 2 ranks on mesh (tp=2)" in text,
+              "losses equal", len(a) == len(b) and
+              all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)),
+              "parameters equal",
+              params_close(straight, read(out, "shrunk", "params")) <= 1.0)
+        # From 2 ranks to 1 with no plan given for 1: the planner's.
+        text = run(opts.cleave_run, out, "planned", 2, "dp=2", "--steps",
+                   "10", "--checkpoint", os.path.join(out, "ckpt4"),
+                   "--checkpoint-every", "5", "--max-restarts", "1",
+                   "--restart-ranks", "1", env={"CLEAVE_FAULT_KILL": "1:7"})
+        a, b = losses(out, "straight")[5:10], losses(out, "planned")
+        print("restart on 1 rank:", "plan 'auto' (the planner's choice" in text,
+              "from step 5:", "resuming from " +
+              os.path.join(out, "ckpt4", "step-00000005") in text,
+              "losses equal", len(a) == len(b) and
+              all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,16 @@
 // EVERY: cleave-run: error: --checkpoint-every -1: expected a number of steps >= 0
 // RUN: not cleave-run --model tiny-gpt --heartbeat-timeout 0 2>&1 | FileCheck %s --check-prefix=HB
 // HB: cleave-run: error: --heartbeat-timeout 0: expected a number of seconds > 0
+// RUN: not cleave-run --model tiny-gpt --on-nan retry 2>&1 | FileCheck %s --check-prefix=ONNAN
+// ONNAN: cleave-run: error: --on-nan retry: expected stop, skip or rollback
+// RUN: not cleave-run --model tiny-gpt --on-nan rollback 2>&1 | FileCheck %s --check-prefix=ROLLBACK
+// ROLLBACK: cleave-run: error: --on-nan rollback needs --checkpoint DIR and --checkpoint-every N
+// RUN: not cleave-run --model tiny-gpt -n 2 --checkpoint %t/ck --max-restarts 1 --restart-ranks 3 2>&1 | FileCheck %s --check-prefix=SHRINK
+// SHRINK: cleave-run: error: --restart-ranks 3: expected a number of ranks in 1..N with -n N and --max-restarts
+// RUN: not cleave-run --model tiny-gpt -n 2 --plan-for tp=2 2>&1 | FileCheck %s --check-prefix=PLANFOR
+// PLANFOR: cleave-run: error: --plan-for tp=2: expected N:PLAN with N a number of ranks in 1..1024
+// RUN: not cleave-run --model tiny-gpt -n 2 --plan-for 2:tp=2 --plan-for 2:dp=2 2>&1 | FileCheck %s --check-prefix=PLANFOR2
+// PLANFOR2: cleave-run: error: --plan-for 2:dp=2: expected one plan per world size (2 has two)
 
 // Saving over the training data is refused, and the data stays as it was.
 // RUN: %python -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<100H', *([1]*100)))" > %t/tokens.bin

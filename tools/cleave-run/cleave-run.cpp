@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -168,6 +169,15 @@ cl::opt<std::string> planSpec(
              "without --plan, several ranks and no mesh in the program: "
              "dp=<ranks>"));
 
+cl::list<std::string> planFor(
+    "plan-for", cl::cat(parallelCat), cl::value_desc("N:PLAN"),
+    cl::desc("The plan when there are N ranks (repeatable; --plan is the "
+             "plan of every other world size), e.g. --plan dp=2,tp=2 "
+             "--plan-for 2:tp=2: a run under an elastic launcher, or a "
+             "restart on fewer ranks (--restart-ranks), compiles the step "
+             "with it; a restart on a world with neither uses --plan if it "
+             "fits, else the planner's choice (auto)"));
+
 cl::opt<double> bucketMiB(
     "bucket-mb", cl::init(25.0), cl::cat(parallelCat),
     cl::desc("Largest gradient bucket in MiB: data-parallel gradients and "
@@ -282,8 +292,9 @@ Error checkMesh(const ProgramManifest &manifest, int world) {
     return Error::success();
   return createStringError(
       inconvertibleErrorCode(),
-      Twine(planSpec.empty() ? "the program's" : "the plan's") + " mesh (" +
-          mesh->toString() + ") has " + Twine(mesh->numDevices()) +
+      Twine(planSpec.empty() && planFor.empty() ? "the program's"
+                                                : "the plan's") +
+          " mesh (" + mesh->toString() + ") has " + Twine(mesh->numDevices()) +
           " devices but there are " + Twine(world) + " ranks" +
           (flags.nprocs > 0 ? " (-n " + Twine(world) + ")" : Twine("")));
 }
@@ -422,6 +433,105 @@ RankCompileOptions rankCompileOptions(int world) {
   return o;
 }
 
+/// The --plan-for entries by world size; errors name a malformed one.
+Expected<std::map<int, std::string>> plansByWorld() {
+  std::map<int, std::string> plans;
+  for (const std::string &entry : planFor) {
+    StringRef ranks, plan;
+    std::tie(ranks, plan) = StringRef(entry).split(':');
+    int n = 0;
+    if (!StringRef(entry).contains(':') || ranks.getAsInteger(10, n) || n < 1 ||
+        n > 1024)
+      return badValue("plan-for", entry,
+                      "N:PLAN with N a number of ranks in 1..1024");
+    if (!plans.emplace(n, plan.str()).second)
+      return badValue("plan-for", entry,
+                      "one plan per world size (" + Twine(n) + " has two)");
+  }
+  return plans;
+}
+
+/// The plan text of a world of `world` ranks: its --plan-for entry, else
+/// --plan. With `orPlanner`, a --plan that does not fit the world gives
+/// way to the planner's choice ("auto"); `why` says which it is.
+std::string planTextFor(const std::map<int, std::string> &plans, int world,
+                        bool orPlanner, std::string &why) {
+  if (auto it = plans.find(world); it != plans.end()) {
+    why = "--plan-for " + std::to_string(world);
+    return it->second;
+  }
+  why = planSpec.empty() ? "the default" : "--plan";
+  if (!orPlanner || planSpec.empty())
+    return planSpec;
+  Expected<PlanSpec> plan = parsePlan(planSpec, world, "--plan");
+  if (plan && (plan->automatic || plan->named.dp * plan->named.tp *
+                                          plan->named.cp * plan->named.pp ==
+                                      world))
+    return planSpec;
+  if (!plan)
+    consumeError(plan.takeError());
+  why = "the planner's choice: --plan " + planSpec + " does not fit " +
+        std::to_string(world) + " ranks";
+  return "auto";
+}
+
+/// The compile options of a world of `world` ranks under plan `planText`.
+Expected<RankCompileOptions> rankOptionsFor(int world,
+                                            const std::string &planText) {
+  RankCompileOptions o = rankCompileOptions(world);
+  o.bucketBytes = int64_t(bucketMiB * 1024.0 * 1024.0);
+  o.asyncCollectives = asyncCollectives;
+  if (!planText.empty()) {
+    Expected<PlanSpec> plan = parsePlan(planText, world, "--plan");
+    if (!plan)
+      return plan.takeError();
+    o.plan = *plan;
+  }
+  if (Error err = accumulateInPlan(o, world))
+    return std::move(err);
+  return o;
+}
+
+/// Compiles the step of `program` (as loaded, before compileForRanks) for
+/// a restart on `world` ranks, with `like`'s data; `planText` gets its plan.
+Expected<TrainJob> jobForWorld(mlir::ModuleOp program, const TrainJob &like,
+                               const std::map<int, std::string> &plans,
+                               const CompileOptions &compileOptions, int world,
+                               std::string &planText) {
+  std::string why;
+  planText = planTextFor(plans, world, /*orPlanner=*/true, why);
+  outs() << "compiling the step for " << world << " ranks, plan '" << planText
+         << "' (" << why << ")\n";
+  Expected<RankCompileOptions> options = rankOptionsFor(world, planText);
+  if (!options)
+    return options.takeError();
+  mlir::OwningOpRef<mlir::ModuleOp> module = program.clone();
+  if (Error err = compileForRanks(*module, *options))
+    return std::move(err);
+  FailureOr<ProgramManifest> manifest = extractManifest(*module);
+  if (failed(manifest))
+    return createStringError(inconvertibleErrorCode(),
+                             "the program's signature cannot be driven by "
+                             "cleave-run on " +
+                                 Twine(world) + " ranks");
+  TrainJob job;
+  job.manifest = std::move(*manifest);
+  job.source = like.source;
+  job.valSource = like.valSource;
+  if (Error err = checkJob(job))
+    return std::move(err);
+  Expected<CompileCacheOptions> cacheOptions =
+      CompileCacheOptions::fromEnvironment();
+  if (!cacheOptions)
+    return cacheOptions.takeError();
+  cacheOptions->enabled &= !noCompileCache;
+  CompileCache cache(*cacheOptions);
+  if (Error err =
+          compileJob(*module, compileOptions, world, job, outs(), &cache))
+    return std::move(err);
+  return std::move(job);
+}
+
 /// The global batch's tokens: a zoo model's batch x sequence, or a
 /// program's first integer input of rank 2 (token ids [batch, seq]).
 int64_t tokensPerStep(const ProgramManifest &manifest,
@@ -458,14 +568,15 @@ bool firstProcess() {
 /// why there is none).
 RunOptions runOptions(const RankCompileOptions &compiled,
                       const StepPrediction &planned,
-                      const ProgramManifest &manifest) {
+                      const ProgramManifest &manifest,
+                      const std::string &planText) {
   RunOptions o = flags.runOptions();
   o.backend = backendOpt;
-  o.planText = planSpec;
+  o.planText = planText;
   int world = compiled.world;
   o.title = (compiled.model ? compiled.model->name : input.getValue()) + ", " +
             std::to_string(world) + " rank" + (world == 1 ? "" : "s") +
-            (planSpec.empty() ? "" : ", --plan " + planSpec);
+            (planText.empty() ? "" : ", --plan " + planText);
   o.tokensPerStep = tokensPerStep(manifest, compiled.model);
   std::string none;
   if (backendOpt != "cpu")
@@ -497,7 +608,7 @@ RunOptions runOptions(const RankCompileOptions &compiled,
 /// --emit-bundle: the bundle of the program compiled for the ranks.
 int writeBundleOf(mlir::ModuleOp module, const CompileOptions &compileOptions,
                   const RankCompileOptions &rankOptions, int world,
-                  int64_t vocab) {
+                  const std::string &planText, int64_t vocab) {
   if (!aotPath.empty())
     return fail("--emit-bundle compiles the program; it cannot take --aot");
   if (bundleParams && flags.paramsPath.empty())
@@ -514,7 +625,7 @@ int writeBundleOf(mlir::ModuleOp module, const CompileOptions &compileOptions,
   sys::path::append(runner, "cleave-bundle-run");
   o.runner = std::string(runner);
   o.world = world;
-  o.planText = planSpec;
+  o.planText = planText;
   o.model = rankOptions.model;
   o.plan = rankOptions.plan;
   o.step = rankOptions.autodiff;
@@ -563,22 +674,20 @@ int main(int argc, char **argv) {
   // Compiling for CUDA needs no device: only running does.
   CompileOptions compileOptions;
   compileOptions.target = backendOpt == "cuda" ? Target::CUDA : Target::CPU;
-  RankCompileOptions rankOptions = rankCompileOptions(world);
-  StepPrediction planned;
-  rankOptions.plannerPrediction = &planned;
   if (!(bucketMiB >= 0.0) || bucketMiB > 1e6)
     return fail("--bucket-mb=" + std::to_string(bucketMiB.getValue()) +
                 ": must be between 0 and 1e6 (MiB)");
-  rankOptions.bucketBytes = int64_t(bucketMiB * 1024.0 * 1024.0);
-  rankOptions.asyncCollectives = asyncCollectives;
-  if (!planSpec.empty()) {
-    Expected<PlanSpec> plan = parsePlan(planSpec, world, "--plan");
-    if (!plan)
-      return fail(toString(plan.takeError()));
-    rankOptions.plan = *plan;
-  }
-  if (Error err = accumulateInPlan(rankOptions, world))
-    return fail(toString(std::move(err)));
+  Expected<std::map<int, std::string>> plans = plansByWorld();
+  if (!plans)
+    return fail(toString(plans.takeError()));
+  std::string planWhy;
+  std::string planText =
+      planTextFor(*plans, world, /*orPlanner=*/false, planWhy);
+  Expected<RankCompileOptions> rankOptions = rankOptionsFor(world, planText);
+  if (!rankOptions)
+    return fail(toString(rankOptions.takeError()));
+  StepPrediction planned;
+  rankOptions->plannerPrediction = &planned;
 
   // Data: per-step tensors, a token file, or the embedded corpus.
   auto data = TrainingData::open(flags.dataOptions(cleaveCorpusText()));
@@ -598,21 +707,29 @@ int main(int argc, char **argv) {
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   std::string error;
   auto module = loadProgram(context, sourceMgr, textVocab, vocab,
-                            rankOptions.model, error);
+                            rankOptions->model, error);
   if (!module)
     return fail(error);
   if (Error err = checkStepOptions(*module))
     return fail(toString(std::move(err)));
-  if (!rankOptions.model && (*data)->hasTokens() && vocab < 0)
+  if (!rankOptions->model && (*data)->hasTokens() && vocab < 0)
     return fail("token data needs --vocab for a program read from a file");
   Expected<std::unique_ptr<TrainingData>> valData = flags.openValidation(vocab);
   if (!valData)
     return fail(toString(valData.takeError()));
+  // A restart on fewer ranks compiles the program again, from this copy.
+  mlir::OwningOpRef<mlir::ModuleOp> program;
+  bool shrinks = flags.maxRestarts > 0 &&
+                 flags.restartRanks.getNumOccurrences() &&
+                 flags.restartRanks != world;
+  if (shrinks && aotPath.empty())
+    program = module->clone();
   if (aotPath.empty())
-    if (Error err = compileForRanks(*module, rankOptions))
+    if (Error err = compileForRanks(*module, *rankOptions))
       return fail(toString(std::move(err)));
   if (!emitBundle.empty())
-    return writeBundleOf(*module, compileOptions, rankOptions, world, vocab);
+    return writeBundleOf(*module, compileOptions, *rankOptions, world, planText,
+                         vocab);
   if (!emitObject.empty()) {
     if (Error err = compileToObject(*module, emitObject, compileOptions))
       return fail(toString(std::move(err)));
@@ -647,5 +764,11 @@ int main(int argc, char **argv) {
             compileJob(*module, compileOptions, world, *job, outs(), &cache))
       return fail(toString(std::move(err)));
   }
-  return runTrainJob(*job, runOptions(rankOptions, planned, job->manifest));
+  RunOptions options =
+      runOptions(*rankOptions, planned, job->manifest, planText);
+  if (program)
+    options.jobForWorld = [&](int ranks, std::string &text) {
+      return jobForWorld(*program, *job, *plans, compileOptions, ranks, text);
+    };
+  return runTrainJob(*job, options);
 }

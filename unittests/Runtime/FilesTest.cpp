@@ -193,6 +193,75 @@ TEST(TensorFileTest, CorruptionIsDetected) {
       << e;
 }
 
+TEST(Crc32cTest, KnownValuesCopyAndCombine) {
+  // The check value of CRC-32C (RFC 3720) and an empty input.
+  const char *digits = "123456789";
+  EXPECT_EQ(cleave_rt_crc32c(0, digits, 9), 0xE3069283u);
+  EXPECT_EQ(cleave_rt_crc32c(0, digits, 0), 0u);
+  // Uneven lengths and alignments: continued, copied and combined pieces
+  // agree with the whole.
+  std::vector<unsigned char> data(300001);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+  uint32_t whole = cleave_rt_crc32c(0, data.data(), int64_t(data.size()));
+  for (int64_t cut : {int64_t(1), int64_t(7), int64_t(131073)}) {
+    const unsigned char *p = data.data() + 3;
+    int64_t n = int64_t(data.size()) - 3;
+    uint32_t a = cleave_rt_crc32c(0, p, cut);
+    uint32_t b = cleave_rt_crc32c(0, p + cut, n - cut);
+    EXPECT_EQ(cleave_rt_crc32c(a, p + cut, n - cut), cleave_rt_crc32c(0, p, n));
+    EXPECT_EQ(cleave_rt_crc32c_combine(a, b, n - cut),
+              cleave_rt_crc32c(0, p, n));
+  }
+  std::vector<unsigned char> copy(data.size());
+  EXPECT_EQ(
+      cleave_rt_copy_crc32c(copy.data(), data.data(), int64_t(data.size()), 0),
+      whole);
+  EXPECT_EQ(copy, data);
+}
+
+TEST(TensorFileTest, GivenCrc32cIsStoredCheckedAndCombined) {
+  TempDir dir;
+  std::string path = dir.file("shard.ckpt");
+  float w[6] = {1, 2, 3, 4, 5, 6};
+  int64_t step = 42, shape[] = {2, 3};
+  cleave_tensor_writer *writer = cleave_tensor_writer_create(path.c_str());
+  ASSERT_TRUE(writer);
+  ASSERT_EQ(cleave_tensor_writer_add_crc32c(writer, "w", CLEAVE_F32, 2, shape,
+                                            w, cleave_rt_crc32c(0, w, 24)),
+            0);
+  ASSERT_EQ(cleave_tensor_writer_add_crc32c(writer, "step", CLEAVE_I64, 0,
+                                            nullptr, &step,
+                                            cleave_rt_crc32c(0, &step, 8)),
+            0);
+  uint32_t fileCrc = 0;
+  ASSERT_EQ(cleave_tensor_writer_finish_crc32c(writer, &fileCrc), 0)
+      << lastError();
+  std::string good = readAll(path);
+  EXPECT_EQ(fileCrc, cleave_rt_crc32c(0, good.data(), int64_t(good.size())));
+  cleave_tensor_file *f = cleave_tensor_file_open(path.c_str());
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(cleave_tensor_file_metadata(f, "crc32:w"));
+  ASSERT_TRUE(cleave_tensor_file_metadata(f, "crc32c:w"));
+  float back[6];
+  EXPECT_EQ(cleave_tensor_file_read(f, "w", back, 24), 0) << lastError();
+  cleave_tensor_file_close(f);
+  // A wrong CRC given is caught on read, naming the tensor.
+  writer = cleave_tensor_writer_create(path.c_str());
+  ASSERT_EQ(cleave_tensor_writer_add_crc32c(writer, "w", CLEAVE_F32, 2, shape,
+                                            w, 1234),
+            0);
+  ASSERT_EQ(cleave_tensor_writer_finish(writer), 0);
+  f = cleave_tensor_file_open(path.c_str());
+  ASSERT_TRUE(f);
+  EXPECT_NE(cleave_tensor_file_read(f, "w", back, 24), 0);
+  std::string e = lastError();
+  EXPECT_TRUE(has(e, "checksum mismatch for tensor 'w'") &&
+              has(e, "crc32c 000004d2"))
+      << e;
+  cleave_tensor_file_close(f);
+}
+
 TEST(TensorFileTest, WriterRejectsBadInput) {
   TempDir dir;
   cleave_tensor_writer *w = cleave_tensor_writer_create(dir.file("x").c_str());
@@ -204,6 +273,7 @@ TEST(TensorFileTest, WriterRejectsBadInput) {
   EXPECT_NE(cleave_tensor_writer_add(w, "b", 9, 1, shape, data), 0);
   EXPECT_TRUE(has(lastError(), "unknown dtype code 9"));
   EXPECT_NE(cleave_tensor_writer_set_metadata(w, "crc32:a", "0"), 0);
+  EXPECT_NE(cleave_tensor_writer_set_metadata(w, "crc32c:a", "0"), 0);
   EXPECT_TRUE(has(lastError(), "reserved"));
   cleave_tensor_writer_abort(w);
   // A directory that does not exist: the error names the path.

@@ -26,6 +26,7 @@
 
 #include "cleave/Execution/Trainer.h"
 #include "llvm/Support/Error.h"
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,9 +39,26 @@ std::string checkpointStepDir(llvm::StringRef dir, int64_t step);
 /// The newest committed checkpoint in `dir` (its step folder), if any.
 std::optional<std::string> latestCheckpoint(llvm::StringRef dir);
 
-/// Removes step folders of `dir` that were never committed (a run killed
-/// mid-write), except `keepStep`'s; returns how many.
-int removeUncommittedCheckpoints(llvm::StringRef dir, int64_t keepStep = -1);
+/// The committed checkpoints of `dir`, newest first.
+std::vector<std::string> committedCheckpoints(llvm::StringRef dir);
+
+/// Loads the newest committed checkpoint of `dir` that every rank can load.
+/// Every rank calls it; one all-reduce per checkpoint tried makes them
+/// agree. A checkpoint that fails on some rank (a corrupted or missing
+/// shard: the error names the file and the checkpoint) is reported on that
+/// rank's stderr and the one before it is tried. Returns the step folder
+/// loaded, std::nullopt when `dir` has no committed checkpoint, or an error
+/// (the newest one's) when none loads.
+llvm::Expected<std::optional<std::string>>
+loadNewestCheckpoint(Trainer &trainer, llvm::StringRef dir, int rank);
+
+/// Removes the step folders of `dir` below step `belowStep` that were never
+/// committed (a run killed mid-write); returns how many. At start every
+/// such folder goes; a commit removes only older ones (a rank that is
+/// ahead may be writing a newer step).
+int removeUncommittedCheckpoints(
+    llvm::StringRef dir,
+    int64_t belowStep = std::numeric_limits<int64_t>::max());
 
 class CheckpointWriter {
 public:
@@ -64,7 +82,11 @@ public:
   double writeSeconds() const { return writeSeconds_; }
 
 private:
+  /// The background thread: writes the shard (a failure is left in
+  /// shard-R.error for rank 0's commit to see), then rank 0 commits.
   void write(std::vector<Trainer::ShardTensor> shard, int64_t step);
+  llvm::Error writeShard(const std::vector<Trainer::ShardTensor> &shard,
+                         int64_t step);
   llvm::Error commit(int64_t step);
 
   std::string dir_, plan_;

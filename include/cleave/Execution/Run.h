@@ -18,6 +18,7 @@
 #include "cleave/Execution/Trainer.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,6 +132,17 @@ struct RunOptions {
   /// Local ranks (`localRanks` > 1): when the group fails, restart it up to
   /// this many times, resuming from the newest checkpoint.
   int maxRestarts = 0;
+  /// The ranks of a restart (`localRanks` unless fewer are asked for); a
+  /// world other than `localRanks` needs `jobForWorld`.
+  int restartRanks = 0;
+  /// The step compiled for another world size (a restart on fewer ranks),
+  /// with the plan text for the checkpoints; empty where the step cannot be
+  /// compiled again (a bundle).
+  std::function<llvm::Expected<TrainJob>(int world, std::string &planText)>
+      jobForWorld;
+  /// A step whose loss is not finite: "stop", "skip" or "rollback"
+  /// (--on-nan).
+  std::string onNan = "stop";
   /// The plan, as the user named it (recorded in checkpoints).
   std::string planText;
   /// With a validation source: evaluate after every step whose number is a

@@ -43,6 +43,7 @@ public:
   llvm::cl::opt<double> lossScaleBackoff;
   llvm::cl::opt<uint64_t> seed;
   llvm::cl::opt<int64_t> logEvery;
+  llvm::cl::opt<std::string> onNan;
   // Data and files.
   llvm::cl::opt<std::string> dataPath;
   llvm::cl::opt<int> tokenBytes;
@@ -62,6 +63,7 @@ public:
   llvm::cl::opt<int> keepCheckpoints;
   llvm::cl::opt<bool> resume;
   llvm::cl::opt<int> maxRestarts;
+  llvm::cl::opt<int> restartRanks;
   // Parallelism.
   llvm::cl::opt<int> nprocs;
   llvm::cl::opt<double> heartbeatTimeout;

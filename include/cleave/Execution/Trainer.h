@@ -14,6 +14,7 @@
 #include "cleave/Runtime/Runtime.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
@@ -66,6 +67,17 @@ struct TrainerOptions {
   /// each parameter lives on one stage, where saving gathers it from.
   std::vector<FunctionSpec> stages;
   int64_t pipelineAxis = -1;
+  /// What a step whose loss is NaN or infinite does (cleave-run --on-nan):
+  /// false: runStep fails (stop); true: the step keeps the parameters and
+  /// optimizer state on every rank (one all-reduce per step agrees on it)
+  /// and counts as skipped, as the loss scaler's skip. Steps with loss
+  /// scaling always skip (the scaler's rule).
+  bool skipNonFinite = false;
+  /// Test hook (CLEAVE_FAULT_NAN): when the step counter reaches this step
+  /// (1-based; 0: never) the loss and the first updated parameter of this
+  /// rank's step are replaced by NaN before the step is judged, as a
+  /// diverged batch would leave them.
+  int64_t faultNanStep = 0;
 };
 
 /// Declares `manifest`'s mesh and communicator groups to the runtime
@@ -111,7 +123,16 @@ public:
     std::string key; ///< "param:<name>" or "state:<name>".
     int32_t dtype = 0;
     std::vector<int64_t> globalShape, offsets, sizes;
-    std::vector<char> data;
+    /// The copy (not zero-filled first: one pass over memory).
+    std::unique_ptr<char[]> data;
+    int64_t bytes = 0;
+    /// CRC32C of the data, computed while copying it.
+    uint32_t crc32c = 0;
+    void copy(const void *from, int64_t n) {
+      data.reset(new char[std::max<int64_t>(n, 1)]);
+      bytes = n;
+      crc32c = cleave_rt_copy_crc32c(data.get(), from, n, 0);
+    }
   };
   std::vector<ShardTensor> checkpointShard() const;
   /// Loads every parameter and state block of this rank from the committed
@@ -143,9 +164,19 @@ public:
   bool lastStepSkipped() const { return skippedLast; }
   /// Steps skipped so far, loaded ones included.
   int64_t skippedSteps() const { return skipped; }
+  /// Whether the last step's loss was NaN or infinite on some rank (under
+  /// skipNonFinite or loss scaling; the step was then skipped).
+  bool lastStepNonFinite() const { return nonFiniteLast; }
+  /// Counts the next step as run and skipped without running it (its batch
+  /// is not read): --on-nan rollback passes over the batch that diverged.
+  void skipStep();
 
-  /// The optimizer updates done: loaded, plus the steps run since.
+  /// The optimizer steps done (updates and skipped steps): loaded, plus the
+  /// steps run since. It fixes the next batch and dropout seed.
   int64_t stepCounter() const { return firstStep + stepsRun; }
+  /// The step counter as loaded (by initParameters, loadParameters or
+  /// loadCheckpoint); runStep's `step` counts from it.
+  int64_t loadedStep() const { return firstStep; }
   /// The name of the step counter in a file saved with the state.
   static constexpr const char *kStepCounterName = "cleave.step";
   /// The loss scaler's state in a file saved with the state: the scale
@@ -188,8 +219,12 @@ private:
   llvm::Error loadScalerState(cleave_tensor_file *file,
                               llvm::StringSet<> &known);
   /// Whether any rank's loss or gradient norm of the step just run is
-  /// infinite or NaN (one all-reduce over the world).
+  /// infinite or NaN (one all-reduce over the world, so that every rank
+  /// decides alike).
   llvm::Expected<bool> gradientsOverflowed(double loss) const;
+  /// The test hook faultNanStep: NaN into this step's loss and first
+  /// updated parameter.
+  void poisonStep();
   /// Moves the scale by GradScaler's rule after a step that overflowed
   /// (then skipped) or not.
   void updateScale(bool overflow);
@@ -208,10 +243,13 @@ private:
   int64_t lossIndex = -1;
   /// The output `grad_norm_sq` of a loss-scaling step (-1: none).
   int64_t normIndex = -1;
+  /// Whether the step has an `update` input (AdamW's update count apart
+  /// from the step counter, under loss scaling).
+  bool hasUpdateInput = false;
   /// The loss scaler: the scale, good steps in a row, skipped steps.
   double scale = 1.0;
   int64_t goodSteps = 0, skipped = 0;
-  bool skippedLast = false;
+  bool skippedLast = false, nonFiniteLast = false;
   /// The evaluation step's inputs and outputs (its parameters are this
   /// step's), allocated on the first evaluate().
   std::vector<void *> evalBuffers;

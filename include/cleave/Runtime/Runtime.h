@@ -252,10 +252,22 @@ double cleave_rt_now(void);
 /* The safetensors layout: an 8-byte little-endian header length, a JSON      */
 /* header {"__metadata__": {...strings...}, "name": {"dtype": "F32",          */
 /* "shape": [..], "data_offsets": [begin, end]}, ...}, then the data.         */
-/* Cleave adds metadata "format" = "cleave", and "crc32:<name>" per tensor,   */
-/* checked on read. Writes go to a temporary file renamed into place, so a    */
-/* crash never leaves a half-written file under the final name.               */
+/* Cleave adds metadata "format" = "cleave", and "crc32:<name>" (zlib) or     */
+/* "crc32c:<name>" (given by the caller) per tensor, checked on read. Writes  */
+/* go to a temporary file renamed into place, so a crash never leaves a       */
+/* half-written file under the final name.                                    */
 /*===----------------------------------------------------------------------===*/
+
+/** CRC32C (Castagnoli; SSE4.2 where the CPU has it) of `bytes` bytes at
+ *  `data`, continuing `crc` (0 to start). */
+uint32_t cleave_rt_crc32c(uint32_t crc, const void *data, int64_t bytes);
+/** Copies `bytes` bytes from `src` to `dst` and returns their CRC32C,
+ *  continuing `crc`, computed in the same pass. */
+uint32_t cleave_rt_copy_crc32c(void *dst, const void *src, int64_t bytes,
+                               uint32_t crc);
+/** The CRC32C of A then B from the CRC32C of A, that of B and B's length. */
+uint32_t cleave_rt_crc32c_combine(uint32_t crc_a, uint32_t crc_b,
+                                  int64_t bytes_b);
 
 typedef struct cleave_tensor_file cleave_tensor_file;
 typedef struct cleave_tensor_writer cleave_tensor_writer;
@@ -283,10 +295,24 @@ cleave_tensor_writer *cleave_tensor_writer_create(const char *path);
 int cleave_tensor_writer_add(cleave_tensor_writer *writer, const char *name,
                              int32_t dtype, int64_t rank, const int64_t *shape,
                              const void *data);
+/** Records a tensor whose CRC32C the caller computed (e.g. while copying
+ *  it, cleave_rt_copy_crc32c): stored as "crc32c:<name>", not computed
+ *  again. */
+int cleave_tensor_writer_add_crc32c(cleave_tensor_writer *writer,
+                                    const char *name, int32_t dtype,
+                                    int64_t rank, const int64_t *shape,
+                                    const void *data, uint32_t crc32c);
 int cleave_tensor_writer_set_metadata(cleave_tensor_writer *writer,
                                       const char *key, const char *value);
 /** Writes atomically and frees the writer. Returns 0 on success. */
 int cleave_tensor_writer_finish(cleave_tensor_writer *writer);
+/** The same, and `*file_crc32c` receives the CRC32C of the whole file
+ *  (header and data; combined from the tensors' CRCs, so with
+ *  cleave_tensor_writer_add_crc32c no data is read again). Test hook:
+ *  CLEAVE_FAULT_STALL_WRITE=SUFFIX stalls the writer of a path ending in
+ *  SUFFIX, after the header and half of the tensors, until it is killed. */
+int cleave_tensor_writer_finish_crc32c(cleave_tensor_writer *writer,
+                                       uint32_t *file_crc32c);
 /** Removes the temporary files that writers of `path` on this host left
  *  when they died mid-write (`<path>.tmp.<host>.<pid>.<n>`, and the older
  *  `<path>.tmp.<pid>.<n>`, whose process no longer runs). Writers do it
