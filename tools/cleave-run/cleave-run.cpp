@@ -183,6 +183,14 @@ cl::opt<bool> asyncCollectives(
              "blocks. CLEAVE_ASYNC=0 keeps the schedule but runs each start "
              "at once, without the progress thread"));
 
+cl::opt<bool> predict(
+    "predict", cl::init(false), cl::cat(parallelCat),
+    cl::desc("Also print what the cost model predicts for the plan (step "
+             "time, peak memory per rank), priced from the program's ops on "
+             "cluster local-cpu as the planner prices its candidates "
+             "(measured when CLEAVE_LOCAL_CPU_SPEC names a spec; "
+             "docs/planner.md)"));
+
 int fail(const Twine &message) {
   outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
@@ -503,6 +511,11 @@ int main(int argc, char **argv) {
                 ": must be between 0 and 1e6 (MiB)");
   rankOptions.bucketBytes = int64_t(bucketMiB * 1024.0 * 1024.0);
   rankOptions.asyncCollectives = asyncCollectives;
+  rankOptions.predict = predict;
+  // Resharding is ranked on the links the ranks use: this machine's
+  // processes on the CPU; a GPU run keeps the pass's default cluster.
+  if (backendOpt == "cuda")
+    rankOptions.partitionCluster.clear();
   if (!planSpec.empty()) {
     Expected<PlanSpec> plan = parsePlan(planSpec, world, "--plan");
     if (!plan)
