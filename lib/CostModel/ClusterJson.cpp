@@ -236,6 +236,9 @@ void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
                      r.childPath("gemm") + "[" + std::to_string(i) + "]", true,
                      err);
       g.onlyKeys({"m", "n", "k", "gflops"});
+      for (const char *key : {"m", "n", "k", "gflops"})
+        if ((*gemms)[i].is_object() && !(*gemms)[i].contains(key))
+          g.fail(key, "missing");
       MeasuredGemm m;
       g.number("m", m.m, 1, Check::Positive);
       g.number("n", m.n, 1, Check::Positive);
@@ -252,6 +255,9 @@ void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
         r.childPath("collectives") + "[" + std::to_string(i) + "]";
     ObjectReader o((*collectives)[i], path, true, err);
     o.onlyKeys({"op", "group_size", "points"});
+    for (const char *key : {"op", "group_size"})
+      if ((*collectives)[i].is_object() && !(*collectives)[i].contains(key))
+        o.fail(key, "missing");
     MeasuredCollective m;
     o.string("op", m.op);
     o.integer("group_size", m.groupSize, Check::Positive);

@@ -224,6 +224,8 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
         std::min(c.dpBucketParams, params * (1 - 1 / shard)) * gradBytes;
   }
   mem.reserved = cl.gpu.runtimeReservedBytes.value_or(c.runtimeReservedBytes);
+  if (!p.inPlaceUpdate)
+    mem.stateUpdate = mem.parameters + mem.optimizerStates;
   return mem;
 }
 

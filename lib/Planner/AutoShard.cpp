@@ -176,6 +176,8 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   // reduces after the backward pass.
   so.implementation.overlapGradReduce = !pc.host;
   so.implementation.overlapParamGather = !pc.host;
+  // Cleave's step returns the new parameters and optimizer state.
+  so.implementation.inPlaceUpdate = !pc.host;
   return so;
 }
 
@@ -382,6 +384,7 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   plan.overlapTpComm = impl.overlapTpComm;
   plan.scatterGatherP2p = impl.scatterGatherP2p;
   plan.clipGradients = impl.clipGradients;
+  plan.inPlaceUpdate = impl.inPlaceUpdate;
   plan.dtype = p->dtype;
   const cost::ClusterSpec &cl = p->cluster.spec;
   if (std::string bad = cost::validatePlan(plan, m, cl); !bad.empty())

@@ -62,8 +62,11 @@ bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType());
 }
 
-/// The weight factor of an op whose activations are whole: the largest
-/// factor only weights carry, that tp divides and that may be split.
+/// The weight factor of an op whose activations are whole: a factor only
+/// weights carry, that tp divides and that may be split; one the op reduces
+/// over first (an embedding's vocabulary, as Megatron's vocabulary-parallel
+/// embedding splits it, also where the vocabulary is narrower than the
+/// hidden size), else the largest.
 int weightFactor(const ForwardView &v, size_t i,
                  const llvm::DenseMap<Value, TpState> &state, int tp) {
   Operation *op = v.ops[i];
@@ -87,7 +90,11 @@ int weightFactor(const ForwardView &v, size_t i,
           rule.getFactorKind(f) == FactorKind::NeedReplication ||
           rule.getFactorSize(f) < tp)
         continue;
-      if (best < 0 || rule.getFactorSize(f) > rule.getFactorSize(best))
+      auto rank = [&](int g) {
+        return std::make_pair(rule.getFactorKind(g) == FactorKind::Reduction,
+                              rule.getFactorSize(g));
+      };
+      if (best < 0 || rank(f) > rank(best))
         best = f;
     }
   }

@@ -95,6 +95,12 @@ struct ParallelPlan {
   /// LLM runs clip (Megatron-LM's default clip-grad is 1.0); cleave-run
   /// --plan auto sets it from --grad-clip.
   bool clipGradients = true;
+  /// The optimizer updates the parameters and its state in place (Megatron,
+  /// DeepSpeed). False: the step returns the new parameters and optimizer
+  /// state while its arguments still hold the old ones, and both are live
+  /// at the step's peak (Cleave's compiled step, as cleave-run runs it;
+  /// the planner sets it for this machine's processes).
+  bool inPlaceUpdate = true;
 
   /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
   /// each >= 1, summing to the model's layers); empty: an even split with
