@@ -8,12 +8,15 @@
 //   - GEMM rate per rank by shape (f32, the runtime's cleave_rt_gemm, i.e.
 //     OpenBLAS with one thread per rank as cleave-run sets it);
 //   - streaming memory bandwidth per rank (a STREAM-style triad);
-//   - the runtime's all-reduce, all-gather and point-to-point (ping-pong
-//     between ranks 0 and 1) from 1 KB to 16 MB, fitted to
-//     t = latency + bytes / bandwidth (relative least squares) with the
-//     bytes that the ring algorithm moves per rank.
+//   - the runtime's all-reduce, all-gather and reduce-scatter on groups of
+//     every size that divides N (2, 4, ..., N consecutive ranks; all the
+//     groups at once, as a mesh axis's groups run in a step), and
+//     point-to-point (ping-pong within every pair at once), from 1 KB to
+//     16 MB; each also fitted to t = latency + bytes / bandwidth (relative
+//     least squares) with the bytes that the ring algorithm moves per rank.
 // Prints a table and writes DIR/local-cpu-measured.json (every measured
-// point and fit) and DIR/local-cpu-N.json, a cluster file for each N that
+// point and fit) and DIR/local-cpu-N.json, a cluster file for each N (with
+// the measured GEMM rates and collective times as tables, "measured") that
 // `--cluster` of cleave-plan, cleave-estimate and cleave-auto-shard reads,
 // and that `cleave-run --plan auto` uses when CLEAVE_LOCAL_CPU_SPEC names
 // DIR (docs/planner.md). Prints numbers; it is not a test.
@@ -54,11 +57,14 @@ struct GemmShape {
 };
 
 /// Square GEMMs, and the shapes of small transformer layers (tokens x
-/// hidden x hidden, tokens x 4 hidden x hidden, attention scores).
+/// hidden x hidden, tokens x 4 hidden x hidden, attention scores and their
+/// product with V, weight gradients hidden x hidden x tokens).
 const GemmShape kGemmShapes[] = {
     {64, 64, 64},       {128, 128, 128},   {256, 256, 256},   {512, 512, 512},
     {1024, 1024, 1024}, {256, 64, 64},     {256, 256, 64},    {256, 64, 256},
     {1024, 256, 256},   {1024, 1024, 256}, {1024, 256, 1024}, {128, 128, 32},
+    {128, 32, 128},     {256, 128, 128},   {512, 128, 128},   {1024, 128, 128},
+    {1024, 512, 128},   {1024, 128, 512},  {128, 128, 1024},  {128, 512, 1024},
 };
 
 const int64_t kMessageBytes[] = {1 << 10,   4 << 10, 16 << 10, 64 << 10,
@@ -171,47 +177,56 @@ std::pair<double, double> fitLatencyBandwidth(const std::vector<double> &x,
   return {alpha, 1.0 / invBeta};
 }
 
-json measureCollective(const Config &cfg, const std::string &op) {
-  int world = cleave_rt_world_size(), rank = cleave_rt_rank();
+/// Times `op` ("all_reduce", "all_gather", "reduce_scatter" or "p2p") on
+/// `group` (`size` members; every group of the mesh runs it at once) for
+/// each message size; returns the points and the alpha-beta fit.
+json measureCollective(const Config &cfg, const std::string &op, int64_t group,
+                       int size) {
+  int rank = int(cleave_rt_group_rank(group));
   json points = json::array();
   std::vector<double> xs, ts;
   for (int64_t bytes : kMessageBytes) {
-    int64_t count = bytes / 4;
-    std::vector<float> in(count, 1.0f),
-        out(op == "all_gather" ? count * world : count);
+    // `bytes` is the full buffer: the all-reduce's, the all-gather's
+    // result, the reduce-scatter's input, the p2p message.
+    int64_t count = bytes / 4, block = std::max<int64_t>(1, count / size);
+    std::vector<float> in(count, 1.0f), out(count, 0.0f);
     double sec = 0, moved = 0;
     if (op == "all_reduce") {
       sec = timeCalls(
           [&] {
-            cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM,
-                                 in.data(), out.data(), count);
-          },
-          cfg.minSeconds());
-      moved = 2.0 * (world - 1) / world * bytes;
-    } else if (op == "all_gather") {
-      // `bytes` is the gathered result; each rank contributes 1 / world.
-      count = std::max<int64_t>(1, count / world);
-      sec = timeCalls(
-          [&] {
-            cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32, in.data(),
+            cleave_rt_all_reduce(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
                                  out.data(), count);
           },
           cfg.minSeconds());
-      moved = double(world - 1) * count * 4;
+      moved = 2.0 * (size - 1) / size * bytes;
+    } else if (op == "all_gather") {
+      sec = timeCalls(
+          [&] {
+            cleave_rt_all_gather(group, CLEAVE_F32, in.data(), out.data(),
+                                 block);
+          },
+          cfg.minSeconds());
+      moved = double(size - 1) * block * 4;
+    } else if (op == "reduce_scatter") {
+      sec = timeCalls(
+          [&] {
+            cleave_rt_reduce_scatter(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
+                                     out.data(), block);
+          },
+          cfg.minSeconds());
+      moved = double(size - 1) * block * 4;
     } else {
-      // Ping-pong between ranks 0 and 1: one-way time is half a round trip.
+      // Ping-pong between group ranks 0 and 1 of every pair: one-way time
+      // is half a round trip.
+      int64_t peer = 1 - rank;
       sec = timeCalls(
                 [&] {
                   if (rank == 0) {
-                    cleave_rt_send(CLEAVE_WORLD_GROUP, 1, CLEAVE_F32, in.data(),
-                                   count);
-                    cleave_rt_recv(CLEAVE_WORLD_GROUP, 1, CLEAVE_F32,
-                                   out.data(), count);
-                  } else if (rank == 1) {
-                    cleave_rt_recv(CLEAVE_WORLD_GROUP, 0, CLEAVE_F32,
-                                   out.data(), count);
-                    cleave_rt_send(CLEAVE_WORLD_GROUP, 0, CLEAVE_F32, in.data(),
-                                   count);
+                    cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
+                    cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
+                  } else {
+                    cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
+                    cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
                   }
                 },
                 cfg.minSeconds()) /
@@ -219,26 +234,51 @@ json measureCollective(const Config &cfg, const std::string &op) {
       moved = double(bytes);
     }
     if (cleave_rt_failed()) {
-      std::fprintf(stderr, "[rank %d] %s: %s\n", rank, op.c_str(),
+      std::fprintf(stderr, "[rank %d] %s: %s\n", cleave_rt_rank(), op.c_str(),
                    cleave_rt_error_message());
       std::exit(1);
     }
-    // The slowest rank bounds a collective.
+    // The slowest rank bounds a collective (for p2p: the slowest pair's
+    // sender).
     std::vector<double> all = gatherAll(sec);
     double worst = *std::max_element(all.begin(), all.end());
-    if (op == "p2p")
-      worst = all[0];
     xs.push_back(moved);
     ts.push_back(worst);
     points.push_back({{"bytes", bytes}, {"us", worst * 1e6}});
   }
   auto [alpha, beta] = fitLatencyBandwidth(xs, ts);
-  return {{"points", points},
+  return {{"group_size", size},
+          {"points", points},
           {"latency_us", alpha * 1e6},
           {"gb_per_s", beta / 1e9},
-          {"bytes_model", op == "all_reduce"   ? "2 (n-1)/n x bytes"
-                          : op == "all_gather" ? "(n-1)/n x bytes"
-                                               : "bytes"}};
+          {"bytes_model", op == "all_reduce" ? "2 (n-1)/n x bytes"
+                          : op == "p2p"      ? "bytes"
+                                             : "(n-1)/n x bytes"}};
+}
+
+/// Every collective on groups of each size that divides the world (2, 4,
+/// ..., all ranks): the groups of consecutive ranks of a mesh
+/// [world / size, size], all running at once as a mesh axis's groups do.
+/// Point to point on pairs.
+json measureCollectives(const Config &cfg) {
+  int world = cleave_rt_world_size();
+  json r = json::object();
+  for (int size = 2; size <= world; ++size) {
+    if (world % size)
+      continue;
+    int64_t shape[2] = {world / size, size}, axis = 1;
+    if (cleave_rt_define_mesh(2, shape, nullptr) ||
+        cleave_rt_define_group(size, 1, &axis)) {
+      std::fprintf(stderr, "[rank %d] groups of %d: %s\n", cleave_rt_rank(),
+                   size, cleave_rt_error_message());
+      std::exit(1);
+    }
+    for (const char *op : {"all_reduce", "all_gather", "reduce_scatter"})
+      r[op].push_back(measureCollective(cfg, op, size, size));
+    if (size == 2)
+      r["p2p"].push_back(measureCollective(cfg, "p2p", size, size));
+  }
+  return r;
 }
 
 int runRank(void *arg) {
@@ -254,8 +294,7 @@ int runRank(void *arg) {
   r["gemm"] = measureGemm(cfg);
   r["memory"] = measureMemory(cfg);
   if (world > 1)
-    for (const char *op : {"all_reduce", "all_gather", "p2p"})
-      r["collectives"][op] = measureCollective(cfg, op);
+    r["collectives"] = measureCollectives(cfg);
   int rank = cleave_rt_rank();
   cleave_rt_finalize();
   if (rank == 0) {
@@ -268,11 +307,35 @@ int runRank(void *arg) {
   return 0;
 }
 
-/// The cluster file for `n` ranks from its measurement. GEMM rate: the
-/// median over the measured shapes at or above 256 in every dimension (the
-/// shapes a step's linear layers have); the cost model's efficiency curve
-/// is then 1 on them. Collectives: the all-reduce fit, as latency per ring
-/// step (the cost model's unit) and bus bandwidth.
+/// `t` made non-decreasing (a larger message is not faster) by pooling
+/// adjacent violators (isotonic regression, least squares): the noise of
+/// ranks sharing cores averaged out where it breaks the order.
+std::vector<double> monotone(const std::vector<double> &t) {
+  std::vector<std::pair<double, int>> blocks; // (mean, count)
+  for (double x : t) {
+    blocks.push_back({x, 1});
+    while (blocks.size() > 1 &&
+           blocks[blocks.size() - 2].first > blocks.back().first) {
+      auto [m2, c2] = blocks.back();
+      blocks.pop_back();
+      auto &[m1, c1] = blocks.back();
+      m1 = (m1 * c1 + m2 * c2) / (c1 + c2);
+      c1 += c2;
+    }
+  }
+  std::vector<double> out;
+  for (auto [m, c] : blocks)
+    out.insert(out.end(), size_t(c), m);
+  return out;
+}
+
+/// The cluster file for `n` ranks from its measurement. GEMM: every
+/// measured shape's rate (the cost model takes the nearest shape's), and as
+/// the peak the median over the shapes at or above 256 in every dimension.
+/// Collectives: every measured point, by op and group size, made monotone
+/// in size (the cost model interpolates them); the links' latency and bandwidth
+/// are the world all-reduce's fit (latency per ring step, the cost model's
+/// unit), used only for what was not measured.
 cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
   int n = m["ranks"];
   cleave::cost::ClusterSpec c;
@@ -299,9 +362,26 @@ cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
   // Gloo's buffers are outside the count.
   g.runtimeReservedBytes = 0;
   g.communicatorBufferBytes = 0;
+  for (const json &row : m["gemm"])
+    g.measuredGemms.push_back({double(row["m"]), double(row["n"]),
+                               double(row["k"]),
+                               double(row["gflops_per_rank"]) * 1e9});
   c.intra.kind = cleave::cost::IntraNodeKind::PCIe;
   if (n > 1) {
-    const json &ar = m["collectives"]["all_reduce"];
+    for (auto it = m["collectives"].begin(); it != m["collectives"].end(); ++it)
+      for (const json &group : it.value()) {
+        cleave::cost::MeasuredCollective t;
+        t.op = it.key() == "p2p" ? "send_recv" : it.key();
+        t.groupSize = int(group["group_size"]);
+        std::vector<double> times;
+        for (const json &p : group["points"])
+          times.push_back(double(p["us"]) * 1e-6);
+        times = monotone(times);
+        for (size_t i = 0; i < times.size(); ++i)
+          t.points.push_back({double(group["points"][i]["bytes"]), times[i]});
+        c.measuredCollectives.push_back(t);
+      }
+    const json &ar = m["collectives"]["all_reduce"].back();
     c.intra.bandwidth = double(ar["gb_per_s"]) * 1e9;
     c.intra.latency =
         std::max(1e-7, double(ar["latency_us"]) * 1e-6 / (2.0 * (n - 1)));
@@ -381,16 +461,16 @@ void printMeasurement(const json &m) {
               double(m["memory"]["triad_gb_per_s_per_rank"]));
   if (!m.contains("collectives"))
     return;
-  for (auto it = m["collectives"].begin(); it != m["collectives"].end(); ++it) {
-    const json &c = it.value();
-    std::printf("  %-10s latency %7.1f us, bandwidth %6.3f GB/s  [",
-                it.key().c_str(), double(c["latency_us"]),
-                double(c["gb_per_s"]));
-    for (const json &p : c["points"])
-      std::printf(" %lldK:%.0fus", (long long)p["bytes"] / 1024,
-                  double(p["us"]));
-    std::printf(" ]\n");
-  }
+  for (auto it = m["collectives"].begin(); it != m["collectives"].end(); ++it)
+    for (const json &c : it.value()) {
+      std::printf("  %-14s x%d latency %7.1f us, bandwidth %6.3f GB/s  [",
+                  it.key().c_str(), int(c["group_size"]),
+                  double(c["latency_us"]), double(c["gb_per_s"]));
+      for (const json &p : c["points"])
+        std::printf(" %lldK:%.0fus", (long long)p["bytes"] / 1024,
+                    double(p["us"]));
+      std::printf(" ]\n");
+    }
 }
 
 } // namespace

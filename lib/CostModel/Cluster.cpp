@@ -44,6 +44,14 @@ double ClusterSpec::nicBandwidthPerGpu() const {
   return inter.nicsPerNode * inter.nicBandwidth / gpusPerNode;
 }
 
+const MeasuredCollective *ClusterSpec::measured(const std::string &op,
+                                                int groupSize) const {
+  for (const MeasuredCollective &m : measuredCollectives)
+    if (m.op == op && m.groupSize == groupSize && !m.points.empty())
+      return &m;
+  return nullptr;
+}
+
 std::string ClusterSpec::validate() const {
   auto positive = [](const char *field, double v) -> std::string {
     if (v > 0 && std::isfinite(v))

@@ -216,6 +216,82 @@ void readFabric(const json &j, Fabric &f, bool required, std::string &err) {
   opt.number("oversubscription", f.oversubscription, 1, Check::AtLeastOne);
 }
 
+/// "measured": {"gemm": [{"m", "n", "k", "gflops"}], "collectives":
+/// [{"op", "group_size", "points": [[bytes, us], ...]}]}: what
+/// cleave-measure-local-cpu measured (docs/cost-model.md).
+void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
+  ObjectReader r(j, "cluster.measured", false, err);
+  r.onlyKeys({"gemm", "collectives"});
+  auto list = [&](const char *key) -> const json * {
+    const json *v = r.child(key);
+    if (v && !v->is_array()) {
+      r.fail(key, "expected a list, got " + v->dump());
+      return nullptr;
+    }
+    return v;
+  };
+  if (const json *gemms = list("gemm")) {
+    for (size_t i = 0; i < gemms->size() && err.empty(); ++i) {
+      ObjectReader g((*gemms)[i],
+                     r.childPath("gemm") + "[" + std::to_string(i) + "]", true,
+                     err);
+      g.onlyKeys({"m", "n", "k", "gflops"});
+      for (const char *key : {"m", "n", "k", "gflops"})
+        if ((*gemms)[i].is_object() && !(*gemms)[i].contains(key))
+          g.fail(key, "missing");
+      MeasuredGemm m;
+      g.number("m", m.m, 1, Check::Positive);
+      g.number("n", m.n, 1, Check::Positive);
+      g.number("k", m.k, 1, Check::Positive);
+      g.number("gflops", m.flopsPerSecond, 1e9, Check::Positive);
+      c.gpu.measuredGemms.push_back(m);
+    }
+  }
+  const json *collectives = list("collectives");
+  if (!collectives)
+    return;
+  for (size_t i = 0; i < collectives->size() && err.empty(); ++i) {
+    std::string path =
+        r.childPath("collectives") + "[" + std::to_string(i) + "]";
+    ObjectReader o((*collectives)[i], path, true, err);
+    o.onlyKeys({"op", "group_size", "points"});
+    for (const char *key : {"op", "group_size"})
+      if ((*collectives)[i].is_object() && !(*collectives)[i].contains(key))
+        o.fail(key, "missing");
+    MeasuredCollective m;
+    o.string("op", m.op);
+    o.integer("group_size", m.groupSize, Check::Positive);
+    if (!err.empty())
+      return;
+    if (m.op != "all_reduce" && m.op != "all_gather" &&
+        m.op != "reduce_scatter" && m.op != "send_recv")
+      return o.fail("op", "expected \"all_reduce\", \"all_gather\", "
+                          "\"reduce_scatter\" or \"send_recv\", got \"" +
+                              m.op + "\"");
+    auto found = (*collectives)[i].find("points");
+    if (found == (*collectives)[i].end() || !found->is_array())
+      return o.fail("points", "expected a list of [bytes, us] points");
+    const json &points = *found;
+    for (size_t p = 0; p < points.size(); ++p) {
+      const json &pt = points[p];
+      bool ok =
+          pt.is_array() && pt.size() == 2 && pt[0].is_number() &&
+          pt[1].is_number() && pt[0].get<double>() > 0 &&
+          pt[1].get<double>() > 0 &&
+          (m.points.empty() || pt[0].get<double>() > m.points.back().first);
+      if (!ok)
+        return o.fail("points[" + std::to_string(p) + "]",
+                      "expected [bytes, us], both positive, bytes ascending, "
+                      "got " +
+                          pt.dump());
+      m.points.push_back({pt[0].get<double>(), pt[1].get<double>() * 1e-6});
+    }
+    if (m.points.empty())
+      return o.fail("points", "expected at least one [bytes, us] point");
+    c.measuredCollectives.push_back(m);
+  }
+}
+
 Result<ClusterSpec> fromJson(const json &root) {
   std::string err;
   ClusterSpec c;
@@ -233,7 +309,7 @@ Result<ClusterSpec> fromJson(const json &root) {
   }
   ObjectReader r(root, "cluster", required, err);
   r.onlyKeys({"name", "base", "nodes", "gpus_per_node", "gpu", "intra_node",
-              "inter_node"});
+              "inter_node", "measured"});
   ObjectReader always(root, "cluster", true, err);
   always.integer("nodes", c.nodes, Check::Positive);
   r.string("name", c.name);
@@ -244,6 +320,8 @@ Result<ClusterSpec> fromJson(const json &root) {
     readIntra(*i, c.intra, required, err);
   if (const json *f = r.child("inter_node"))
     readFabric(*f, c.inter, required, err);
+  if (err.empty() && root.contains("measured"))
+    readMeasured(root["measured"], c, err);
   if (err.empty())
     err = c.validate();
   if (!err.empty())
@@ -309,6 +387,18 @@ std::string clusterToJson(const ClusterSpec &c) {
                      {"sharp", c.inter.sharp},
                      {"pod_nodes", c.inter.podNodes},
                      {"oversubscription", c.inter.oversubscription}};
+  for (const MeasuredGemm &m : g.measuredGemms)
+    j["measured"]["gemm"].push_back({{"m", m.m},
+                                     {"n", m.n},
+                                     {"k", m.k},
+                                     {"gflops", m.flopsPerSecond / 1e9}});
+  for (const MeasuredCollective &m : c.measuredCollectives) {
+    json points = json::array();
+    for (auto [bytes, seconds] : m.points)
+      points.push_back({bytes, seconds * 1e6});
+    j["measured"]["collectives"].push_back(
+        {{"op", m.op}, {"group_size", m.groupSize}, {"points", points}});
+  }
   return j.dump(2);
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace cleave::cost {
 
@@ -345,6 +346,39 @@ CollectiveCost allToAll(double bytes, const GroupPlacement &g,
   return r;
 }
 
+/// Seconds for `bytes` from a measured table: linear between the points
+/// around `bytes`, the first point's time below it (latency-bound), the
+/// last two points' slope above the last.
+double interpolate(const MeasuredCollective &m, double bytes) {
+  const auto &p = m.points;
+  if (p.size() == 1 || bytes <= p.front().first)
+    return p.front().second;
+  size_t hi = 1;
+  while (hi + 1 < p.size() && p[hi].first < bytes)
+    ++hi;
+  auto [x0, t0] = p[hi - 1];
+  auto [x1, t1] = p[hi];
+  double slope = std::max(0.0, (t1 - t0) / (x1 - x0));
+  return t0 + (bytes - x0) * slope;
+}
+
+/// The cost of `kind` from the cluster's measured table for groups of this
+/// size, if it has one.
+std::optional<CollectiveCost> measuredCost(CollectiveKind kind, double bytes,
+                                           const GroupPlacement &g,
+                                           const ClusterSpec &cl,
+                                           const CollectiveOptions &o) {
+  const MeasuredCollective *m = cl.measured(toString(kind), g.size);
+  if (!m)
+    return std::nullopt;
+  double lat = m->points.front().second;
+  double t = interpolate(*m, bytes);
+  t = std::min(lat, t) + std::max(0.0, t - lat) / o.bandwidthShare;
+  double transfer = std::max(t - lat, 1e-30);
+  return CollectiveCost{t, lat, bytes * busFactor(kind, g.size) / transfer,
+                        CollectiveAlgo::Ring, Protocol::Simple};
+}
+
 } // namespace
 
 CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
@@ -353,6 +387,8 @@ CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
                               const CollectiveOptions &o) {
   if (g.size <= 1 || bytes <= 0)
     return {};
+  if (std::optional<CollectiveCost> m = measuredCost(kind, bytes, g, cl, o))
+    return *m;
   if (kind == CollectiveKind::SendRecv) {
     double t = p2pTime(bytes, g.nodes > 1, cl, c) / o.bandwidthShare;
     return {t, 0, bytes / t, CollectiveAlgo::Ring, Protocol::Simple};
@@ -402,6 +438,9 @@ double p2pTime(double bytes, bool interNode, const ClusterSpec &cl,
                const CostConstants &c) {
   if (bytes <= 0)
     return 0;
+  if (const MeasuredCollective *m = cl.measured("send_recv", 2);
+      m && !interNode)
+    return interpolate(*m, bytes);
   if (interNode)
     return cl.inter.latency +
            bytes / (cl.nicBandwidthPerGpu() * c.interNodeBusEfficiency);

@@ -103,9 +103,11 @@ namespace {
 /// Largest working set beyond the saved activations: one layer's backward
 /// (the recomputed layer under full recompute, plus a tensor and its
 /// gradient of the largest intermediate) or, on the last stage, the loss
-/// (16-bit logits, fp32 logits and softmax). The two are not live at once.
+/// (16-bit logits, fp32 logits and softmax) less what the head keeps as
+/// activations (`headKept`, from the program's ops). The two are not live
+/// at once.
 double transientBytes(const ModelConfig &m, const ParallelPlan &p,
-                      bool lastStage) {
+                      bool lastStage, double headKept) {
   ActDims d = actDims(m, p);
   double layer = 0;
   if (p.recompute == Recompute::Full) {
@@ -121,7 +123,9 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
   layer += 2 * largest;
   double loss = 0;
   if (lastStage)
-    loss = d.tokens * std::ceil(double(m.vocab) / p.tp) * (d.w + 4 + 4);
+    loss = std::max(0.0, d.tokens * std::ceil(double(m.vocab) / p.tp) *
+                                 (d.w + 4 + 4) -
+                             headKept);
   return std::max(layer, loss);
 }
 
@@ -172,16 +176,30 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   double live = peakOnStage(orders[stage], p, [&](int c) {
     return double(layersInChunk(m, p, c * p.pp + stage));
   });
-  // Activations and working memory follow this stage's recomputation.
+  // Activations and working memory follow this stage's recomputation. A
+  // workload from the program's ops states what each region keeps; full
+  // and selective recomputation keep what the formula says.
   ParallelPlan own = p.forStage(stage);
-  mem.activations = live * layerActivationBytes(m, own);
+  bool fromOps =
+      w.layerActivationBytes.has_value() && own.recompute == Recompute::None;
+  mem.activations =
+      live * (fromOps ? *w.layerActivationBytes : layerActivationBytes(m, own));
   ActDims d = actDims(m, p);
-  if (stage == 0 && d.mask > 0) { // embedding dropout masks
+  if (stage == 0 && (d.mask > 0 || w.embeddingActivationBytes)) {
     double mbs =
         peakOnStage(orders[0], p, [](int c) { return c == 0 ? 1.0 : 0.0; });
-    mem.activations += mbs * d.tokensSp * d.h;
+    // The embedding's dropout masks (formula), or what it keeps.
+    mem.activations +=
+        mbs * w.embeddingActivationBytes.value_or(d.tokensSp * d.h);
   }
-  mem.transient = transientBytes(m, own, stage == p.pp - 1);
+  if (stage == p.pp - 1 && w.headActivationBytes) {
+    int last = p.chunks() - 1;
+    double mbs = peakOnStage(orders[stage], p,
+                             [&](int c) { return c == last ? 1.0 : 0.0; });
+    mem.activations += mbs * *w.headActivationBytes;
+  }
+  mem.transient = transientBytes(m, own, stage == p.pp - 1,
+                                 w.headActivationBytes.value_or(0));
 
   // A device without NCCL (a local CPU rank) states its own buffers.
   int communicators =
@@ -206,6 +224,8 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
         std::min(c.dpBucketParams, params * (1 - 1 / shard)) * gradBytes;
   }
   mem.reserved = cl.gpu.runtimeReservedBytes.value_or(c.runtimeReservedBytes);
+  if (!p.inPlaceUpdate)
+    mem.stateUpdate = mem.parameters + mem.optimizerStates;
   return mem;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace cleave::cost {
 
@@ -57,6 +58,21 @@ std::pair<double, double> bestTiling(const GemmShape &s, int sms) {
   return {best, bestK};
 }
 
+/// The measured rate of the shape nearest to `s` (sum of the log distances
+/// of m, n and k), or 0 if the GPU has no measured GEMMs.
+double measuredRate(const GemmShape &s, const GpuSpec &gpu) {
+  double best = 0, bestDistance = std::numeric_limits<double>::infinity();
+  for (const MeasuredGemm &g : gpu.measuredGemms) {
+    double d = std::abs(std::log(s.m / g.m)) + std::abs(std::log(s.n / g.n)) +
+               std::abs(std::log(s.k / g.k));
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = g.flopsPerSecond;
+    }
+  }
+  return best;
+}
+
 } // namespace
 
 double gemmEfficiency(const GemmShape &s, const GpuSpec &gpu,
@@ -66,6 +82,9 @@ double gemmEfficiency(const GemmShape &s, const GpuSpec &gpu,
                      : gpu.gemmEfficiency;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0)
     return large;
+  double peak = gpu.peakFlops(dtype) > 0 ? gpu.peakFlops(dtype) : gpu.peakF32;
+  if (double rate = measuredRate(s, gpu); rate > 0 && peak > 0)
+    return rate / peak;
   auto [util, kPerSplit] = bestTiling(s, std::max(gpu.smCount, 1));
   double ramp = kPerSplit / (kPerSplit + c.gemmKHalf);
   return large * util * ramp;

@@ -46,13 +46,19 @@ std::vector<ReportPart> timeParts(const TimeBreakdown &b) {
 }
 
 std::vector<ReportPart> memoryParts(const MemoryBreakdown &m) {
-  return {{"parameters", "parameters", m.parameters},
-          {"gradients", "gradients", m.gradients},
-          {"optimizer_states", "optimizer states", m.optimizerStates},
-          {"activations", "activations", m.activations},
-          {"transient", "transient", m.transient},
-          {"communication_buffers", "communication buffers", m.communication},
-          {"runtime_reserved", "runtime reserved", m.reserved}};
+  std::vector<ReportPart> parts = {
+      {"parameters", "parameters", m.parameters},
+      {"gradients", "gradients", m.gradients},
+      {"optimizer_states", "optimizer states", m.optimizerStates},
+      {"activations", "activations", m.activations},
+      {"transient", "transient", m.transient},
+      {"communication_buffers", "communication buffers", m.communication},
+      {"runtime_reserved", "runtime reserved", m.reserved}};
+  // Only steps that do not update in place have it.
+  if (m.stateUpdate > 0)
+    parts.push_back(
+        {"state_update", "new parameters and optimizer state", m.stateUpdate});
+  return parts;
 }
 
 nlohmann::json partsToJson(const std::vector<ReportPart> &parts) {

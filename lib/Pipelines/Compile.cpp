@@ -255,9 +255,56 @@ static std::string describeNamed(const PlanSpec &plan) {
   return s;
 }
 
+/// The planner's options for `world` processes of this machine.
+static ::cleave::planner::AutoShardOptions
+localPlannerOptions(const RankCompileOptions &options) {
+  ::cleave::planner::AutoShardOptions o;
+  o.cluster = "local-cpu";
+  o.gpus = options.world;
+  o.clipGradients = options.autodiff.gradClip > 0;
+  o.dynamicLossScaling = options.autodiff.lossScaling;
+  // The program runs with these buckets (0: one collective per tensor,
+  // priced as buckets of one parameter).
+  o.dpBucketBytes = double(options.bucketBytes);
+  if (options.model && options.model->arch != ::cleave::Architecture::MLP)
+    o.config = *options.model;
+  return o;
+}
+
+/// Reports the cost model's prediction for named plan `plan` (predict).
+static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
+                                const RankCompileOptions &options) {
+  std::string what = options.planName + " prediction: ";
+  if (!options.model)
+    return compileError(what + "needs the model's configuration (a zoo "
+                               "model, --model)");
+  OwningOpRef<ModuleOp> step = module.clone();
+  RankCompileOptions stepOnly = options;
+  stepOnly.plan.reset();
+  stepOnly.evalStep = false;
+  if (llvm::Error err = buildTrainStep(*step, stepOnly))
+    return err;
+  ::cleave::cost::Result<::cleave::cost::Estimate> e =
+      ::cleave::planner::estimateModulePlan(*step, localPlannerOptions(options),
+                                            costPlanOf(plan, *options.model,
+                                                       &options.autodiff));
+  if (!e)
+    return compileError(what + e.error());
+  if (options.log)
+    *options.log << "predicted by the cost model: "
+                 << llvm::format("%.2f", e->stepTime * 1e3)
+                 << " ms/step, peak memory "
+                 << llvm::format("%.2f", e->peakMemory().total() / (1 << 20))
+                 << " MiB per rank\n";
+  return llvm::Error::success();
+}
+
 llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                           const RankCompileOptions &options) {
   std::optional<PlanSpec> plan = options.plan;
+  if (options.predict && plan && !plan->automatic && !options.evalStep)
+    if (llvm::Error err = predictNamed(module, *plan, options))
+      return err;
   if (plan && plan->automatic && module.getOps<MeshOp>().empty()) {
     // The planner plans the training step. A plan of dp, tp and ZeRO alone
     // is written into it as shardings; any other runs as its named plan,
@@ -312,6 +359,12 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   partition.verify = false;
   if (plan && !plan->automatic)
     partition.plan = plan->named;
+  if (!options.partitionCluster.empty()) {
+    bool file = llvm::StringRef(options.partitionCluster).ends_with(".json") ||
+                options.partitionCluster.find('/') != std::string::npos;
+    (file ? partition.partitionOptions.clusterFile
+          : partition.partitionOptions.cluster) = options.partitionCluster;
+  }
   // Buckets are for SPMD programs: a pipeline's stages are built later.
   bool pipelined = plan ? plan->pipelines() : false;
   for (MeshOp mesh : module.getOps<MeshOp>())
@@ -361,7 +414,8 @@ mlir::cleave::predictLocalStep(const RankCompileOptions &options) {
     plan.named.dp = options.world;
   if (plan.automatic)
     return compileError("the planner predicts its own plan");
-  ::cleave::cost::ParallelPlan p = costPlanOf(plan, *options.model);
+  ::cleave::cost::ParallelPlan p =
+      costPlanOf(plan, *options.model, &options.autodiff);
   p.attention = ::cleave::cost::AttentionImpl::Unfused;
   ::cleave::cost::Result<::cleave::planner::PlanCluster> cluster =
       ::cleave::planner::resolveCluster("local-cpu", options.world);
@@ -382,19 +436,10 @@ llvm::Expected<::cleave::cost::ParallelPlan>
 mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
                          const RankCompileOptions &options) {
   std::string what = options.planName + " auto: ";
-  ::cleave::planner::AutoShardOptions o;
-  o.cluster = "local-cpu";
-  o.gpus = options.world;
+  ::cleave::planner::AutoShardOptions o = localPlannerOptions(options);
   o.fixedTp = plan.fixedTp;
   o.fixedPp = plan.fixedPp;
-  o.clipGradients = options.autodiff.gradClip > 0;
-  o.dynamicLossScaling = options.autodiff.lossScaling;
   o.fixedZero = plan.fixedZero;
-  // The program runs with these buckets (0: one collective per tensor,
-  // priced as buckets of one parameter).
-  o.dpBucketBytes = double(options.bucketBytes);
-  if (options.model && options.model->arch != ::cleave::Architecture::MLP)
-    o.config = *options.model;
   ::cleave::cost::Result<::cleave::planner::AutoShardResult> r =
       ::cleave::planner::autoShard(module, o);
   if (!r)
@@ -421,5 +466,11 @@ mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
                  << llvm::format("%.2f", best.stepTime * 1e3) << " ms, "
                  << llvm::format("%.2f", best.peakMemory / 1e9)
                  << " GB per rank\n";
+  if (options.log && options.predict)
+    *options.log << "predicted by the cost model: "
+                 << llvm::format("%.2f", best.stepTime * 1e3)
+                 << " ms/step, peak memory "
+                 << llvm::format("%.2f", best.peakMemory / (1 << 20))
+                 << " MiB per rank\n";
   return best.plan;
 }

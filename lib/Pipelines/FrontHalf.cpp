@@ -30,7 +30,7 @@ void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
     // ops are sharded like the rest of the backward pass.
     pm.addPass(createCleaveRematPass());
     pm.addPass(createCleavePropagateShardingPass());
-    pm.addPass(createCleavePartitionPass());
+    pm.addPass(createCleavePartitionPass(options.partitionOptions));
   }
   if (options.pipeline) {
     CleavePipelinePassOptions pipeline;

@@ -177,6 +177,8 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   // reduces after the backward pass.
   so.implementation.overlapGradReduce = !pc.host;
   so.implementation.overlapParamGather = !pc.host;
+  // Cleave's step returns the new parameters and optimizer state.
+  so.implementation.inPlaceUpdate = !pc.host;
   return so;
 }
 
@@ -225,6 +227,31 @@ cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
                       "'); the module is one global step");
   p.dtype = computeType(p.view);
   return p;
+}
+
+/// The cost constants with the program's gradient buckets, when the
+/// options name them; null: the defaults.
+std::shared_ptr<const cost::CostConstants>
+bucketConstants(const AutoShardOptions &o) {
+  if (!o.dpBucketBytes)
+    return nullptr;
+  // Gradients are reduced in f32 on the CPU (4 bytes per parameter).
+  auto constants =
+      std::make_shared<cost::CostConstants>(cost::defaultConstants());
+  constants->dpBucketParams = std::max(1.0, *o.dpBucketBytes / 4.0);
+  return constants;
+}
+
+/// The model read from the module's ops, if it has repeated blocks. Every
+/// such module is priced from its own ops, whether or not a preset matches
+/// (the preset formulas are the graph path's test oracle,
+/// GraphWorkloadTest, and still draw cleave-plan's timeline and --scale
+/// study).
+std::optional<ModelConfig> derivedModel(const ForwardView &view) {
+  if (view.count > 0)
+    if (cost::Result<ModelConfig> d = deriveModelConfig(view))
+      return *d;
+  return std::nullopt;
 }
 
 /// Transformer mode: the plan search on the cost model, then the ILP of
@@ -277,22 +304,13 @@ cost::Result<Pricing> price(ModuleOp module, const AutoShardOptions &o) {
   Pricing pr;
   pr.problem = *p;
   pr.options = searchOptions(o, p->cluster, p->batch, p->dtype);
-  if (o.dpBucketBytes) {
-    // Gradients are reduced in f32 on the CPU (4 bytes per parameter).
-    auto constants =
-        std::make_shared<cost::CostConstants>(cost::defaultConstants());
-    constants->dpBucketParams = std::max(1.0, *o.dpBucketBytes / 4.0);
-    pr.constants = constants;
-    pr.options.constants = constants.get();
-  }
+  if ((pr.constants = bucketConstants(o)))
+    pr.options.constants = pr.constants.get();
   std::string error;
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
     return P::failure(error);
-  std::optional<ModelConfig> derived;
-  if (p->view.count > 0)
-    if (cost::Result<ModelConfig> d = deriveModelConfig(p->view))
-      derived = *d;
+  std::optional<ModelConfig> derived = derivedModel(p->view);
   if (derived || model) {
     // A matching preset's configuration (fitted to the module) still sizes
     // the search space and the memory model; the time comes from the ops.
@@ -399,6 +417,54 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   return res;
+}
+
+cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
+                                                const AutoShardOptions &o,
+                                                cost::ParallelPlan plan) {
+  using E = cost::Result<cost::Estimate>;
+  cost::Result<Problem> p = prepare(module, o);
+  if (!p)
+    return E::failure(p.error());
+  std::string error;
+  std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
+  if (!error.empty())
+    return E::failure(error);
+  std::optional<ModelConfig> derived = derivedModel(p->view);
+  if (!model && !derived)
+    return E::failure("function @" + p->func.getSymName().str() +
+                      " has no repeated blocks and matches no transformer "
+                      "preset: only graph mode prices it, plan by plan of "
+                      "its own search");
+  ModelConfig m = model ? *model : *derived;
+  m.dtype = p->dtype;
+  // The implementation choices the search gives every candidate.
+  const cost::ParallelPlan &impl =
+      searchOptions(o, p->cluster, p->batch, p->dtype).implementation;
+  plan.attention = impl.attention;
+  plan.gradReduceDType = impl.gradReduceDType;
+  plan.overlapGradReduce = impl.overlapGradReduce;
+  plan.overlapParamGather = impl.overlapParamGather;
+  plan.overlapTpComm = impl.overlapTpComm;
+  plan.scatterGatherP2p = impl.scatterGatherP2p;
+  plan.clipGradients = impl.clipGradients;
+  plan.dynamicLossScaling = impl.dynamicLossScaling;
+  plan.inPlaceUpdate = impl.inPlaceUpdate;
+  plan.dtype = p->dtype;
+  const cost::ClusterSpec &cl = p->cluster.spec;
+  if (std::string bad = cost::validatePlan(plan, m, cl); !bad.empty())
+    return E::failure(bad);
+  std::shared_ptr<const cost::CostConstants> constants = bucketConstants(o);
+  cost::EstimateOptions eo;
+  eo.constants = constants ? constants.get() : &cost::defaultConstants();
+  eo.memoryHeadroom = o.memoryHeadroom;
+  if (!derived)
+    return cost::estimate(m, cl, plan, eo);
+  cost::Result<cost::Workload> w =
+      buildGraphWorkload(p->view, m, cl, plan, *eo.constants);
+  if (!w)
+    return E::failure(w.error());
+  return cost::estimateWithWorkload(m, cl, plan, *w, eo);
 }
 
 } // namespace cleave::planner

@@ -154,6 +154,8 @@ private:
     mb.gradients =
         params * double(bytesOf(plan.gradDType())) / (zero >= 2 ? shard : 1);
     mb.optimizerStates = params * (mixed ? 12 : 8) / (zero >= 1 ? shard : 1);
+    if (!plan.inPlaceUpdate)
+      mb.stateUpdate = mb.parameters + mb.optimizerStates;
     return mb;
   }
 

@@ -62,8 +62,11 @@ bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType());
 }
 
-/// The weight factor of an op whose activations are whole: the largest
-/// factor only weights carry, that tp divides and that may be split.
+/// The weight factor of an op whose activations are whole: a factor only
+/// weights carry, that tp divides and that may be split; one the op reduces
+/// over first (an embedding's vocabulary, as Megatron's vocabulary-parallel
+/// embedding splits it, also where the vocabulary is narrower than the
+/// hidden size), else the largest.
 int weightFactor(const ForwardView &v, size_t i,
                  const llvm::DenseMap<Value, TpState> &state, int tp) {
   Operation *op = v.ops[i];
@@ -87,7 +90,11 @@ int weightFactor(const ForwardView &v, size_t i,
           rule.getFactorKind(f) == FactorKind::NeedReplication ||
           rule.getFactorSize(f) < tp)
         continue;
-      if (best < 0 || rule.getFactorSize(f) > rule.getFactorSize(best))
+      auto rank = [&](int g) {
+        return std::make_pair(rule.getFactorKind(g) == FactorKind::Reduction,
+                              rule.getFactorSize(g));
+      };
+      if (best < 0 || rank(f) > rank(best))
         best = f;
     }
   }
@@ -259,6 +266,10 @@ public:
   void emit(std::vector<WorkItem> &items, double *outputBytes);
   /// Weights the region reads (arguments) and their local elements.
   const llvm::MapVector<Value, double> &weightsRead() const { return weights; }
+  /// Bytes the region keeps for its backward pass, one micro-batch: the
+  /// forward results and non-weight inputs that a backward op reads, on the
+  /// local shapes and element types, a view counted once at its root.
+  double keptBytes() const;
 
 private:
   Value operandFor(Value x, Type type);
@@ -293,6 +304,10 @@ private:
   /// Weights read by the region: argument -> local elements.
   llvm::MapVector<Value, double> weights;
   llvm::DenseSet<Value> weightArgs;
+  /// The incoming gradients of the region's outputs.
+  llvm::DenseSet<Value> gradArgs;
+  /// Forward clone -> index of its op in the view.
+  llvm::DenseMap<Operation *, int> indexOfClone;
   /// Adds that sum the gradient contributions of a value's uses.
   llvm::DenseSet<Operation *> accumulations;
   /// GEMMs run as one kernel: the leader's merged shape; the others and the
@@ -360,6 +375,7 @@ LogicalResult RegionBuilder::build(std::string &error) {
       map.map(op->getResult(unsigned(r)), y);
     }
     cloneOf[op] = c;
+    indexOfClone[c] = i;
     forwardClones.insert(c);
   }
   // Gradients flow back from every value the rest of the program reads.
@@ -375,6 +391,7 @@ LogicalResult RegionBuilder::build(std::string &error) {
         Value local = map.lookup(y);
         outputs.push_back(local);
         grads[local] = block->addArgument(local.getType(), y.getLoc());
+        gradArgs.insert(grads[local]);
       }
   }
   for (int i : llvm::reverse(ops)) {
@@ -459,6 +476,43 @@ Value viewRoot(Value x) {
     x = d->getOperand(0);
   }
   return x;
+}
+
+double RegionBuilder::keptBytes() const {
+  llvm::DenseSet<Value> kept;
+  double total = 0;
+  for (Operation &o : *block) {
+    if (forwardClones.contains(&o))
+      continue;
+    for (Value x : o.getOperands()) {
+      Value root = viewRoot(x);
+      if (weightArgs.contains(root) || gradArgs.contains(root))
+        continue;
+      Operation *d = root.getDefiningOp();
+      if (d && !forwardClones.contains(d))
+        continue; // a backward value
+      if (!kept.insert(root).second)
+        continue;
+      auto t = dyn_cast<RankedTensorType>(root.getType());
+      if (!t)
+        continue;
+      // Floats take the plan's precision (as the work does), integers
+      // their width.
+      Type e = t.getElementType();
+      double elementBytes =
+          isa<FloatType>(e) ? act : double((e.getIntOrFloatBitWidth() + 7) / 8);
+      // Sequence parallelism splits the values between the tensor-parallel
+      // regions (and the region's inputs, the residual stream) by sequence.
+      auto it = d ? indexOfClone.find(d) : indexOfClone.end();
+      bool between = it == indexOfClone.end()
+                         ? true
+                         : l.factor[size_t(it->second)] < 0 &&
+                               v.batchFactor[size_t(it->second)] >= 0;
+      total += double(t.getNumElements()) * elementBytes /
+               (sp && between ? p.tp : 1);
+    }
+  }
+  return total;
 }
 
 /// The GEMM shape of `op`, if it runs as a GEMM.
@@ -790,15 +844,19 @@ cost::Result<GraphItems> deriveGraphItems(const ForwardView &v,
     std::vector<WorkItem> *items;
     double *params;
     double *output;
-  } parts[] = {{&before, &g.embedding, &g.embeddingParams, nullptr},
-               {&layer, &g.layer, &g.layerParams, &g.layerOutputBytes},
-               {&after, &g.head, &g.headParams, nullptr}};
+    double *kept;
+  } parts[] = {{&before, &g.embedding, &g.embeddingParams, nullptr,
+                &g.embeddingKeptBytes},
+               {&layer, &g.layer, &g.layerParams, &g.layerOutputBytes,
+                &g.layerKeptBytes},
+               {&after, &g.head, &g.headParams, nullptr, &g.headKeptBytes}};
   llvm::DenseSet<Value> firstStageWeights;
   for (Part &part : parts) {
     RegionBuilder rb(v, layout, p, *part.ops);
     if (failed(rb.build(error)))
       return R::failure(error);
     rb.emit(*part.items, part.output);
+    *part.kept = rb.keptBytes();
     for (auto &[x, n] : rb.weightsRead()) {
       // A tied weight (the embedding as output layer) is held once when
       // one stage has both ends; the last stage keeps a copy otherwise.
@@ -853,6 +911,9 @@ cost::Workload workloadFromItems(const GraphItems &g, const ModelConfig &m,
   w.layerParams = g.layerParams;
   w.embeddingParams = g.embeddingParams;
   w.headParams = g.headParams;
+  w.layerActivationBytes = g.layerKeptBytes;
+  w.embeddingActivationBytes = g.embeddingKeptBytes;
+  w.headActivationBytes = g.headKeptBytes;
   bool shard = p.sequenceParallel || p.scatterGatherP2p;
   w.p2pBytes = g.layerOutputBytes / (shard ? p.tp : 1);
   // Whole-model FLOPs: the local items times the tp split, per sequence.

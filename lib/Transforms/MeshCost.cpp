@@ -2,6 +2,7 @@
 
 #include "cleave/Transforms/MeshCost.h"
 #include "cleave/CostModel/Constants.h"
+#include "cleave/Planner/AutoShard.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -30,6 +31,21 @@ mlir::cleave::clusterForModule(ModuleOp module, const std::string &preset,
                                const std::string &file, int nodes) {
   if (!file.empty())
     return cost::loadClusterFile(file);
+  if (preset == "local-cpu") {
+    // This machine's processes, one per device of the largest mesh (a
+    // pipelined plan's micro-batch axis "mb" is no devices).
+    int64_t devices = 1;
+    module.walk([&](MeshOp mesh) {
+      int64_t n = mesh.getNumDevices();
+      if (std::optional<unsigned> mb = mesh.getAxisIndex("mb"))
+        n /= std::max<int64_t>(1, mesh.getShape()[*mb]);
+      devices = std::max(devices, n);
+    });
+    auto pc = ::cleave::planner::resolveCluster(preset, int(devices));
+    if (!pc)
+      return cost::Result<cost::ClusterSpec>::failure(pc.error());
+    return pc->spec;
+  }
   if (nodes > 0)
     return cost::lookupClusterPreset(preset, nodes);
   // A first lookup learns the preset's GPUs per node.

@@ -1,5 +1,5 @@
 // When memory is short, the planner trades time for it: here (a cluster
-// file whose ranks have 0.8 MB each) it chooses four micro-batches and full
+// file whose ranks have 1.15 MB each) it chooses four micro-batches and full
 // recomputation on 4 local ranks. --plan auto executes them: a plan that is
 // more than dp, tp and ZeRO runs as its named plan (micro-batches on the
 // plan's micro-batch axis, cleave-remat), and trains like one process.
@@ -11,7 +11,7 @@
 // CHECK: ok   tiny-gpt -n 4 --plan auto,pp=1
 // CHECK: 1 of 1 plans equal the single-process run
 //
-// With 0.6 MB a rank, ZeRO over cp alone (dp = 1) would fit, but cleave-run
+// With 0.95 MB a rank, ZeRO over cp alone (dp = 1) would fit, but cleave-run
 // shards ZeRO over dp only, so the planner of local ranks does not choose
 // it: it picks tensor parallelism with more micro-batches, which runs.
 // RUN: env CLEAVE_LOCAL_CPU_SPEC=%S/Inputs/tiny-memory cleave-run -n 4 --plan auto,pp=1 --model tiny-gpt --batch 16 --steps 2 | FileCheck %s --check-prefix=TINY

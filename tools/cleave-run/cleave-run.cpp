@@ -193,6 +193,14 @@ cl::opt<bool> asyncCollectives(
              "blocks. CLEAVE_ASYNC=0 keeps the schedule but runs each start "
              "at once, without the progress thread"));
 
+cl::opt<bool> predict(
+    "predict", cl::init(false), cl::cat(parallelCat),
+    cl::desc("Also print what the cost model predicts for the plan (step "
+             "time, peak memory per rank), priced from the program's ops on "
+             "cluster local-cpu as the planner prices its candidates "
+             "(measured when CLEAVE_LOCAL_CPU_SPEC names a spec; "
+             "docs/planner.md)"));
+
 int fail(const Twine &message) {
   outs().flush();
   errs() << "cleave-run: error: " << message << "\n";
@@ -481,6 +489,11 @@ Expected<RankCompileOptions> rankOptionsFor(int world,
   RankCompileOptions o = rankCompileOptions(world);
   o.bucketBytes = int64_t(bucketMiB * 1024.0 * 1024.0);
   o.asyncCollectives = asyncCollectives;
+  o.predict = predict;
+  // Resharding is ranked on the links the ranks use: this machine's
+  // processes on the CPU; a GPU run keeps the pass's default cluster.
+  if (backendOpt == "cuda")
+    o.partitionCluster.clear();
   if (!planText.empty()) {
     Expected<PlanSpec> plan = parsePlan(planText, world, "--plan");
     if (!plan)

@@ -158,3 +158,68 @@ TEST(ClusterTest, ConstantsFromJson) {
 }
 
 } // namespace
+
+/// A measured spec (cleave-measure-local-cpu) carries its tables through
+/// the file, and collectives and GEMMs are priced from them.
+TEST(ClusterTest, MeasuredTablesRoundTripAndPrice) {
+  Result<ClusterSpec> c = clusterFromJson(R"({
+    "base": "dgx-a100-80gb", "nodes": 1, "gpus_per_node": 4,
+    "measured": {
+      "gemm": [{"m": 256, "n": 128, "k": 128, "gflops": 10},
+               {"m": 1024, "n": 1024, "k": 1024, "gflops": 40}],
+      "collectives": [
+        {"op": "all_reduce", "group_size": 2,
+         "points": [[1024, 1000], [1048576, 3000], [4194304, 9000]]},
+        {"op": "send_recv", "group_size": 2, "points": [[1024, 200]]}]}
+  })");
+  ASSERT_TRUE(c) << c.error();
+  Result<ClusterSpec> back = clusterFromJson(clusterToJson(*c));
+  ASSERT_TRUE(back) << back.error();
+  ASSERT_EQ(back->measuredCollectives.size(), 2u);
+  ASSERT_EQ(back->gpu.measuredGemms.size(), 2u);
+  EXPECT_DOUBLE_EQ(back->measuredCollectives[0].points[1].second, 3e-3);
+  EXPECT_DOUBLE_EQ(back->gpu.measuredGemms[0].flopsPerSecond, 10e9);
+
+  const CostConstants &k = defaultConstants();
+  GroupPlacement pair = placeGroup(2, 1, 4), four = placeGroup(4, 1, 4);
+  auto ar = [&](double bytes, const GroupPlacement &g) {
+    return collectiveCost(CollectiveKind::AllReduce, bytes, g, *back, k).time;
+  };
+  // Below the smallest size: its time; between sizes: linear; above the
+  // largest: the last slope (6 ms per 3 MiB).
+  EXPECT_DOUBLE_EQ(ar(100, pair), 1e-3);
+  EXPECT_NEAR(ar(0.5 * (1048576 + 4194304), pair), 6e-3, 1e-12);
+  EXPECT_NEAR(ar(7340032, pair), 15e-3, 1e-12);
+  // A group size without a table: the link model.
+  EXPECT_LT(ar(1048576, four), 1e-3);
+  EXPECT_DOUBLE_EQ(p2pTime(4096, false, *back, k), 200e-6);
+  // GEMMs: the nearest measured shape's rate.
+  GemmShape small{512, 128, 128};
+  EXPECT_NEAR(gemmTime(small, DType::F32, back->gpu, k), small.flops() / 10e9,
+              1e-12);
+}
+
+TEST(ClusterTest, BadMeasuredTablesNameTheEntry) {
+  struct Case {
+    const char *json, *message;
+  } cases[] = {
+      {R"({"base": "dgx-h100", "nodes": 1, "measured": {"collectives": [
+           {"op": "all_reduce", "group_size": 2,
+            "points": [[4096, 10], [1024, 20]]}]}})",
+       "cluster.measured.collectives[0].points[1]: expected [bytes, us], "
+       "both positive, bytes ascending, got [1024,20]"},
+      {R"({"base": "dgx-h100", "nodes": 1, "measured": {"collectives": [
+           {"op": "all_to_all", "group_size": 2, "points": [[1, 1]]}]}})",
+       "cluster.measured.collectives[0].op: expected \"all_reduce\", "
+       "\"all_gather\", \"reduce_scatter\" or \"send_recv\", got "
+       "\"all_to_all\""},
+      {R"({"base": "dgx-h100", "nodes": 1, "measured": {"gemm": [
+           {"m": 8, "n": 8, "k": 8}]}})",
+       "cluster.measured.gemm[0].gflops: missing"},
+  };
+  for (const Case &c : cases) {
+    Result<ClusterSpec> r = clusterFromJson(c.json);
+    ASSERT_FALSE(r) << c.json;
+    EXPECT_EQ(r.error(), c.message);
+  }
+}

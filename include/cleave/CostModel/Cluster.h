@@ -23,6 +23,14 @@
 
 namespace cleave::cost {
 
+/// A GEMM rate measured on the device (cleave-measure-local-cpu): C[m, n] =
+/// A[m, k] B[k, n] at `flopsPerSecond`, every device of the node running
+/// GEMMs at once.
+struct MeasuredGemm {
+  double m = 0, n = 0, k = 0;
+  double flopsPerSecond = 0;
+};
+
 /// One GPU model. Peaks are dense (no structured sparsity) tensor-core rates
 /// from the vendor datasheet; a peak of 0 means the dtype is unsupported.
 struct GpuSpec {
@@ -51,6 +59,10 @@ struct GpuSpec {
   /// buffers, which is what cleave-run reports.
   std::optional<double> runtimeReservedBytes;
   std::optional<double> communicatorBufferBytes;
+  /// Measured GEMM rates by shape. When present, a GEMM's efficiency is the
+  /// rate of the nearest measured shape (log distance over m, n, k) over
+  /// the peak, instead of the tile-quantization model of OpCost.h.
+  std::vector<MeasuredGemm> measuredGemms;
 
   /// Dense peak for `dtype`; 0 if unsupported.
   double peakFlops(DType dtype) const;
@@ -89,6 +101,18 @@ struct Fabric {
   double oversubscription = 1.0;
 };
 
+/// Times of one collective measured on this cluster (cleave-measure-local-
+/// cpu): every group of `groupSize` consecutive ranks running it at once, as
+/// a mesh axis's groups do in a step.
+struct MeasuredCollective {
+  /// "all_reduce", "all_gather", "reduce_scatter" or "send_recv".
+  std::string op;
+  int groupSize = 0;
+  /// (bytes, seconds), bytes strictly ascending. Bytes are the full buffer
+  /// (Collective.h's convention), the message for send_recv (one way).
+  std::vector<std::pair<double, double>> points;
+};
+
 struct ClusterSpec {
   std::string name;
   GpuSpec gpu;
@@ -96,10 +120,16 @@ struct ClusterSpec {
   int gpusPerNode = 0;
   IntraNodeLink intra;
   Fabric inter;
+  /// Measured collective times; a collective with a table for its kind and
+  /// group size is priced from it (Collective.h), not from the links.
+  std::vector<MeasuredCollective> measuredCollectives;
 
   int numGpus() const { return nodes * gpusPerNode; }
   /// Bytes/s of network bandwidth per GPU (the node's NICs shared evenly).
   double nicBandwidthPerGpu() const;
+  /// The measured table of `op` for groups of `groupSize`, or nullptr.
+  const MeasuredCollective *measured(const std::string &op,
+                                     int groupSize) const;
   /// Empty if consistent; otherwise a message naming the field.
   std::string validate() const;
 };

@@ -22,6 +22,10 @@
 // (CostConstants::ringRailAggregation). The hierarchical all-reduce always
 // uses each member's own NIC for 1/k of the data.
 //
+// A cluster with a measured table for a collective and group size
+// (ClusterSpec::measuredCollectives, written by cleave-measure-local-cpu)
+// is priced from the table instead: linear between measured sizes.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_COSTMODEL_COLLECTIVE_H

@@ -35,13 +35,16 @@ struct MemoryBreakdown {
   double communication = 0;
   /// CUDA context, cuBLAS workspaces, allocator slack.
   double reserved = 0;
+  /// The new parameters and optimizer state of a step that does not
+  /// update in place (ParallelPlan::inPlaceUpdate), live beside the old.
+  double stateUpdate = 0;
   /// The device's memory, and the fraction of it plans leave free.
   double capacity = 0;
   double headroom = 0;
 
   double total() const {
     return parameters + gradients + optimizerStates + activations + transient +
-           communication + reserved;
+           communication + reserved + stateUpdate;
   }
   /// What plans may use: the capacity less the headroom.
   double usable() const { return capacity * (1 - headroom); }

@@ -8,7 +8,9 @@
 //   the tile and wave quantization of the output on the SMs (NVIDIA, "Matrix
 //   Multiplication Background User's Guide": 128x128 / 128x256 / 256x128 CTA
 //   tiles, split-K when there are fewer tiles than SMs) times a short-K
-//   ramp K / (K + CostConstants::gemmKHalf).
+//   ramp K / (K + CostConstants::gemmKHalf). A device with measured GEMM
+//   rates (GpuSpec::measuredGemms, a local CPU rank) takes the rate of the
+//   nearest measured shape instead.
 // - Fused (flash) attention: executed FLOPs (causal masks skip half) at a
 //   fixed fraction of the GEMM efficiency (CostConstants::flash*Ratio).
 // - Everything else is memory-bound: bytes / (hbm * memoryEfficiency).

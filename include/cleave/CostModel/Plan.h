@@ -102,6 +102,12 @@ struct ParallelPlan {
   /// ranks, shared with clipping when both are on. cleave-run sets it from
   /// --loss-scale (dynamic by default for f16).
   bool dynamicLossScaling = false;
+  /// The optimizer updates the parameters and its state in place (Megatron,
+  /// DeepSpeed). False: the step returns the new parameters and optimizer
+  /// state while its arguments still hold the old ones, and both are live
+  /// at the step's peak (Cleave's compiled step, as cleave-run runs it;
+  /// the planner sets it for this machine's processes).
+  bool inPlaceUpdate = true;
 
   /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
   /// each >= 1, summing to the model's layers); empty: an even split with

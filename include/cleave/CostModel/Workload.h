@@ -23,6 +23,7 @@
 #include "cleave/CostModel/Plan.h"
 
 #include <array>
+#include <optional>
 #include <vector>
 
 namespace cleave::cost {
@@ -85,6 +86,12 @@ struct Workload {
   double p2pBytes = 0;
   /// Whole step, whole model (Megatron convention, see Estimate.h).
   double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
+  /// Bytes one rank keeps for the backward pass per micro-batch: one
+  /// layer's, the embedding's, the head's (the values its backward ops
+  /// read), when the workload comes from the program's ops (the graph path).
+  /// Unset: the activations come from Korthikanti's formula (Memory.h).
+  std::optional<double> layerActivationBytes, embeddingActivationBytes,
+      headActivationBytes;
 };
 
 /// The items of one transformer layer on one rank, for plan `plan`

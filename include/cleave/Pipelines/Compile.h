@@ -77,6 +77,16 @@ struct RankCompileOptions {
   /// Where the planner's prediction of its choice goes (`auto`); null:
   /// nowhere.
   StepPrediction *plannerPrediction = nullptr;
+  /// Also report to `log` what the cost model predicts for a named plan,
+  /// priced as the planner prices its candidates (estimateModulePlan on
+  /// cluster local-cpu): "predicted by the cost model: X ms/step, peak
+  /// memory Y MiB per rank". `auto` always reports its prediction.
+  bool predict = false;
+  /// The cluster whose links rank the partitioner's resharding choices
+  /// (cleave-partition's `cluster`): local-cpu, this machine's `world`
+  /// processes (measured when CLEAVE_LOCAL_CPU_SPEC names a spec), a
+  /// preset, or a JSON cluster file; empty: the pass's default preset.
+  std::string partitionCluster = "local-cpu";
 };
 
 /// Turns `module` in place into the per-device program of

@@ -34,6 +34,8 @@ struct FrontHalfOptions {
   /// (cleave-remat, cleave-propagate-sharding, cleave-partition); needs a
   /// mesh, the plan's or the program's.
   bool partition = true;
+  /// cleave-partition's options (the cluster that prices resharding).
+  CleavePartitionPassOptions partitionOptions;
   /// Turn the stages into a schedule (cleave-pipeline); needs a mesh with a
   /// pipeline axis.
   bool pipeline = false;

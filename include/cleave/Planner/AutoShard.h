@@ -26,6 +26,7 @@
 #ifndef CLEAVE_PLANNER_AUTOSHARD_H
 #define CLEAVE_PLANNER_AUTOSHARD_H
 
+#include "cleave/CostModel/Estimate.h"
 #include "cleave/Planner/Ilp.h"
 #include "cleave/Planner/Search.h"
 #include "cleave/Planner/ShardingGraph.h"
@@ -150,6 +151,17 @@ cost::Result<AutoShardResult> autoShard(mlir::ModuleOp module,
 /// must not carry a plan yet.
 cost::Result<SearchResult>
 searchAtSize(mlir::ModuleOp module, const AutoShardOptions &options, int gpus);
+
+/// Prices `plan` for `module` as autoShard prices its candidates: the
+/// cluster, buckets and implementation choices (overlap, clipping,
+/// precision) of `options`, the workload and activation memory from the
+/// module's ops when it has repeated blocks (else its preset's formulas).
+/// The prediction for a plan named by hand, beside the planner's. Does not
+/// change the module. Fails naming the plan field or the op it cannot
+/// price.
+cost::Result<cost::Estimate> estimateModulePlan(mlir::ModuleOp module,
+                                                const AutoShardOptions &options,
+                                                cost::ParallelPlan plan);
 
 } // namespace cleave::planner
 

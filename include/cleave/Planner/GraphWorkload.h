@@ -27,9 +27,14 @@
 //    the cost model's kernel physics (cost::costPhase), so the result plugs
 //    into the same program builder and simulator as the formula workload.
 //
+// 5. Activation memory: the values each region keeps for its backward pass
+//    (the forward results and inputs that its backward ops read, on the
+//    local shapes and element types), per micro-batch; the memory model
+//    takes them instead of Korthikanti's formula when nothing is
+//    recomputed.
+//
 // Not derived from the graph yet: context parallelism (the call fails for
-// cp > 1) and activation memory (the estimate's memory still comes from the
-// model configuration).
+// cp > 1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +58,9 @@ struct GraphItems {
   double layerParams = 0, embeddingParams = 0, headParams = 0;
   /// Bytes of the layer's output on one rank for one micro-batch.
   double layerOutputBytes = 0;
+  /// Bytes each region keeps for its backward pass on one rank for one
+  /// micro-batch: the values its backward ops read (RegionBuilder).
+  double layerKeptBytes = 0, embeddingKeptBytes = 0, headKeptBytes = 0;
 };
 
 /// Derives the items of `plan` (tp, sp, micro-batch size, dtype) from the

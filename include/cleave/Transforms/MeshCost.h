@@ -31,7 +31,10 @@ bool isIntraNodeLink(LinkKind link);
 /// The cluster to price `module` on: the JSON cluster `file` if given, else
 /// the `preset` with `nodes` nodes (0: enough nodes of the preset's GPUs
 /// for every mesh, and at least as many as the mesh's axes across nodes
-/// span). Errors name the preset or the file's field.
+/// span); `local-cpu`: one process of this machine per device of the
+/// largest mesh (planner::resolveCluster, measured when
+/// CLEAVE_LOCAL_CPU_SPEC names a spec). Errors name the preset or the
+/// file's field.
 ::cleave::cost::Result<::cleave::cost::ClusterSpec>
 clusterForModule(ModuleOp module, const std::string &preset,
                  const std::string &file, int nodes);

@@ -293,7 +293,9 @@ def CleavePartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     Option<"cluster", "cluster", "std::string",
            /*default=*/"CLEAVE_DEFAULT_CLUSTER",
            "Cluster preset whose links price the collectives (dgx-a100-40gb, "
-           "dgx-a100-80gb, dgx-h100, dgx-h200) (default: dgx-a100-80gb)">,
+           "dgx-a100-80gb, dgx-h100, dgx-h200, or local-cpu: one process "
+           "of this machine per device, as cleave-run runs them) (default: "
+           "dgx-a100-80gb)">,
     Option<"clusterFile", "cluster-file", "std::string", /*default=*/"\"\"",
            "JSON cluster file (docs/cost-model.md); overrides the preset">,
     Option<"nodes", "nodes", "int", /*default=*/"0",
