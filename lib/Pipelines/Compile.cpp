@@ -285,9 +285,9 @@ static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
   if (llvm::Error err = buildTrainStep(*step, stepOnly))
     return err;
   ::cleave::cost::Result<::cleave::cost::Estimate> e =
-      ::cleave::planner::estimateModulePlan(*step, localPlannerOptions(options),
-                                            costPlanOf(plan, *options.model,
-                                                       &options.autodiff));
+      ::cleave::planner::estimateModulePlan(
+          *step, localPlannerOptions(options),
+          costPlanOf(plan, *options.model, &options.autodiff));
   if (!e)
     return compileError(what + e.error());
   if (options.log)
