@@ -748,6 +748,8 @@ int mlir::cleave::runTrainJob(TrainJob &job, const RunOptions &options) {
       restartJob.emplace(std::move(*smaller));
       current = &*restartJob;
       attempt.localRanks = restartRanks;
+      // The prediction was for the plan of the first world.
+      attempt.prediction.reset();
     }
     attempt.resume = true;
   }
