@@ -284,12 +284,22 @@ static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
   stepOnly.evalStep = false;
   if (llvm::Error err = buildTrainStep(*step, stepOnly))
     return err;
+  ::cleave::cost::ParallelPlan priced =
+      costPlanOf(plan, *options.model, &options.autodiff);
   ::cleave::cost::Result<::cleave::cost::Estimate> e =
-      ::cleave::planner::estimateModulePlan(
-          *step, localPlannerOptions(options),
-          costPlanOf(plan, *options.model, &options.autodiff));
+      ::cleave::planner::estimateModulePlan(*step, localPlannerOptions(options),
+                                            priced);
   if (!e)
     return compileError(what + e.error());
+  // The progress line then shows this prediction, not the one from the
+  // preset's formulas (predictLocalStep).
+  if (options.plannerPrediction)
+    *options.plannerPrediction = {
+        e->stepTime, e->mfu,
+        "--predict, " + ::cleave::cost::describe(priced) +
+            " priced from the module's ops on local-cpu, " +
+            std::to_string(options.world) + " rank" +
+            (options.world == 1 ? "" : "s")};
   if (options.log)
     *options.log << "predicted by the cost model: "
                  << llvm::format("%.2f", e->stepTime * 1e3)

@@ -1,6 +1,12 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: cleave-run -n 2 --plan dp=2 --model tiny-gpt --steps 4 --log-every 2 | FileCheck %s --check-prefix=LINE
 // RUN: env CLEAVE_LOCAL_CPU_SPEC=%S/../Planner/Inputs/small-memory cleave-run -n 4 --plan dp=2,tp=2 --model tiny-gpt --steps 1 | FileCheck %s --check-prefix=MEASURED
+// With --predict, the line shows that prediction (the planner's pricing
+// of the module's ops), not the preset formulas'.
+// RUN: cleave-run -n 2 --plan dp=2 --model tiny-gpt --steps 2 --predict | FileCheck %s --check-prefix=PREDICT
+// PREDICT: predicted by the cost model: {{[0-9.]+}} ms/step
+// PREDICT: predicted step: [[MS:[0-9]+\.[0-9]]] ms, MFU {{[0-9.]+}}% (cost model: --predict, tp=1 pp=1 dp=2 {{.*}} priced from the module's ops on local-cpu, 2 ranks)
+// PREDICT: step 2/2 {{.*}} ms/step (predicted [[MS]])
 // RUN: cleave-models --model tiny-gpt --vocab 76 -o %t/program.mlir
 // RUN: cleave-run %t/program.mlir --steps 2 --log-every 1 | FileCheck %s --check-prefix=FILE
 // RUN: cleave-run -n 2 --plan dp=2 --model tiny-gpt --steps 3 --report %t/run.html | FileCheck %s --check-prefix=LOG

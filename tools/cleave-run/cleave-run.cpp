@@ -597,7 +597,8 @@ RunOptions runOptions(const RankCompileOptions &compiled,
            " is not known here";
   else if (!aotPath.empty())
     none = "an --aot build carries no model for the cost model";
-  else if (compiled.plan && compiled.plan->automatic)
+  else if ((compiled.plan && compiled.plan->automatic) ||
+           (compiled.predict && planned.stepSeconds > 0))
     o.prediction = planned;
   else if (Expected<StepPrediction> p = predictLocalStep(compiled))
     o.prediction = *p;

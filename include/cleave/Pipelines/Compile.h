@@ -74,8 +74,8 @@ struct RankCompileOptions {
   bool verify = false;
   /// Where the planner's choice is reported (`auto`); null: nowhere.
   llvm::raw_ostream *log = nullptr;
-  /// Where the planner's prediction of its choice goes (`auto`); null:
-  /// nowhere.
+  /// Where the planner's prediction of its choice goes (`auto`), and with
+  /// `predict` that of a named plan; null: nowhere.
   StepPrediction *plannerPrediction = nullptr;
   /// Also report to `log` what the cost model predicts for a named plan,
   /// priced as the planner prices its candidates (estimateModulePlan on
