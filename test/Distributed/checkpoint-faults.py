@@ -53,7 +53,12 @@ def kill_mid_write(cleave_run, out, ckpt):
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT,
                                 env=env)
         deadline = time.time() + 120
-        while "stalled writing" not in open(log).read():
+        committed = os.path.join(ckpt, "step-00000005", "manifest.json")
+        # Rank 0 commits step 5 in the background once both step-5 shards
+        # are written (rank 1's is, before its writer stalls at step 10):
+        # the kill waits for that commit, which would otherwise race it.
+        while ("stalled writing" not in open(log).read() or
+               not os.path.exists(committed)):
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
                 sys.exit("the writer did not stall:\n" + open(log).read())
