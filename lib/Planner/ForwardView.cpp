@@ -87,8 +87,11 @@ void propagateBatch(ForwardView &v) {
   llvm::DenseMap<Value, uint64_t> dims;
   for (BlockArgument a : v.func.getArguments()) {
     auto t = dyn_cast<RankedTensorType>(a.getType());
-    if (v.isInput(a) && t && t.getRank() >= 1)
+    if (v.isInput(a) && t && t.getRank() >= 1) {
       dims[a] = 1;
+      if (!v.batch)
+        v.batch = t.getDimSize(0);
+    }
   }
   std::vector<llvm::SmallVector<bool>> batch(v.ops.size());
   for (size_t i = 0; i < v.ops.size(); ++i)

@@ -3,10 +3,13 @@
 #include "cleave/Planner/GraphWorkload.h"
 
 #include "cleave/Dialect/CleaveOps.h"
+#include "cleave/Dialect/LocalOp.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -41,6 +44,10 @@ struct TpLayout {
   std::vector<llvm::SmallVector<unsigned, 2>> resultExits;
   /// Per op: whole activations that enter a split op (region entries).
   std::vector<llvm::SmallVector<unsigned, 2>> entries;
+  /// Per op: split operands that the op cannot take split (a slice across
+  /// the split dimension, as of a fused QKV projection's output): gathered
+  /// over tp before it.
+  std::vector<llvm::SmallVector<unsigned, 2>> gathers;
   /// Per op: only weights in, only weights out (parameter preparation).
   std::vector<bool> weightOnly;
 };
@@ -101,6 +108,33 @@ int weightFactor(const ForwardView &v, size_t i,
   return best;
 }
 
+Type localType(Type type, const TensorFactors &tf, const ShardingRule &rule,
+               int batchFactor, int splitFactor, int64_t batch,
+               int64_t microBatch, int tp);
+
+/// Whether `op` with factor `f` split `tp` ways is a valid op: a clone on
+/// the local types verifies.
+bool localFormIsValid(Operation *op, const ShardingRule &rule, int f, int tp) {
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(op->getLoc());
+  OpBuilder b(op->getContext());
+  b.setInsertionPointToEnd(scratch->getBody());
+  auto fn =
+      b.create<func::FuncOp>(op->getLoc(), "probe", b.getFunctionType({}, {}));
+  Block *block = fn.addEntryBlock();
+  b.setInsertionPointToEnd(block);
+  IRMapping map;
+  for (auto [k, x] : llvm::enumerate(op->getOperands()))
+    map.map(x, block->addArgument(localType(x.getType(), rule.getOperand(k),
+                                            rule, -1, f, 0, 1, tp),
+                                  x.getLoc()));
+  Operation *c = b.clone(*op, map);
+  for (auto [r, y] : llvm::enumerate(c->getResults()))
+    y.setType(localType(y.getType(), rule.getResult(r), rule, -1, f, 0, 1, tp));
+  ScopedDiagnosticHandler quiet(op->getContext(),
+                                [](Diagnostic &) { return success(); });
+  return succeeded(mlir::verify(c));
+}
+
 /// Lays tensor parallelism out over the whole forward view (see the file
 /// comment of GraphWorkload.h).
 TpLayout layoutTp(const ForwardView &v, int tp) {
@@ -109,6 +143,7 @@ TpLayout layoutTp(const ForwardView &v, int tp) {
   l.factor.assign(n, -1);
   l.exits.resize(n);
   l.entries.resize(n);
+  l.gathers.resize(n);
   l.weightOnly.assign(n, false);
   llvm::DenseMap<Value, TpState> state;
   for (BlockArgument a : mlir::func::FuncOp(v.func).getArguments())
@@ -135,24 +170,40 @@ TpLayout layoutTp(const ForwardView &v, int tp) {
       continue;
     }
     if (tp > 1) {
-      // A split operand carries its factor into this op.
-      for (auto [k, x] : llvm::enumerate(op->getOperands())) {
+      // A split operand carries its factor into this op, unless the op
+      // needs that dimension whole.
+      auto carried = [&](unsigned k, Value x) {
         auto it = v.position.find(x.getDefiningOp());
         if (state.lookup(x).kind != TpState::Split || it == v.position.end())
-          continue;
+          return -1;
         // Which result dimension of the producer is split.
         size_t p = size_t(it->second);
-        const ShardingRule &pr = v.rules[p];
-        unsigned r = cast<OpResult>(x).getResultNumber();
-        const TensorFactors &out = pr.getResult(r);
+        const TensorFactors &out =
+            v.rules[p].getResult(cast<OpResult>(x).getResultNumber());
         for (size_t d = 0; d < out.size(); ++d)
-          if (majorFactor(out, d) == l.factor[p]) {
-            f = majorFactor(rule.getOperand(unsigned(k)), d);
-            break;
-          }
-        if (f >= 0)
+          if (majorFactor(out, d) == l.factor[p])
+            return majorFactor(rule.getOperand(k), d);
+        return -1;
+      };
+      // A factor the rule needs whole is still carried where the op's
+      // local form is valid (a cross entropy over a block of the classes is
+      // priced as Megatron's vocabulary-parallel one), not where it reads
+      // outside its block (a slice of a fused QKV projection).
+      for (auto [k, x] : llvm::enumerate(op->getOperands())) {
+        int g = carried(unsigned(k), x);
+        if (g >= 0 && (rule.getFactorKind(g) != FactorKind::NeedReplication ||
+                       localFormIsValid(op, rule, g, tp))) {
+          f = g;
           break;
+        }
       }
+      // The other split operands are gathered first.
+      for (auto [k, x] : llvm::enumerate(op->getOperands()))
+        if (state.lookup(x).kind == TpState::Split &&
+            (carried(unsigned(k), x) != f || f < 0)) {
+          l.gathers[i].push_back(unsigned(k));
+          state[x].kind = TpState::Whole;
+        }
       if (f < 0) {
         f = weightFactor(v, i, state, tp);
         if (f >= 0 && rule.getFactorKind(f) != FactorKind::Reduction)
@@ -221,17 +272,19 @@ TpLayout layoutTp(const ForwardView &v, int tp) {
 }
 
 /// The local type of a tensor of op `i` with factors `tf`: the batch factor
-/// holds `microBatch` rows, the split factor 1/tp of its size.
+/// holds `microBatch` of the `batch` sequences (also where batch and
+/// sequence are one flattened dimension), the split factor 1/tp of its size.
 Type localType(Type type, const TensorFactors &tf, const ShardingRule &rule,
-               int batchFactor, int splitFactor, int64_t microBatch, int tp) {
+               int batchFactor, int splitFactor, int64_t batch,
+               int64_t microBatch, int tp) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t)
     return type;
   SmallVector<int64_t> shape(t.getShape());
   for (size_t d = 0; d < shape.size() && d < tf.size(); ++d) {
     for (int64_t f : tf[d]) {
-      if (f == batchFactor && rule.getFactorSize(f) > 0)
-        shape[d] = shape[d] / rule.getFactorSize(f) * microBatch;
+      if (f == batchFactor && batch > 0 && shape[d] % batch == 0)
+        shape[d] = shape[d] / batch * microBatch;
       if (f == splitFactor && tf[d][0] == f)
         shape[d] = (shape[d] + tp - 1) / tp;
     }
@@ -272,7 +325,13 @@ public:
   double keptBytes() const;
 
 private:
-  Value operandFor(Value x, Type type);
+  Value operandFor(Value x, Type type, bool gathered);
+  /// The per-device form of `op` on local operands and result types.
+  Operation *buildLocal(Operation *op, const ShardingRule &rule,
+                        int batchFactor, int splitFactor, ValueRange operands,
+                        TypeRange resultTypes);
+  /// A scratch mesh whose axes split the batch and tp factors.
+  MeshOp meshFor(int64_t batchBlocks);
   void mergeGemms();
   int passOf(Operation *op) const {
     return forwardClones.contains(op) ? 0 : weightGrad.contains(op) ? 2 : 1;
@@ -297,6 +356,7 @@ private:
   double act = 2;
   bool sp = false;
   IRMapping map;
+  std::map<int64_t, MeshOp> meshes;
   /// Per region op: its clone and the backward ops its VJP built.
   llvm::DenseMap<Operation *, Operation *> cloneOf;
   llvm::DenseMap<Operation *, std::vector<Operation *>> backwardOf;
@@ -306,6 +366,11 @@ private:
   llvm::DenseSet<Value> weightArgs;
   /// The incoming gradients of the region's outputs.
   llvm::DenseSet<Value> gradArgs;
+  /// An argument standing for a region value at another layout (gathered
+  /// over tp) -> that value: its gradient flows back through a slice.
+  llvm::DenseMap<Value, Value> gatheredFrom;
+  /// A forward value -> its gathered argument.
+  llvm::DenseMap<Value, Value> gatheredOf;
   /// Forward clone -> index of its op in the view.
   llvm::DenseMap<Operation *, int> indexOfClone;
   /// Adds that sum the gradient contributions of a value's uses.
@@ -331,9 +396,68 @@ Value RegionBuilder::rootWeight(Value x) const {
   return v.isParam(a) ? x : Value();
 }
 
-Value RegionBuilder::operandFor(Value x, Type type) {
+Operation *RegionBuilder::buildLocal(Operation *op, const ShardingRule &rule,
+                                     int batchFactor, int splitFactor,
+                                     ValueRange operands,
+                                     TypeRange resultTypes) {
+  // The op's own per-device form (sizes held in attributes, positions of
+  // its block), as the partitioner builds it, when that is one op of the
+  // same kind; otherwise a clone on the local types.
+  if (auto shardable = dyn_cast<ShardingRuleOpInterface>(op)) {
+    FactorAxes axes(size_t(rule.getNumFactors()));
+    int64_t batchBlocks = 1;
+    if (batchFactor >= 0 && v.batch % p.microBatchSize == 0)
+      batchBlocks = v.batch / p.microBatchSize;
+    if (batchBlocks > 1)
+      axes[size_t(batchFactor)].push_back("b");
+    if (splitFactor >= 0 && p.tp > 1)
+      axes[size_t(splitFactor)].push_back("tp");
+    MeshOp mesh = meshFor(batchBlocks);
+    Operation *last = block->empty() ? nullptr : &block->back();
+    SmallVector<Value> results;
+    LogicalResult built = failure();
+    {
+      ScopedDiagnosticHandler quiet(op->getContext(),
+                                    [](Diagnostic &) { return success(); });
+      LocalOpContext context(op, rule, axes, mesh, operands, resultTypes);
+      built = shardable.buildLocalOp(builder, context, results);
+    }
+    Operation *local = results.empty() ? nullptr : results[0].getDefiningOp();
+    if (succeeded(built) && local && local->getName() == op->getName() &&
+        local->getNumResults() == results.size() &&
+        llvm::equal(local->getResults(), results) &&
+        TypeRange(local->getResultTypes()) == resultTypes)
+      return local;
+    // Not one op: undo and clone.
+    while (!block->empty() && &block->back() != last)
+      block->back().erase();
+  }
+  Operation *c = builder.clone(*op, map);
+  c->setOperands(operands);
+  for (auto [y, type] : llvm::zip_equal(c->getResults(), resultTypes))
+    y.setType(type);
+  return c;
+}
+
+MeshOp RegionBuilder::meshFor(int64_t batchBlocks) {
+  MeshOp &mesh = meshes[batchBlocks];
+  if (!mesh) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(scratch->getBody());
+    std::string name = "planner_mesh_" + std::to_string(batchBlocks);
+    mesh = builder.create<MeshOp>(
+        scratch->getLoc(), name, ArrayRef<StringRef>{"b", "tp"},
+        ArrayRef<int64_t>{batchBlocks, std::max<int64_t>(p.tp, 1)},
+        ArrayRef<LinkKind>{LinkKind::NVLink, LinkKind::NVLink});
+  }
+  return mesh;
+}
+
+Value RegionBuilder::operandFor(Value x, Type type, bool gathered) {
   if (Value m = map.lookupOrNull(x); m && m.getType() == type)
     return m;
+  if (Value g = gatheredOf.lookup(x); g && g.getType() == type)
+    return g;
   // A value from outside the region, or one a collective reshapes.
   Value arg = block->addArgument(type, x.getLoc());
   if (Value w = rootWeight(x)) {
@@ -341,8 +465,12 @@ Value RegionBuilder::operandFor(Value x, Type type) {
     auto t = cast<RankedTensorType>(type);
     weights.insert({w, double(t.getNumElements())});
   }
-  if (!map.contains(x))
+  if (Value m = map.lookupOrNull(x); m && gathered) {
+    gatheredFrom[arg] = m; // the same value, gathered over tp
+    gatheredOf[x] = arg;
+  } else if (!m) {
     map.map(x, arg);
+  }
   return arg;
 }
 
@@ -364,16 +492,20 @@ LogicalResult RegionBuilder::build(std::string &error) {
     }
     const ShardingRule &rule = v.rules[size_t(i)];
     int bf = v.batchFactor[size_t(i)], f = l.factor[size_t(i)];
-    Operation *c = builder.clone(*op, map);
+    SmallVector<Value> operands;
     for (auto [k, x] : llvm::enumerate(op->getOperands()))
-      c->setOperand(unsigned(k),
-                    operandFor(x, localType(x.getType(), rule.getOperand(k),
-                                            rule, bf, f, mbs, p.tp)));
-    for (auto [r, y] : llvm::enumerate(c->getResults())) {
-      y.setType(
-          localType(y.getType(), rule.getResult(r), rule, bf, f, mbs, p.tp));
+      operands.push_back(
+          operandFor(x,
+                     localType(x.getType(), rule.getOperand(k), rule, bf, f,
+                               v.batch, mbs, p.tp),
+                     llvm::is_contained(l.gathers[size_t(i)], unsigned(k))));
+    SmallVector<Type> resultTypes;
+    for (auto [r, y] : llvm::enumerate(op->getResults()))
+      resultTypes.push_back(localType(y.getType(), rule.getResult(r), rule, bf,
+                                      f, v.batch, mbs, p.tp));
+    Operation *c = buildLocal(op, rule, bf, f, operands, resultTypes);
+    for (auto [r, y] : llvm::enumerate(c->getResults()))
       map.map(op->getResult(unsigned(r)), y);
-    }
     cloneOf[op] = c;
     indexOfClone[c] = i;
     forwardClones.insert(c);
@@ -427,6 +559,15 @@ LogicalResult RegionBuilder::build(std::string &error) {
       if (!dx)
         continue;
       Value x = c->getOperand(unsigned(k));
+      if (Value from = gatheredFrom.lookup(x)) {
+        // The gradient of a gather: each rank keeps its own part.
+        auto type = cast<RankedTensorType>(from.getType());
+        SmallVector<int64_t> offsets(type.getRank(), 0),
+            strides(type.getRank(), 1);
+        dx = builder.create<SliceOp>(op->getLoc(), dx, offsets, type.getShape(),
+                                     strides);
+        x = from;
+      }
       if (Value prev = grads.lookup(x);
           prev && prev.getType() == dx.getType()) {
         dx = builder.create<AddOp>(op->getLoc(), dx.getType(), prev, dx);
@@ -762,6 +903,9 @@ void RegionBuilder::emit(std::vector<WorkItem> &items, double *outputBytes) {
     Operation *c = cloneOf[op];
     for (unsigned k : l.exits[size_t(i)])
       comm(items, "tp_exit", Phase::Forward, exitKind, bytes(c->getOperand(k)));
+    for (unsigned k : l.gathers[size_t(i)])
+      comm(items, "tp_gather", Phase::Forward, CollectiveKind::AllGather,
+           bytes(c->getOperand(k)));
     if (sp)
       for (unsigned k : l.entries[size_t(i)])
         comm(items, "tp_entry_all_gather", Phase::Forward,

@@ -30,6 +30,11 @@ def cleave_run() -> str:
     return _built_tool("CLEAVE_RUN", "cleave-run")
 
 
+def cleave_plan() -> str:
+    """The cleave-plan that CMake built (ctest sets CLEAVE_PLAN)."""
+    return _built_tool("CLEAVE_PLAN", "cleave-plan")
+
+
 def verify(test: unittest.TestCase, mlir: str) -> str:
     """Runs cleave-opt on the text; fails the test with its diagnostics."""
     with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:

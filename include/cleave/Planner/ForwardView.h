@@ -55,6 +55,10 @@ struct ForwardView {
   std::vector<mlir::cleave::ShardingRule> rules;
   /// Per op: the factor that carries the batch, or -1.
   std::vector<int> batchFactor;
+  /// The global batch: dimension 0 of the data inputs (0: no input). A
+  /// batch factor's size is a multiple of it where batch and sequence are
+  /// flattened into one dimension.
+  int64_t batch = 0;
 
   /// The repeated block: `count` instances of `length` ops from `start`
   /// (count 0: none found).
