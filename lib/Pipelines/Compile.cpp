@@ -271,6 +271,19 @@ localPlannerOptions(const RankCompileOptions &options) {
   return o;
 }
 
+/// A copy of `module` with its training step built alone (no plan, no
+/// evaluation step): what the planner prices.
+static llvm::Expected<OwningOpRef<ModuleOp>>
+trainStepOfCopy(ModuleOp module, const RankCompileOptions &options) {
+  OwningOpRef<ModuleOp> step = module.clone();
+  RankCompileOptions stepOnly = options;
+  stepOnly.plan.reset();
+  stepOnly.evalStep = false;
+  if (llvm::Error err = buildTrainStep(*step, stepOnly))
+    return std::move(err);
+  return std::move(step);
+}
+
 /// Reports the cost model's prediction for named plan `plan` (predict).
 static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
                                 const RankCompileOptions &options) {
@@ -278,17 +291,14 @@ static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
   if (!options.model)
     return compileError(what + "needs the model's configuration (a zoo "
                                "model, --model)");
-  OwningOpRef<ModuleOp> step = module.clone();
-  RankCompileOptions stepOnly = options;
-  stepOnly.plan.reset();
-  stepOnly.evalStep = false;
-  if (llvm::Error err = buildTrainStep(*step, stepOnly))
-    return err;
+  llvm::Expected<OwningOpRef<ModuleOp>> step = trainStepOfCopy(module, options);
+  if (!step)
+    return step.takeError();
   ::cleave::cost::ParallelPlan priced =
       costPlanOf(plan, *options.model, &options.autodiff);
   ::cleave::cost::Result<::cleave::cost::Estimate> e =
-      ::cleave::planner::estimateModulePlan(*step, localPlannerOptions(options),
-                                            priced);
+      ::cleave::planner::estimateModulePlan(
+          **step, localPlannerOptions(options), priced);
   if (!e)
     return compileError(what + e.error());
   // The progress line then shows this prediction, not the one from the
@@ -320,14 +330,12 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
     // is written into it as shardings; any other runs as its named plan,
     // whose stages are cut from the forward function before differentiation
     // (as for --plan pp=...), so the step is built again.
-    OwningOpRef<ModuleOp> planned = module.clone();
-    RankCompileOptions stepOnly = options;
-    stepOnly.plan.reset();
-    stepOnly.evalStep = false;
-    if (llvm::Error err = buildTrainStep(*planned, stepOnly))
-      return err;
+    llvm::Expected<OwningOpRef<ModuleOp>> planned =
+        trainStepOfCopy(module, options);
+    if (!planned)
+      return planned.takeError();
     llvm::Expected<::cleave::cost::ParallelPlan> best =
-        choosePlan(*planned, *plan, options);
+        choosePlan(**planned, *plan, options);
     if (!best)
       return best.takeError();
     // The planner's shardings carry dp, tp and ZeRO; what else it chose
@@ -343,8 +351,8 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
       // planned module no longer has.
       if (auto forward = module.lookupSymbol<func::FuncOp>("forward");
           forward && options.evalStep)
-        OpBuilder::atBlockEnd(planned->getBody()).clone(*forward);
-      module.getBodyRegion().takeBody(planned->getBodyRegion());
+        OpBuilder::atBlockEnd((*planned)->getBody()).clone(*forward);
+      module.getBodyRegion().takeBody((*planned)->getBodyRegion());
     }
   }
   RankCompileOptions built = options;
