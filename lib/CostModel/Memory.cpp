@@ -207,7 +207,14 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   mem.communication = cl.gpu.communicatorBufferBytes
                           ? communicators * *cl.gpu.communicatorBufferBytes
                           : ncclBufferBytes(p, c);
-  if (p.zeroStage >= 3) {
+  if (p.zeroStage >= 3 && !p.regatherForBackward) {
+    // Gathered parameters stay live until their backward use: the whole
+    // stage's parameters at the turn, beside one bucket of unsharded
+    // gradients being reduce-scattered.
+    double others = params * (1 - 1 / shard);
+    mem.communication +=
+        others * paramBytes + std::min(c.dpBucketParams, others) * gradBytes;
+  } else if (p.zeroStage >= 3) {
     // ZeRO-3 gathers module by module: the weight in use and the prefetched
     // next one (DeepSpeed's live-parameter limit), never more than what
     // sharding removed.

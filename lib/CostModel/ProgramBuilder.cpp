@@ -379,7 +379,8 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
       firstRecv.reset();
     }
     std::vector<TaskRef> deps;
-    if (zero3 && r.kind != PassKind::WeightGrad)
+    if (zero3 &&
+        (forward || (p.regatherForBackward && r.kind != PassKind::WeightGrad)))
       deps = zero3Gather(r, l);
     if (forward && gatherOverlap && !cur.gatherOfLayer.empty())
       deps.push_back(ref(cur.gatherOfLayer[r.chunk][l]));

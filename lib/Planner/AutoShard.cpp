@@ -179,6 +179,7 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   so.implementation.overlapParamGather = !pc.host;
   // Cleave's step returns the new parameters and optimizer state.
   so.implementation.inPlaceUpdate = !pc.host;
+  so.implementation.regatherForBackward = !pc.host;
   return so;
 }
 
@@ -450,6 +451,7 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   plan.clipGradients = impl.clipGradients;
   plan.dynamicLossScaling = impl.dynamicLossScaling;
   plan.inPlaceUpdate = impl.inPlaceUpdate;
+  plan.regatherForBackward = impl.regatherForBackward;
   plan.dtype = p->dtype;
   const cost::ClusterSpec &cl = p->cluster.spec;
   if (std::string bad = cost::validatePlan(plan, m, cl); !bad.empty())

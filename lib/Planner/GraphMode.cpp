@@ -177,7 +177,7 @@ private:
           grad);
       if (p.zeroStage >= 1) // after the update; ZeRO-3 also for backward
         run(cost::CollectiveKind::AllGather, weights);
-      if (p.zeroStage == 3)
+      if (p.zeroStage == 3 && p.regatherForBackward)
         run(cost::CollectiveKind::AllGather, weights);
     }
     double shard = p.zeroStage >= 1 ? double(p.dp) : 1;

@@ -323,6 +323,9 @@ public:
   /// forward results and non-weight inputs that a backward op reads, on the
   /// local shapes and element types, a view counted once at its root.
   double keptBytes() const;
+  /// Marks the region inputs that sequence parallelism gathers (the whole
+  /// activations entering a split op).
+  void markGatheredEntries();
 
 private:
   Value operandFor(Value x, Type type, bool gathered);
@@ -371,6 +374,8 @@ private:
   llvm::DenseMap<Value, Value> gatheredFrom;
   /// A forward value -> its gathered argument.
   llvm::DenseMap<Value, Value> gatheredOf;
+  /// Values gathered over tp at a region entry (sequence parallelism).
+  llvm::DenseSet<Value> gatheredEntries;
   /// Forward clone -> index of its op in the view.
   llvm::DenseMap<Operation *, int> indexOfClone;
   /// Adds that sum the gradient contributions of a value's uses.
@@ -604,6 +609,7 @@ LogicalResult RegionBuilder::build(std::string &error) {
       if (!needed.contains(o))
         weightGrad.insert(o);
   mergeGemms();
+  markGatheredEntries();
   return success();
 }
 
@@ -617,6 +623,14 @@ Value viewRoot(Value x) {
     x = d->getOperand(0);
   }
   return x;
+}
+
+void RegionBuilder::markGatheredEntries() {
+  for (int i : ops)
+    if (!l.weightOnly[size_t(i)])
+      for (unsigned k : l.entries[size_t(i)])
+        gatheredEntries.insert(
+            viewRoot(cloneOf[v.ops[size_t(i)]]->getOperand(k)));
 }
 
 double RegionBuilder::keptBytes() const {
@@ -649,8 +663,11 @@ double RegionBuilder::keptBytes() const {
                          ? true
                          : l.factor[size_t(it->second)] < 0 &&
                                v.batchFactor[size_t(it->second)] >= 0;
-      total += double(t.getNumElements()) * elementBytes /
-               (sp && between ? p.tp : 1);
+      // Cleave's step keeps a gathered region input whole for the backward
+      // pass instead of gathering it again.
+      bool split = sp && between &&
+                   (p.regatherForBackward || !gatheredEntries.contains(root));
+      total += double(t.getNumElements()) * elementBytes / (split ? p.tp : 1);
     }
   }
   return total;
@@ -946,7 +963,7 @@ void RegionBuilder::emit(std::vector<WorkItem> &items, double *outputBytes) {
              CollectiveKind::AllGather, bytes(c->getOperand(k)));
     for (unsigned k : l.entries[size_t(i)]) {
       double b = bytes(c->getOperand(k));
-      if (sp) // re-gather the input for the weight gradient
+      if (sp && p.regatherForBackward) // the input for the weight gradient
         comm(items, "tp_entry_regather", Phase::Backward,
              CollectiveKind::AllGather, b, true);
       comm(items, "tp_entry_grad", Phase::Backward, exitKind, b);

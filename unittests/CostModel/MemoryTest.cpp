@@ -83,6 +83,41 @@ TEST(MemoryTest, Zero3ModelStatePerGpu) {
               1e-6 * params);
 }
 
+/// Cleave's step keeps ZeRO-3's gathered parameters from their forward use
+/// to their backward use: every parameter of the stage is whole at the
+/// turn, beside one bucket of unsharded gradients; and its backward pass
+/// gathers nothing.
+TEST(MemoryTest, Zero3WithoutRegatherKeepsTheGatheredParameters) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  ParallelPlan p = test::plan(1, 1, 64);
+  p.zeroStage = 3;
+  CostConstants k;
+  k.dpBucketParams = 1e6;
+  Workload w = buildWorkload(m, c, p, k);
+  double params = stageParameters(m, p, w, 0);
+  MemoryBreakdown regather = stageMemory(m, c, p, w, 0, k);
+  p.regatherForBackward = false;
+  MemoryBreakdown kept = stageMemory(m, c, p, w, 0, k);
+  double others = params * 63 / 64;
+  EXPECT_NEAR(kept.communication - ncclBufferBytes(p, k), others * 2 + 1e6 * 4,
+              1e-6 * params);
+  EXPECT_LT(regather.communication, kept.communication);
+  EXPECT_DOUBLE_EQ(kept.parameters, regather.parameters);
+  // The backward pass gathers nothing: half the parameter gathers.
+  auto gathers = [&](const ParallelPlan &plan) {
+    Program program = buildProgram(m, c, plan, w, k);
+    int n = 0;
+    for (const Task &t : program.ranks[0].tasks)
+      n += t.stream == kDpGatherStream;
+    return n;
+  };
+  int once = gathers(p);
+  p.regatherForBackward = true;
+  EXPECT_EQ(gathers(p), 2 * once);
+  EXPECT_GT(once, 0);
+}
+
 /// A device without a CUDA context or NCCL (a local CPU rank) reserves
 /// nothing and has no communicator buffers; a GPU uses the constants.
 TEST(MemoryTest, DeviceRuntimeMemoryComesFromTheDevice) {

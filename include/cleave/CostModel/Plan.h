@@ -108,6 +108,16 @@ struct ParallelPlan {
   /// at the step's peak (Cleave's compiled step, as cleave-run runs it;
   /// the planner sets it for this machine's processes).
   bool inPlaceUpdate = true;
+  /// What the forward pass gathers is gathered again for the backward pass
+  /// and freed after each use: ZeRO-3's parameters (DeepSpeed, FSDP) and a
+  /// tensor-parallel region's input under sequence parallelism (Megatron).
+  /// False: a gathered value stays live from its forward use to its
+  /// backward use, so every ZeRO-3 parameter of the stage is whole at the
+  /// turn of the step and the sequence-parallel region inputs are kept
+  /// whole, and the backward pass gathers neither (Cleave's compiled step,
+  /// whose gathered values are SSA values that the backward reads; the
+  /// planner sets it for this machine's processes).
+  bool regatherForBackward = true;
 
   /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
   /// each >= 1, summing to the model's layers); empty: an even split with
