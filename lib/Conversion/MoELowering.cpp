@@ -184,6 +184,12 @@ struct Routing {
         });
   }
 
+  /// E / (S * S * top_k): the balance loss is this times sum_e count * mass.
+  double auxScale() {
+    ArrayRef<int64_t> s = shape();
+    return double(s[2]) / (double(s[1]) * double(s[1]) * double(topK));
+  }
+
   /// count[g, e]: selections of expert e in group g (before drops).
   Value counts(Value rank) {
     return sumOver({rank}, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -260,7 +266,6 @@ struct MoERouterGradLowering : OpRewritePattern<MoERouterGradOp> {
     Location loc = op.getLoc();
     Routing r{rewriter, loc, op.getLogits(), int64_t(op.getTopK()),
               op.getSigmoid()};
-    ArrayRef<int64_t> s = r.shape();
     auto dispatchType = tensorTypeOf(op.getDispatch());
     Value dgate =
         buildReduction(rewriter, loc, {op.getDispatch(), op.getGrad()}, {},
@@ -293,7 +298,6 @@ struct MoERouterGradLowering : OpRewritePattern<MoERouterGradOp> {
                           return r.selected(nb, l, a[0], a[1]);
                         });
     }
-    (void)s;
     Value dlogits =
         r.backThroughScores(scores, ds, /*normalizedSigmoid=*/false);
     rewriter.replaceOp(op, narrowTo(rewriter, loc, dlogits, op.getType()));
@@ -312,8 +316,7 @@ struct MoEAuxLossLowering : OpRewritePattern<MoEAuxLossOp> {
     Value count = r.counts(r.ranks());
     Value probs = r.probabilities(r.scores());
     Value mass = r.sumOver({probs}, 1, nullptr);
-    double scale =
-        double(s[2]) / (double(s[1]) * double(s[1]) * double(r.topK));
+    double scale = r.auxScale();
     Value loss = buildReduction(rewriter, loc, {count, mass}, {}, {s[0], s[2]},
                                 {0, 1}, ReduceKind::Sum,
                                 [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -336,8 +339,7 @@ struct MoEAuxLossGradLowering : OpRewritePattern<MoEAuxLossGradOp> {
     MLIRContext *ctx = rewriter.getContext();
     Value count = r.counts(r.ranks());
     Value scores = r.scores();
-    double scale =
-        double(s[2]) / (double(s[1]) * double(s[1]) * double(r.topK));
+    double scale = r.auxScale();
     // dprob[g, s, e] = dloss * E * count[g, e] / (S * S * top_k).
     Value dprob = buildGeneric(
         rewriter, loc, r.computeType(s), {count, op.getGrad()},

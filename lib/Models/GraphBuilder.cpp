@@ -189,7 +189,7 @@ GraphBuilder::MoEResult GraphBuilder::moe(Value x, Value router, Value gate,
       routing.normalize ? b.getUnitAttr() : UnitAttr(), capacity);
   Value buffer = b.create<MoEDispatchOp>(loc, x, route.getDispatch());
   // [E, B, C, H] -> [E, B * C, H]: every expert's tokens as one GEMM.
-  ArrayRef<int64_t> buf = cast<RankedTensorType>(buffer.getType()).getShape();
+  ArrayRef<int64_t> buf = typeOf(buffer).getShape();
   Value flat = reshape(buffer, {buf[0], buf[1] * buf[2], buf[3]});
   auto bmm = [&](Value lhs, Value rhs) {
     return b.create<MatmulOp>(loc, lhs, rhs, UnitAttr(), UnitAttr())
