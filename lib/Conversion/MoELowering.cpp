@@ -198,6 +198,13 @@ struct Routing {
   }
 };
 
+/// The routing of an op with `logits`, `top_k` and `sigmoid`.
+template <typename OpT>
+Routing routingOf(OpT op, OpBuilder &b) {
+  return Routing{b, op.getLoc(), op.getLogits(), int64_t(op.getTopK()),
+                 op.getSigmoid()};
+}
+
 /// Narrows a compute-precision tensor to `type`'s element type.
 Value narrowTo(OpBuilder &b, Location loc, Value v, RankedTensorType type) {
   if (elementTypeOf(v) == type.getElementType())
@@ -212,8 +219,7 @@ struct MoERouterLowering : OpRewritePattern<MoERouterOp> {
   LogicalResult matchAndRewrite(MoERouterOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Routing r{rewriter, loc, op.getLogits(), int64_t(op.getTopK()),
-              op.getSigmoid()};
+    Routing r = routingOf(op, rewriter);
     ArrayRef<int64_t> s = r.shape();
     MLIRContext *ctx = rewriter.getContext();
     Value rank = r.ranks();
@@ -264,8 +270,7 @@ struct MoERouterGradLowering : OpRewritePattern<MoERouterGradOp> {
   LogicalResult matchAndRewrite(MoERouterGradOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Routing r{rewriter, loc, op.getLogits(), int64_t(op.getTopK()),
-              op.getSigmoid()};
+    Routing r = routingOf(op, rewriter);
     auto dispatchType = tensorTypeOf(op.getDispatch());
     Value dgate =
         buildReduction(rewriter, loc, {op.getDispatch(), op.getGrad()}, {},
@@ -310,8 +315,7 @@ struct MoEAuxLossLowering : OpRewritePattern<MoEAuxLossOp> {
   LogicalResult matchAndRewrite(MoEAuxLossOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Routing r{rewriter, loc, op.getLogits(), int64_t(op.getTopK()),
-              op.getSigmoid()};
+    Routing r = routingOf(op, rewriter);
     ArrayRef<int64_t> s = r.shape();
     Value count = r.counts(r.ranks());
     Value probs = r.probabilities(r.scores());
@@ -333,8 +337,7 @@ struct MoEAuxLossGradLowering : OpRewritePattern<MoEAuxLossGradOp> {
   LogicalResult matchAndRewrite(MoEAuxLossGradOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Routing r{rewriter, loc, op.getLogits(), int64_t(op.getTopK()),
-              op.getSigmoid()};
+    Routing r = routingOf(op, rewriter);
     ArrayRef<int64_t> s = r.shape();
     MLIRContext *ctx = rewriter.getContext();
     Value count = r.counts(r.ranks());
