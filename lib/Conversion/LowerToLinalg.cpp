@@ -33,6 +33,7 @@ struct CleaveLowerToLinalgPass final
     populateShapeLoweringPatterns(patterns);
     populateNormLoweringPatterns(patterns);
     populateNNLoweringPatterns(patterns);
+    populateMoELoweringPatterns(patterns);
     populateAttentionLoweringPatterns(patterns, attentionTile);
 
     ConversionTarget target(*ctx);

@@ -85,6 +85,7 @@ void populateElementwiseLoweringPatterns(RewritePatternSet &patterns);
 void populateShapeLoweringPatterns(RewritePatternSet &patterns);
 void populateNormLoweringPatterns(RewritePatternSet &patterns);
 void populateNNLoweringPatterns(RewritePatternSet &patterns);
+void populateMoELoweringPatterns(RewritePatternSet &patterns);
 /// `attentionTile` > 0: tiled online-softmax (flash) attention with query
 /// and key tiles of that many rows; 0: the full probabilities materialised.
 void populateAttentionLoweringPatterns(RewritePatternSet &patterns,

@@ -421,3 +421,39 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange dys,
   dxs.append(1 + getBlocks().size(), Value());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+LogicalResult MoEAuxLossOp::buildVJP(OpBuilder &b, ValueRange dys,
+                                     SmallVectorImpl<Value> &dxs) {
+  dxs.push_back(b.create<MoEAuxLossGradOp>(getLoc(), getLogits(), dys[0],
+                                           getTopKAttr(), getSigmoidAttr()));
+  return success();
+}
+
+LogicalResult MoECombineOp::buildVJP(OpBuilder &b, ValueRange dys,
+                                     SmallVectorImpl<Value> &dxs) {
+  dxs.push_back(b.create<MoEWeightsGradOp>(getLoc(), dys[0], getExperts()));
+  dxs.push_back(b.create<MoEDispatchOp>(getLoc(), dys[0], getWeights()));
+  return success();
+}
+
+LogicalResult MoEDispatchOp::buildVJP(OpBuilder &b, ValueRange dys,
+                                      SmallVectorImpl<Value> &dxs) {
+  // The weights are the router's one-hot choice, piecewise constant in the
+  // logits: no gradient flows to them.
+  dxs.push_back(b.create<MoECombineOp>(getLoc(), getWeights(), dys[0]));
+  dxs.push_back(Value());
+  return success();
+}
+
+LogicalResult MoERouterOp::buildVJP(OpBuilder &b, ValueRange dys,
+                                    SmallVectorImpl<Value> &dxs) {
+  // Only `combine` carries gates; `dispatch` is piecewise constant.
+  dxs.push_back(b.create<MoERouterGradOp>(
+      getLoc(), getLogits(), getDispatch(), dys[0], getTopKAttr(),
+      getSigmoidAttr(), getNormalizeAttr()));
+  return success();
+}

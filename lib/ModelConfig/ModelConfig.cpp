@@ -84,9 +84,13 @@ int64_t ModelConfig::numParameters() const {
                        + h * heads * d       // q
                        + 2 * h * kvHeads * d // k, v
                        + heads * d * h       // o
-                       + h                   // mlp norm
-                       + 3 * h * f;          // gate, up, down
+                       + h;                  // mlp norm
     int64_t n = v * h + layers * perLayer + h;
+    for (int64_t l = 0; l < layers; ++l)
+      n += isMoELayer(l)
+               ? experts * h // router
+                     + (experts + sharedExperts) * 3 * h * expertFfnHidden
+               : 3 * h * f; // gate, up, down
     return tiedEmbeddings ? n : n + v * h;
   }
   }
@@ -128,6 +132,24 @@ std::string ModelConfig::validate() const {
            std::to_string(heads) + ")";
   if (!(dropout >= 0.0 && dropout < 1.0))
     return "dropout must be in [0, 1), got " + std::to_string(dropout);
+  if (experts == 0)
+    return "";
+  if (arch != Architecture::Llama)
+    return "experts (" + std::to_string(experts) +
+           ") are supported on the llama architecture only";
+  if (topK < 1 || topK > experts)
+    return "top_k must be in [1, experts = " + std::to_string(experts) +
+           "], got " + std::to_string(topK);
+  for (auto [field, value] : {std::pair{"moe_every", moeEvery},
+                              std::pair{"expert_ffn_hidden", expertFfnHidden}})
+    if (std::string err = positive(field, value); !err.empty())
+      return err;
+  if (sharedExperts < 0)
+    return "shared_experts must not be negative, got " +
+           std::to_string(sharedExperts);
+  if (!(capacityFactor >= 0.0))
+    return "capacity_factor must be >= 0 (0: dropless), got " +
+           std::to_string(capacityFactor);
   return "";
 }
 
@@ -225,6 +247,38 @@ std::map<std::string, ModelConfig> buildPresets() {
       llama("tiny-llama", 2, 64, 4, 2, 128, 65, 32, 10000.0);
   tinyLlama.batch = 4;
   add(tinyLlama);
+  // Mixtral 8x7B (Jiang et al. 2024): every layer 8 experts, top-2, dropless;
+  // trained here at sequence 4096.
+  ModelConfig mixtral =
+      llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, 1000000.0);
+  mixtral.experts = 8;
+  mixtral.topK = 2;
+  mixtral.expertFfnHidden = 14336;
+  mixtral.auxLossCoeff = 0.02;
+  add(mixtral);
+  // DeepSeek-V3's MoE shape (DeepSeek-AI 2024): 1 shared + 256 routed
+  // experts of width 2048, top-8, sigmoid gates, on a 61-layer Llama block of
+  // width 7168 (the dense width 18432); no multi-head latent attention.
+  ModelConfig deepseek = llama("deepseek-v3-shaped", 61, 7168, 128, 128, 18432,
+                               129280, 4096, 10000.0);
+  deepseek.experts = 256;
+  deepseek.topK = 8;
+  deepseek.sharedExperts = 1;
+  deepseek.expertFfnHidden = 2048;
+  deepseek.sigmoidRouter = true;
+  deepseek.auxLossCoeff = 0.0001;
+  add(deepseek);
+  // A small MoE for tests: 4 experts, top-2, one shared expert, MoE every
+  // layer, capacity factor 1 (drops happen when routing is unbalanced).
+  ModelConfig tinyMoE = llama("tiny-moe", 2, 64, 4, 2, 128, 65, 32, 10000.0);
+  tinyMoE.batch = 4;
+  tinyMoE.experts = 4;
+  tinyMoE.topK = 2;
+  tinyMoE.sharedExperts = 1;
+  tinyMoE.expertFfnHidden = 32;
+  tinyMoE.capacityFactor = 1.0;
+  tinyMoE.auxLossCoeff = 0.01;
+  add(tinyMoE);
   return p;
 }
 

@@ -174,3 +174,31 @@ Value GraphBuilder::crossEntropy(Value logits, Value labels) {
   return builder.create<CrossEntropyOp>(loc, logits, labels, Value(),
                                         IntegerAttr());
 }
+
+GraphBuilder::MoEResult GraphBuilder::moe(Value x, Value router, Value gate,
+                                          Value up, Value down,
+                                          const MoERouting &routing) {
+  OpBuilder &b = builder;
+  Value logits = linear(x, router);
+  UnitAttr sigmoid = routing.sigmoid ? b.getUnitAttr() : UnitAttr();
+  FloatAttr capacity = routing.capacityFactor > 0
+                           ? b.getF64FloatAttr(routing.capacityFactor)
+                           : FloatAttr();
+  auto route = b.create<MoERouterOp>(
+      loc, logits, b.getI64IntegerAttr(routing.topK), sigmoid,
+      routing.normalize ? b.getUnitAttr() : UnitAttr(), capacity);
+  Value buffer = b.create<MoEDispatchOp>(loc, x, route.getDispatch());
+  // [E, B, C, H] -> [E, B * C, H]: every expert's tokens as one GEMM.
+  ArrayRef<int64_t> buf = typeOf(buffer).getShape();
+  Value flat = reshape(buffer, {buf[0], buf[1] * buf[2], buf[3]});
+  auto bmm = [&](Value lhs, Value rhs) {
+    return b.create<MatmulOp>(loc, lhs, rhs, UnitAttr(), UnitAttr())
+        .getResult();
+  };
+  Value hidden = mul(silu(bmm(flat, gate)), bmm(flat, up));
+  Value out = reshape(bmm(hidden, down), buf);
+  Value y = b.create<MoECombineOp>(loc, route.getCombine(), out);
+  Value aux = b.create<MoEAuxLossOp>(
+      loc, logits, b.getI64IntegerAttr(routing.topK), sigmoid);
+  return {y, aux};
+}

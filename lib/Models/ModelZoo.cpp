@@ -120,10 +120,44 @@ Value buildGPT(ZooBuilder &z) {
   return g.crossEntropy(g.linear(x, head), z.targets);
 }
 
+/// Llama's SwiGLU feed-forward with PyTorch Linear weights.
+Value swiglu(ZooBuilder &z, Value x, Value w1, Value w3, Value w2) {
+  GraphBuilder &g = z.g;
+  return g.linear(g.mul(g.silu(g.linear(x, w1)), g.linear(x, w3)), w2);
+}
+
+/// A MoE feed-forward (docs/moe.md): routed experts plus optional shared
+/// experts (one dense SwiGLU of their summed width). Adds the layer's
+/// balance loss (f32, summed over sequences) to `aux`.
+Value buildMoE(ZooBuilder &z, const std::string &p, Value x, Value &aux) {
+  const ModelConfig &c = z.c;
+  GraphBuilder &g = z.g;
+  int64_t h = c.hidden, e = c.experts, fe = c.expertFfnHidden;
+  std::string q = p + "feed_forward.";
+  Value router = z.weight(q + "gate.weight", {e, h});
+  Value w1 = z.weight(q + "experts.w1", {e, h, fe});
+  Value w3 = z.weight(q + "experts.w3", {e, h, fe});
+  Value w2 = z.weight(q + "experts.w2", {e, fe, h});
+  GraphBuilder::MoERouting routing;
+  routing.topK = c.topK;
+  routing.capacityFactor = c.capacityFactor;
+  routing.sigmoid = c.sigmoidRouter;
+  GraphBuilder::MoEResult r = g.moe(x, router, w1, w3, w2, routing);
+  aux = aux ? g.add(aux, r.auxLoss) : r.auxLoss;
+  if (c.sharedExperts == 0)
+    return r.output;
+  int64_t fs = c.sharedExperts * fe;
+  Value s1 = z.weight(q + "shared_experts.w1.weight", {fs, h});
+  Value s3 = z.weight(q + "shared_experts.w3.weight", {fs, h});
+  Value s2 = z.weight(q + "shared_experts.w2.weight", {h, fs});
+  return g.add(r.output, swiglu(z, x, s1, s3, s2));
+}
+
 Value buildLlama(ZooBuilder &z) {
   const ModelConfig &c = z.c;
   GraphBuilder &g = z.g;
   int64_t h = c.hidden, f = c.ffnHidden, d = c.headDim();
+  Value aux;
   g.setScope("embedding");
   z.tokenInputs();
   Value emb = z.weight("tok_embeddings.weight", {c.vocab, h});
@@ -146,18 +180,29 @@ Value buildLlama(ZooBuilder &z) {
     x = g.add(x, z.dropout(o));
     g.setScope(p + "feed_forward");
     Value m = g.rmsNorm(x, z.ones(p + "ffn_norm.weight", {h}), c.normEpsilon);
-    Value w1 = z.weight(p + "feed_forward.w1.weight", {f, h});
-    Value w3 = z.weight(p + "feed_forward.w3.weight", {f, h});
-    Value w2 = z.weight(p + "feed_forward.w2.weight", {h, f});
-    Value gate = g.linear(m, w1);
-    Value up = g.linear(m, w3);
-    m = g.linear(g.mul(g.silu(gate), up), w2);
+    if (c.isMoELayer(l)) {
+      m = buildMoE(z, p, m, aux);
+    } else {
+      Value w1 = z.weight(p + "feed_forward.w1.weight", {f, h});
+      Value w3 = z.weight(p + "feed_forward.w3.weight", {f, h});
+      Value w2 = z.weight(p + "feed_forward.w2.weight", {h, f});
+      m = swiglu(z, m, w1, w3, w2);
+    }
     x = g.add(x, z.dropout(m));
   }
   g.setScope("head");
   x = g.rmsNorm(x, z.ones("norm.weight", {h}), c.normEpsilon);
   Value head = c.tiedEmbeddings ? emb : z.weight("output.weight", {c.vocab, h});
-  return g.crossEntropy(g.linear(x, head), z.targets);
+  Value loss = g.crossEntropy(g.linear(x, head), z.targets);
+  if (!aux || c.auxLossCoeff == 0.0)
+    return loss;
+  // The balance loss: mean over sequences and MoE layers, weighted.
+  int64_t moeLayers = 0;
+  for (int64_t l = 0; l < c.layers; ++l)
+    moeLayers += c.isMoELayer(l);
+  g.setScope("head");
+  return g.add(loss,
+               g.scale(aux, c.auxLossCoeff / double(c.batch * moeLayers)));
 }
 
 Value buildMLP(ZooBuilder &z) {

@@ -867,3 +867,49 @@ func.func @axis_index() -> tensor<i64> {
   %0 = cleave.axis_index on @m axes = [dp] : tensor<i64>
   return %0 : tensor<i64>
 }
+
+// -----
+
+// MoE dispatch is the one-hot einsum over the group's tokens: iteration
+// [E, G, C, H, S] reducing S, weights read at [g, s, e, c], tokens at
+// [g, s, h]; combine reduces E and C.
+// CHECK-DAG: #[[$W:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d1, d4, d0, d2)>
+// CHECK-DAG: #[[$X:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d1, d4, d3)>
+// CHECK-DAG: #[[$BUF:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[$CW:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+// CHECK-DAG: #[[$CY:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d3, d0, d4, d2)>
+// CHECK-DAG: #[[$OUT:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @moe_dispatch_combine
+// CHECK: linalg.generic {indexing_maps = [#[[$W]], #[[$X]], #[[$BUF]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<2x8x4x4xf32>, tensor<2x8x16xf32>) outs(%{{.*}} : tensor<4x2x4x16xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: linalg.generic {indexing_maps = [#[[$CW]], #[[$CY]], #[[$OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<2x8x4x4xf32>, tensor<4x2x4x16xf32>) outs(%{{.*}} : tensor<2x8x16xf32>)
+// CHECK-NOT: cleave.
+func.func @moe_dispatch_combine(%x: tensor<2x8x16xf32>, %w: tensor<2x8x4x4xf32>) -> tensor<2x8x16xf32> {
+  %0 = cleave.moe_dispatch %x, %w : (tensor<2x8x16xf32>, tensor<2x8x4x4xf32>) -> tensor<4x2x4x16xf32>
+  %1 = cleave.moe_combine %w, %0 : (tensor<2x8x4x4xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x16xf32>
+  return %1 : tensor<2x8x16xf32>
+}
+
+// -----
+
+// The router counts instead of sorting: each expert's rank over the E x E
+// comparisons (higher logit, or equal logit and lower index), each
+// selection's slot over the group's tokens, then the one-hots.
+// CHECK-DAG: #[[$SELF:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-DAG: #[[$OTHER:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[$TOKEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+// CHECK-LABEL: func.func @moe_router
+// CHECK: linalg.generic {indexing_maps = [#[[$SELF]], #[[$OTHER]], #[[$SELF]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<2x8x4xbf16>, tensor<2x8x4xbf16>) outs(%{{.*}} : tensor<2x8x4xf32>)
+// CHECK: arith.cmpf olt
+// CHECK: arith.cmpf oeq
+// CHECK: math.exp
+// CHECK: linalg.generic {indexing_maps = [#[[$SELF]], #[[$TOKEN]], #[[$SELF]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK: %[[C:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x4x2xbf16>)
+// CHECK: arith.divf
+// CHECK: %[[D:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x4x2xbf16>)
+// CHECK: return %[[C]], %[[D]]
+func.func @moe_router(%l: tensor<2x8x4xbf16>) -> (tensor<2x8x4x2xbf16>, tensor<2x8x4x2xbf16>) {
+  %0:2 = cleave.moe_router %l {top_k = 1 : i64, normalize, capacity_factor = 1.0 : f64} : (tensor<2x8x4xbf16>) -> (tensor<2x8x4x2xbf16>, tensor<2x8x4x2xbf16>)
+  return %0#0, %0#1 : tensor<2x8x4x2xbf16>, tensor<2x8x4x2xbf16>
+}

@@ -1211,3 +1211,94 @@ func.func @f() {
   %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @f(%l: tensor<8x4xf32>) {
+  // expected-error @below {{'cleave.moe_router' op logits must be [groups, tokens, experts], got rank 2}}
+  // expected-error @below {{failed to infer returned types}}
+  %0:2 = cleave.moe_router %l {top_k = 2 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x8xf32>, tensor<8x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x4xf32>) {
+  // expected-error @below {{'cleave.moe_router' op top_k = 5 must be in [1, 4] (the number of experts)}}
+  // expected-error @below {{failed to infer returned types}}
+  %0:2 = cleave.moe_router %l {top_k = 5 : i64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x4xf32>) {
+  // expected-error @below {{'cleave.moe_router' op capacity_factor must be positive}}
+  // expected-error @below {{failed to infer returned types}}
+  %0:2 = cleave.moe_router %l {top_k = 1 : i64, capacity_factor = 0.0 : f64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x1xf32>, tensor<2x8x4x1xf32>)
+  return
+}
+
+// -----
+
+// capacity_factor 0.5 gives ceil(0.5 * 8 * 2 / 4) = 2 slots per expert.
+func.func @f(%l: tensor<2x8x4xf32>) {
+  // expected-error @below {{'cleave.moe_router' op inferred type(s) 'tensor<2x8x4x2xf32>', 'tensor<2x8x4x2xf32>' are incompatible with return type(s) of operation 'tensor<2x8x4x4xf32>', 'tensor<2x8x4x4xf32>'}}
+  // expected-error @below {{failed to infer returned types}}
+  %0:2 = cleave.moe_router %l {top_k = 2 : i64, capacity_factor = 0.5 : f64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x4xf32>, %d: tensor<2x8x4x4xf32>, %g: tensor<2x8x4x2xf32>) {
+  // expected-error @below {{'cleave.moe_router_grad' op grad must be [2, 8, 4, 4], got [2, 8, 4, 2]}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.moe_router_grad %l, %d, %g {top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x2xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %w: tensor<2x6x4x4xf32>) {
+  // expected-error @below {{'cleave.moe_dispatch' op weights must be [groups = 2, tokens = 8, experts, capacity], got [2, 6, 4, 4]}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.moe_dispatch %x, %w : (tensor<2x8x16xf32>, tensor<2x6x4x4xf32>) -> tensor<4x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xbf16>, %w: tensor<2x8x4x4xf32>) {
+  // expected-error @below {{'cleave.moe_dispatch' op weights has another element type than the first operand; insert a cleave.cast}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.moe_dispatch %x, %w : (tensor<2x8x16xbf16>, tensor<2x8x4x4xf32>) -> tensor<4x2x4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<2x8x4x4xf32>, %y: tensor<4x2x3x16xf32>) {
+  // expected-error @below {{'cleave.moe_combine' op experts must be [4, 2, 4, 16], got [4, 2, 3, 16]}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.moe_combine %w, %y : (tensor<2x8x4x4xf32>, tensor<4x2x3x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8x16xf32>, %y: tensor<4x2x4x8xf32>) {
+  // expected-error @below {{'cleave.moe_weights_grad' op experts must be [4, 2, 4, 16], got [4, 2, 4, 8]}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.moe_weights_grad %g, %y : (tensor<2x8x16xf32>, tensor<4x2x4x8xf32>) -> tensor<2x8x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x4xf32>) {
+  // expected-error @below {{'cleave.moe_aux_loss' op top_k = 0 must be in [1, 4] (the number of experts)}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.moe_aux_loss %l {top_k = 0 : i64} : (tensor<2x8x4xf32>) -> tensor<f32>
+  return
+}

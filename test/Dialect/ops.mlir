@@ -297,3 +297,26 @@ module @planned attributes {cleave.plan = {zero = 1, recompute = "selective", re
     return %x : tensor<4xf32>
   }
 }
+
+// Mixture of experts: routing, dispatch to expert buffers, combine, the
+// balance loss and the gradient companions.
+// CHECK-LABEL: func.func @moe
+func.func @moe(%logits: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, %out: tensor<4x2x4x16xf32>, %dloss: tensor<f32>) {
+  // CHECK: cleave.moe_router %{{.*}} {capacity_factor = 1.000000e+00 : f64, normalize, top_k = 2 : i64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>)
+  %0:2 = cleave.moe_router %logits {top_k = 2 : i64, normalize, capacity_factor = 1.0 : f64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>)
+  // CHECK: cleave.moe_router %{{.*}} {sigmoid, top_k = 3 : i64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>)
+  %1:2 = cleave.moe_router %logits {top_k = 3 : i64, sigmoid} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>)
+  // CHECK: cleave.moe_router_grad %{{.*}}, %{{.*}}, %{{.*}} {normalize, top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4xf32>
+  %2 = cleave.moe_router_grad %logits, %0#1, %0#0 {top_k = 2 : i64, normalize} : (tensor<2x8x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4xf32>
+  // CHECK: cleave.moe_dispatch %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<2x8x4x4xf32>) -> tensor<4x2x4x16xf32>
+  %3 = cleave.moe_dispatch %x, %0#1 : (tensor<2x8x16xf32>, tensor<2x8x4x4xf32>) -> tensor<4x2x4x16xf32>
+  // CHECK: cleave.moe_combine %{{.*}}, %{{.*}} : (tensor<2x8x4x4xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x16xf32>
+  %4 = cleave.moe_combine %0#0, %out : (tensor<2x8x4x4xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: cleave.moe_weights_grad %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x4x4xf32>
+  %5 = cleave.moe_weights_grad %x, %out : (tensor<2x8x16xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x4x4xf32>
+  // CHECK: cleave.moe_aux_loss %{{.*}} {top_k = 2 : i64} : (tensor<2x8x4xf32>) -> tensor<f32>
+  %6 = cleave.moe_aux_loss %logits {top_k = 2 : i64} : (tensor<2x8x4xf32>) -> tensor<f32>
+  // CHECK: cleave.moe_aux_loss_grad %{{.*}}, %{{.*}} {sigmoid, top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8x4xf32>
+  %7 = cleave.moe_aux_loss_grad %logits, %dloss {top_k = 2 : i64, sigmoid} : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8x4xf32>
+  return
+}

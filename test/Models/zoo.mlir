@@ -2,6 +2,7 @@
 // RUN: cleave-models --model tiny-gpt --dropout 0.1 | cleave-opt | FileCheck %s --check-prefix=GPT
 // RUN: cleave-models --model tiny-llama | cleave-opt | FileCheck %s --check-prefix=LLAMA
 // RUN: cleave-models --model tiny-mlp --dtype bf16 | cleave-opt | FileCheck %s --check-prefix=MLP
+// RUN: cleave-models --model tiny-moe | cleave-opt | FileCheck %s --check-prefix=MOE
 // RUN: cleave-models --model llama3-405b | cleave-opt | FileCheck %s --check-prefix=BIG
 // RUN: not cleave-models --model tiny-llama --kv-heads 3 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not cleave-models --model gpt5 2>&1 | FileCheck %s --check-prefix=UNKNOWN
@@ -36,3 +37,16 @@
 // BAD: cleave-models: error: invalid model configuration: heads (4) must be a multiple of kv_heads (3)
 // UNKNOWN: cleave-models: error: unknown preset 'gpt5' (see --list)
 // LIST: llama3-405b      llama      126   16384    128     8    53248   128256   8192     405.853B
+
+// A Llama block whose feed-forward is 4 routed experts (top-2, capacity 1:
+// 16 slots per expert and sequence) plus one shared expert, and the
+// balance loss added to the cross entropy.
+// MOE: cleave.param = "layers.0.feed_forward.gate.weight"
+// MOE-SAME: cleave.param = "layers.0.feed_forward.experts.w1"
+// MOE-SAME: cleave.param = "layers.0.feed_forward.shared_experts.w1.weight"
+// MOE: cleave.moe_router %{{.*}} {capacity_factor = 1.000000e+00 : f64, normalize, top_k = 2 : i64} : (tensor<4x32x4xf32>) -> (tensor<4x32x4x16xf32>, tensor<4x32x4x16xf32>)
+// MOE: cleave.moe_dispatch %{{.*}} : (tensor<4x32x64xf32>, tensor<4x32x4x16xf32>) -> tensor<4x4x16x64xf32>
+// MOE: cleave.matmul %{{.*}}, %{{.*}} : (tensor<4x64x64xf32>, tensor<4x64x32xf32>) -> tensor<4x64x32xf32>
+// MOE: cleave.moe_combine %{{.*}} : (tensor<4x32x4x16xf32>, tensor<4x4x16x64xf32>) -> tensor<4x32x64xf32>
+// MOE: cleave.moe_aux_loss %{{.*}} {top_k = 2 : i64} : (tensor<4x32x4xf32>) -> tensor<f32>
+// MOE: cleave.cross_entropy

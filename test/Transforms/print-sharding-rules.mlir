@@ -40,3 +40,23 @@ func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %q: tensor<2x8x4x1
   %16 = cleave.transpose %x permutation = [2, 0, 1] : tensor<2x4x8xf32> -> tensor<8x2x4xf32>
   return
 }
+
+// Mixture of experts: the expert factor (k below) is pass-through from the
+// router's one-hot to the expert buffer, so splitting it moves the buffer.
+func.func @moe_rules(%logits: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, %out: tensor<4x2x4x16xf32>, %dloss: tensor<f32>) {
+  // CHECK: remark: sharding rule: ([i, j, k]) -> ([i, j, k, l], [i, j, k, l]) {i=2, j=8, k=4, l=4} need-replication={j, k, l}
+  %0:2 = cleave.moe_router %logits {top_k = 2 : i64, capacity_factor = 1.0 : f64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>)
+  // CHECK: remark: sharding rule: ([i, j, k], [i, j, k, l], [i, j, k, l]) -> ([i, j, k]) {i=2, j=8, k=4, l=4} need-replication={j, k, l}
+  %1 = cleave.moe_router_grad %logits, %0#1, %0#0 {top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4xf32>
+  // CHECK: remark: sharding rule: ([i, j, m], [i, j, k, l]) -> ([k, i, l, m]) {i=2, j=8, k=4, l=4, m=16} reduction={j}
+  %2 = cleave.moe_dispatch %x, %0#1 : (tensor<2x8x16xf32>, tensor<2x8x4x4xf32>) -> tensor<4x2x4x16xf32>
+  // CHECK: remark: sharding rule: ([i, j, k, l], [k, i, l, m]) -> ([i, j, m]) {i=2, j=8, k=4, l=4, m=16} reduction={k, l}
+  %3 = cleave.moe_combine %0#0, %out : (tensor<2x8x4x4xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: remark: sharding rule: ([i, j, m], [k, i, l, m]) -> ([i, j, k, l]) {i=2, j=8, k=4, l=4, m=16} reduction={m}
+  %4 = cleave.moe_weights_grad %x, %out : (tensor<2x8x16xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x4x4xf32>
+  // CHECK: remark: sharding rule: ([i, j, k]) -> ([]) {i=2, j=8, k=4} reduction={i} need-replication={j, k}
+  %5 = cleave.moe_aux_loss %logits {top_k = 2 : i64} : (tensor<2x8x4xf32>) -> tensor<f32>
+  // CHECK: remark: sharding rule: ([i, j, k], []) -> ([i, j, k]) {i=2, j=8, k=4} need-replication={j, k}
+  %6 = cleave.moe_aux_loss_grad %logits, %dloss {top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8x4xf32>
+  return
+}

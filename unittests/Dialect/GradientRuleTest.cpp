@@ -54,6 +54,9 @@ const llvm::StringMap<StringRef> &notDifferentiable() {
       {"cleave.embedding_grad", "a gradient op (no second order)"},
       {"cleave.gelu_grad", "a gradient op (no second order)"},
       {"cleave.layer_norm_grad", "a gradient op (no second order)"},
+      {"cleave.moe_aux_loss_grad", "a gradient op (no second order)"},
+      {"cleave.moe_router_grad", "a gradient op (no second order)"},
+      {"cleave.moe_weights_grad", "a gradient op (no second order)"},
       {"cleave.relu_grad", "a gradient op (no second order)"},
       {"cleave.rms_norm_grad", "a gradient op (no second order)"},
       {"cleave.silu_grad", "a gradient op (no second order)"},
@@ -118,7 +121,10 @@ TEST_F(GradientRuleTest, EveryDifferentiableOpHasAGradientRule) {
 static bool isDataOperand(StringRef op, unsigned index) {
   // The global count of kept labels (cleave.label_count of the targets,
   // all-reduced), the denominator of the mean: no parameter reaches it.
-  return op == "cleave.cross_entropy" && index == 2;
+  // The dispatch one-hot of cleave.moe_router: which slot a token takes is
+  // piecewise constant in the logits.
+  return (op == "cleave.cross_entropy" && index == 2) ||
+         (op == "cleave.moe_dispatch" && index == 1);
 }
 
 /// A value of `type` to stand for a result's gradient.

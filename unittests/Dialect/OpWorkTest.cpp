@@ -89,6 +89,16 @@ func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: ten
   %3:3 = cleave.attention_grad %0, %k, %v, %2 {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>)
   return
 }
+func.func @moe(%l: tensor<2x8x4xf32>, %x: tensor<2x8x16xf32>, %out: tensor<4x2x4x16xf32>, %dloss: tensor<f32>) {
+  %0:2 = cleave.moe_router %l {top_k = 2 : i64, capacity_factor = 1.0 : f64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>)
+  %1 = cleave.moe_router_grad %l, %0#1, %0#0 {top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4xf32>
+  %2 = cleave.moe_dispatch %x, %0#1 : (tensor<2x8x16xf32>, tensor<2x8x4x4xf32>) -> tensor<4x2x4x16xf32>
+  %3 = cleave.moe_combine %0#0, %out : (tensor<2x8x4x4xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x16xf32>
+  %4 = cleave.moe_weights_grad %x, %out : (tensor<2x8x16xf32>, tensor<4x2x4x16xf32>) -> tensor<2x8x4x4xf32>
+  %5 = cleave.moe_aux_loss %l {top_k = 2 : i64} : (tensor<2x8x4xf32>) -> tensor<f32>
+  %6 = cleave.moe_aux_loss_grad %l, %dloss {top_k = 2 : i64} : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8x4xf32>
+  return
+}
 func.func @optimizers(%p: tensor<4x4xf32>, %g: tensor<4x4xf32>, %gb: tensor<4x4xbf16>,
                       %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
   %0 = cleave.sgd %p, %g, %lr : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
@@ -182,6 +192,21 @@ const llvm::StringMap<Expected> &expectations() {
       {"cleave.cross_entropy_grad",
        {V, 0, 0, 512, 8 * 128 + 32 + 4, 512 + 4 * 128, false}},
       {"cleave.label_count", {V, 0, 0, 8, 32, 4, false}},
+      // MoE with G 2, S 8, E 4, C 4, H 16, top-2: 64 logits (256 bytes),
+      // one-hots of 256 elements (1024 bytes), tokens of 256 (1024 bytes),
+      // expert buffers of 512 (2048 bytes). The router: softmax 5, an E-wide
+      // rank count 4 and a slot count S * k / E = 4 per logit; its gradient
+      // 8 + E per logit and one per one-hot element.
+      {"cleave.moe_router", {V, 0, 0, 64 * 13, 256, 2048, false}},
+      {"cleave.moe_router_grad",
+       {V, 0, 0, 64 * 12 + 256, 256 + 2048, 256, false}},
+      // The dense one-hot einsums: 2 * (G S E C = 256) * H flops.
+      {"cleave.moe_dispatch", {V, 0, 0, 8192, 2048, 2048, false}},
+      {"cleave.moe_combine", {V, 0, 0, 8192, 3072, 1024, false}},
+      {"cleave.moe_weights_grad", {V, 0, 0, 8192, 3072, 1024, false}},
+      // 8 + E per logit (12 + E for the gradient).
+      {"cleave.moe_aux_loss", {V, 0, 0, 768, 256, 4, false}},
+      {"cleave.moe_aux_loss_grad", {V, 0, 0, 1024, 260, 256, false}},
       // 2x8x4x16 = 1024 elements, 3 per element.
       {"cleave.rotary", {V, 0, 0, 3072, 4096, 4096, false}},
       // B 2, Hq 4, S = Skv = 8, D = Dv = 16: 2 * 2*4*8*8 * (16 + 16); q, k,

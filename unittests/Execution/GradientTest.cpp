@@ -317,4 +317,91 @@ TEST_F(GradientTest, Dropout) {
         {}, {12345});
 }
 
+/// A mixture-of-experts layer: router, dispatch, SwiGLU experts as batched
+/// matmuls, combine. `router` is the router's attributes; `slots` its C.
+static std::string moeLayer(const std::string &router, int slots) {
+  std::string c = std::to_string(slots), c2 = std::to_string(2 * slots);
+  std::string w = "tensor<2x6x4x" + c + "xf64>";
+  std::string buf = "tensor<4x2x" + c + "x4xf64>";
+  auto flat = [&](int n) {
+    return "tensor<4x" + std::to_string(2 * slots) + "x" + std::to_string(n) +
+           "xf64>";
+  };
+  return "  %l = cleave.matmul %x, %r {transpose_rhs} : (tensor<2x6x4xf64>, "
+         "tensor<4x4xf64>) -> tensor<2x6x4xf64>\n"
+         "  %cw, %dw = cleave.moe_router %l " +
+         router + " : (tensor<2x6x4xf64>) -> (" + w + ", " + w +
+         ")\n"
+         "  %b = cleave.moe_dispatch %x, %dw : (tensor<2x6x4xf64>, " +
+         w + ") -> " + buf +
+         "\n"
+         "  %bf = cleave.reshape %b : " +
+         buf + " to " + flat(4) +
+         "\n"
+         "  %gt = cleave.matmul %bf, %wg : (" +
+         flat(4) + ", tensor<4x4x3xf64>) -> " + flat(3) +
+         "\n"
+         "  %up = cleave.matmul %bf, %wu : (" +
+         flat(4) + ", tensor<4x4x3xf64>) -> " + flat(3) +
+         "\n"
+         "  %sg = cleave.silu %gt : " +
+         flat(3) +
+         "\n"
+         "  %h = cleave.mul %sg, %up : " +
+         flat(3) +
+         "\n"
+         "  %o = cleave.matmul %h, %wd : (" +
+         flat(3) + ", tensor<4x3x4xf64>) -> " + flat(4) +
+         "\n"
+         "  %ob = cleave.reshape %o : " +
+         flat(4) + " to " + buf +
+         "\n"
+         "  %y = cleave.moe_combine %cw, %ob : (" +
+         w + ", " + buf + ") -> tensor<2x6x4xf64>";
+}
+
+const char *kMoEArgs = "%x: tensor<2x6x4xf64> {cleave.param = \"x\"}, "
+                       "%r: tensor<4x4xf64> {cleave.param = \"router\"}, "
+                       "%wg: tensor<4x4x3xf64> {cleave.param = \"gate\"}, "
+                       "%wu: tensor<4x4x3xf64> {cleave.param = \"up\"}, "
+                       "%wd: tensor<4x3x4xf64> {cleave.param = \"down\"}";
+
+// Softmax top-2 renormalised, capacity 0.75: ceil(0.75 * 6 * 2 / 4) = 3
+// slots for up to 6 selections per expert, so some are dropped.
+TEST_F(GradientTest, MoELayerSoftmaxTokenDropping) {
+  check(program(kMoEArgs,
+                moeLayer("{top_k = 2 : i64, normalize, capacity_factor = "
+                         "0.75 : f64}",
+                         3),
+                "tensor<2x6x4xf64>", "[0, 1, 2]"));
+}
+
+// Sigmoid scores, not renormalised, dropless (C = S = 6).
+TEST_F(GradientTest, MoELayerSigmoidDropless) {
+  check(program(kMoEArgs, moeLayer("{top_k = 2 : i64, sigmoid}", 6),
+                "tensor<2x6x4xf64>", "[0, 1, 2]"));
+}
+
+// Sigmoid renormalised over the top 3 (DeepSeek-V3's gates).
+TEST_F(GradientTest, MoELayerSigmoidNormalized) {
+  check(program(kMoEArgs,
+                moeLayer("{top_k = 3 : i64, sigmoid, normalize, "
+                         "capacity_factor = 1.0 : f64}",
+                         5),
+                "tensor<2x6x4xf64>", "[0, 1, 2]"));
+}
+
+TEST_F(GradientTest, MoEAuxLoss) {
+  for (const char *attrs :
+       {"{top_k = 2 : i64}", "{top_k = 1 : i64, sigmoid}"}) {
+    std::string ir = std::string("func.func @forward(%l: tensor<2x6x4xf64> "
+                                 "{cleave.param = \"logits\"}) -> tensor<f64> "
+                                 "{\n  %0 = cleave.moe_aux_loss %l ") +
+                     attrs +
+                     " : (tensor<2x6x4xf64>) -> tensor<f64>\n"
+                     "  return %0 : tensor<f64>\n}\n";
+    check(ir, {-2, 2});
+  }
+}
+
 } // namespace

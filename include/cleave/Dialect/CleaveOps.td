@@ -80,6 +80,7 @@ include "cleave/Dialect/CleaveMeshOps.td"
 include "cleave/Dialect/CleaveMathOps.td"
 include "cleave/Dialect/CleaveShapeOps.td"
 include "cleave/Dialect/CleaveNNOps.td"
+include "cleave/Dialect/CleaveMoEOps.td"
 include "cleave/Dialect/CleaveOptimizerOps.td"
 include "cleave/Dialect/CleaveCollectiveOps.td"
 

@@ -61,7 +61,30 @@ struct ModelConfig {
   double normEpsilon = 1e-5;
   double ropeTheta = 10000.0;
 
+  /// Mixture of experts (Llama only; docs/moe.md). `experts` routed experts
+  /// per MoE layer (0: a dense model), each token routed to `topK` of them.
+  int64_t experts = 0;
+  int64_t topK = 0;
+  /// Always-active experts added to the routed ones (DeepSeek-V3: 1).
+  int64_t sharedExperts = 0;
+  /// Layer l is a MoE layer when (l + 1) % moeEvery == 0.
+  int64_t moeEvery = 1;
+  /// SwiGLU width of each expert (dense layers keep ffnHidden).
+  int64_t expertFfnHidden = 0;
+  /// Slots per expert and sequence: ceil(capacityFactor * seqLen * topK /
+  /// experts); 0 routes dropless.
+  double capacityFactor = 0.0;
+  /// Sigmoid router scores normalized over the top-k (DeepSeek-V3) instead
+  /// of the softmax (Mixtral, renormalized over the top-k too).
+  bool sigmoidRouter = false;
+  /// Weight of the load-balancing loss (mean over sequences and MoE layers).
+  double auxLossCoeff = 0.0;
+
   int64_t headDim() const { return heads ? hidden / heads : 0; }
+  bool isMoE() const { return experts > 0; }
+  bool isMoELayer(int64_t layer) const {
+    return isMoE() && moeEvery > 0 && (layer + 1) % moeEvery == 0;
+  }
 
   /// The feed-forward width this configuration's rule gives a model of
   /// width `width`: GPT 4 x width; Llama the ratio ffnHidden / hidden of
@@ -82,7 +105,10 @@ struct ModelConfig {
 /// llama3-{8b,70b,405b}, the Megatron-LM paper sizes (megatron-1.7b ...
 /// megatron-1t, Narayanan et al. 2021) and the sequence-parallel paper's 22B
 /// (megatron-22b, Korthikanti et al. 2022), plus small models for tests and
-/// demos (tiny-mlp, tiny-gpt, tiny-llama).
+/// demos (tiny-mlp, tiny-gpt, tiny-llama), and mixtures of experts:
+/// mixtral-8x7b, deepseek-v3-shaped (DeepSeek-V3's widths and experts on a
+/// Llama block: no multi-head latent attention, every layer MoE) and
+/// tiny-moe.
 std::optional<ModelConfig> lookupPreset(const std::string &name);
 std::vector<std::string> presetNames();
 

@@ -71,6 +71,26 @@ public:
   Value rotary(Value x, double theta);
   Value crossEntropy(Value logits, Value labels);
 
+  /// The routing of a mixture-of-experts layer (cleave.moe_router).
+  struct MoERouting {
+    int64_t topK = 1;
+    /// 0: dropless.
+    double capacityFactor = 0.0;
+    bool sigmoid = false;
+    bool normalize = true;
+  };
+  /// What moe() returns: the layer's output [B, S, H] and its load-balancing
+  /// loss summed over the B sequences (cleave.moe_aux_loss).
+  struct MoEResult {
+    Value output, auxLoss;
+  };
+  /// A mixture-of-experts SwiGLU feed-forward over `x` [B, S, H], each
+  /// sequence a routing group: `router` is [E, H]; `gate` and `up` are
+  /// [E, H, F], `down` [E, F, H] (one SwiGLU per expert, run as batched
+  /// matmuls over E on the expert buffers).
+  MoEResult moe(Value x, Value router, Value gate, Value up, Value down,
+                const MoERouting &routing);
+
 private:
   Value arg(StringRef attrName, StringRef name, RankedTensorType type,
             ArrayRef<NamedAttribute> extra);
