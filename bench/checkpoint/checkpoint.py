@@ -19,7 +19,12 @@ repetitions whose variants are interleaved (the machine may be shared):
     write in the background), run back to back in alternating order, and
     the overhead (target <= 5%).
 
+With --baseline PATH (another cleave-run, e.g. an older build; its
+runtime library from --baseline-lib DIR) its checkpointing runs too, in the
+same repetitions, for an A/B comparison under the same load.
+
 Usage: checkpoint.py [--cleave-run PATH] [--dir DIR] [--steps N] [--reps R]
+                     [--baseline PATH [--baseline-lib DIR]]
 The directory needs room for two checkpoints (~1.2 GB each with AdamW)."""
 import argparse
 import os
@@ -34,10 +39,10 @@ MODEL = ["--model", "tiny-gpt", "--layers", "12", "--hidden", "832",
          "--heads", "13", "--seq", "32", "--batch", "4", "--seed", "1"]
 
 
-def run(cmd):
+def run(cmd, env=None):
     start = time.time()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+                          text=True, env=env)
     if proc.returncode != 0:
         sys.exit(" ".join(cmd) + " failed:\n" + proc.stdout)
     return proc.stdout, time.time() - start
@@ -77,7 +82,12 @@ def main():
     parser.add_argument("--dir", default="/tmp/cleave-checkpoint-bench")
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--baseline")
+    parser.add_argument("--baseline-lib")
     opts = parser.parse_args()
+    env = dict(os.environ)
+    if opts.baseline_lib:
+        env["LD_LIBRARY_PATH"] = opts.baseline_lib
     shutil.rmtree(opts.dir, ignore_errors=True)
     os.makedirs(opts.dir)
     base = [opts.cleave_run] + MODEL + ["-n", "4", "--plan", "dp=2,tp=2",
@@ -87,29 +97,43 @@ def main():
     ckpt = os.path.join(opts.dir, "ckpt")
     dd_cached, dd_direct, plain, timed, write, alone, read, snap = (
         [], [], [], [], [], [], [], [])
+    # The baseline's checkpointing runs: time, write, read, snapshot.
+    b_timed, b_write, b_read, b_snap = [], [], [], []
+
+    def checkpointed(binary, timed, write, snap, read, environment=None):
+        """One run with a checkpoint every 10 steps, then its resume."""
+        shutil.rmtree(ckpt, ignore_errors=True)
+        command = [binary] + base[1:]
+        text, seconds = run(command + ["--steps", str(opts.steps),
+                                       "--checkpoint", ckpt,
+                                       "--checkpoint-every", "10"],
+                            environment)
+        timed.append(seconds)
+        count, mb, busy, snap_ms = checkpoint_line(text)
+        write.append(mb / busy)
+        snap.append(snap_ms / count)
+        text, _ = run(command + ["--steps", "0", "--checkpoint", ckpt,
+                                 "--resume"], environment)
+        m = re.search(r"read ([\d.]+) MB in ([\d.]+) s", text)
+        if not m:
+            sys.exit("no resume line in:\n" + text)
+        read.append(float(m.group(1)) / float(m.group(2)))
+
     for rep in range(opts.reps):
         dd_cached.append(dd_write_mb_s(opts.dir, direct=False))
         dd_direct.append(dd_write_mb_s(opts.dir, direct=True))
-        for variant in (["plain", "ckpt"] if rep % 2 == 0 else
-                        ["ckpt", "plain"]):
-            shutil.rmtree(ckpt, ignore_errors=True)
+        variants = ["plain", "ckpt"] + (["baseline"] if opts.baseline else [])
+        if rep % 2:
+            variants.reverse()
+        for variant in variants:
             if variant == "plain":
                 _, seconds = run(base + ["--steps", str(opts.steps)])
                 plain.append(seconds)
-                continue
-            text, seconds = run(base + ["--steps", str(opts.steps),
-                                        "--checkpoint", ckpt,
-                                        "--checkpoint-every", "10"])
-            timed.append(seconds)
-            count, mb, busy, snap_ms = checkpoint_line(text)
-            write.append(mb / busy)
-            snap.append(snap_ms / count)
-            text, _ = run(base + ["--steps", "0", "--checkpoint", ckpt,
-                                  "--resume"])
-            m = re.search(r"read ([\d.]+) MB in ([\d.]+) s", text)
-            if not m:
-                sys.exit("no resume line in:\n" + text)
-            read.append(float(m.group(1)) / float(m.group(2)))
+            elif variant == "ckpt":
+                checkpointed(opts.cleave_run, timed, write, snap, read)
+            else:
+                checkpointed(opts.baseline, b_timed, b_write, b_snap, b_read,
+                             env)
         # A checkpoint with nothing else running: the one of the last step.
         shutil.rmtree(ckpt, ignore_errors=True)
         text, _ = run(base + ["--steps", "10", "--checkpoint", ckpt,
@@ -119,7 +143,11 @@ def main():
         print(f"rep {rep + 1}: dd {dd_cached[-1]:.0f} / {dd_direct[-1]:.0f} "
               f"MB/s, write {write[-1]:.0f} MB/s (alone {alone[-1]:.0f}), "
               f"read {read[-1]:.0f} MB/s, {plain[-1]:.1f} s vs "
-              f"{timed[-1]:.1f} s; load average {loadavg()}", flush=True)
+              f"{timed[-1]:.1f} s" +
+              (f"; baseline write {b_write[-1]:.0f} MB/s, read "
+               f"{b_read[-1]:.0f} MB/s, {b_timed[-1]:.1f} s"
+               if opts.baseline else "") +
+              f"; load average {loadavg()}", flush=True)
     med = statistics.median
     disk = max(med(dd_cached), med(dd_direct))
     print(f"disk sequential write (dd, 1 GiB, median of {opts.reps}): "
@@ -139,6 +167,15 @@ def main():
           f"(target <= 5%); per repetition: " +
           ", ".join(f"{100 * (t - p) / p:+.1f}%"
                     for p, t in zip(plain, timed)))
+    if opts.baseline:
+        b_overhead = 100 * (med(b_timed) - med(plain)) / med(plain)
+        print(f"baseline {opts.baseline}: write {med(b_write):.0f} MB/s "
+              f"(ratio {med(b_write) / disk:.2f}), read {med(b_read):.0f} "
+              f"MB/s (ratio {med(b_read) / disk:.2f}), {med(b_timed):.1f} s "
+              f"with a checkpoint every 10 ({med(b_snap):.0f} ms per "
+              f"snapshot); overhead {b_overhead:+.1f}%; per repetition: " +
+              ", ".join(f"{100 * (t - p) / p:+.1f}%"
+                        for p, t in zip(plain, b_timed)))
     print(f"load average at the end: {loadavg()}")
     shutil.rmtree(opts.dir, ignore_errors=True)
 

@@ -4,7 +4,8 @@
 // Reads check every offset and size against the file before touching data
 // (pread, no mmap: a truncated file is an error, never a SIGBUS) and verify
 // the "crc32:<name>" or "crc32c:<name>" metadata when present. Writes go to a
-// temporary file in the same directory, fsync'd and renamed into place.
+// temporary file in the same directory (with O_DIRECT from 1 MiB on, see
+// FileOut), fsync'd and renamed into place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +66,25 @@ const char *safetensorsName(int32_t code) {
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
+/// Tensor data of kDirectMin bytes or more is written and read with
+/// O_DIRECT, in kChunk transfers through a staging buffer aligned to
+/// kAlign (see FileOut).
+constexpr size_t kAlign = 4096, kChunk = size_t(8) << 20;
+constexpr uint64_t kDirectMin = 1 << 20;
+
+struct FreeAligned {
+  void operator()(char *p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<char, FreeAligned>;
+
+/// A kChunk staging buffer aligned for O_DIRECT, or null.
+AlignedBuffer stagingBuffer() {
+  void *p = nullptr;
+  if (::posix_memalign(&p, kAlign, kChunk) != 0)
+    return nullptr;
+  return AlignedBuffer(static_cast<char *>(p));
+}
+
 std::string crcText(uint32_t crc) {
   char buffer[16];
   std::snprintf(buffer, sizeof(buffer), "%08x", crc);
@@ -122,6 +142,10 @@ struct cleave_tensor_file {
   };
   std::string path;
   int fd = -1;
+  /// The same file opened again with O_DIRECT for large reads (-2: not
+  /// tried yet, -1: not available), and its staging buffer.
+  int directFd = -2;
+  AlignedBuffer staging;
   uint64_t dataStart = 0;
   std::vector<Entry> entries;
   std::map<std::string, size_t> index;
@@ -129,6 +153,8 @@ struct cleave_tensor_file {
   ~cleave_tensor_file() {
     if (fd >= 0)
       ::close(fd);
+    if (directFd >= 0)
+      ::close(directFd);
   }
   const Entry &find(const std::string &name) const;
 };
@@ -252,6 +278,51 @@ cleave_tensor_file *openTensorFile(const char *pathText) {
   return file.release();
 }
 
+/// Reads `bytes` at `offset` of `file` into `dst` with O_DIRECT, in
+/// aligned kChunk reads through the staging buffer, and returns the
+/// CRC32C of the bytes, computed while copying them out of it (one pass
+/// over memory; a buffered read copies from the page cache, then the check
+/// reads again). nullopt where O_DIRECT is not available: the caller reads
+/// the plain way. The file is opened again through /proc/self/fd, so it is
+/// the very file whose header was read.
+std::optional<uint32_t> preadDirect(cleave_tensor_file &file, char *dst,
+                                    uint64_t bytes, uint64_t offset) {
+  if (file.directFd == -2) {
+    file.directFd = -1;
+    std::string self = concat("/proc/self/fd/", file.fd);
+    if ((file.staging = stagingBuffer()))
+      file.directFd = ::open(self.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  }
+  if (file.directFd < 0)
+    return std::nullopt;
+  uint32_t crc = 0;
+  uint64_t first = offset / kAlign * kAlign, pos = first, end = offset + bytes;
+  while (pos < end) {
+    size_t want = size_t(
+        std::min<uint64_t>(kChunk, (end - pos + kAlign - 1) / kAlign * kAlign));
+    ssize_t n = ::pread(file.directFd, file.staging.get(), want, off_t(pos));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EINVAL && pos == first) {
+      ::close(file.directFd); // refused: plain reads from now on
+      file.directFd = -1;
+      return std::nullopt;
+    }
+    // Short only at the end of the file: what was read must reach `end`.
+    if (n <= 0 || (size_t(n) < want && pos + uint64_t(n) < end))
+      throw RuntimeError(concat(
+          file.path, ": cannot read ", bytes, " bytes at offset ", offset, ": ",
+          n < 0 ? std::strerror(errno) : "the file is truncated"));
+    uint64_t from = std::max(pos, offset);
+    uint64_t to = std::min(pos + uint64_t(n), end);
+    crc = cleave_rt_copy_crc32c(dst + (from - offset),
+                                file.staging.get() + (from - pos),
+                                int64_t(to - from), crc);
+    pos += uint64_t(n);
+  }
+  return crc;
+}
+
 void readTensor(cleave_tensor_file *file, const char *name, void *dst,
                 int64_t bytes) {
   require(file && name, "the file or the name is NULL");
@@ -265,14 +336,20 @@ void readTensor(cleave_tensor_file *file, const char *name, void *dst,
                  dtypeName(e.dtype), " ", shapeText(e.shape),
                  ") but the destination has ", bytes));
   require(dst || size == 0, "the destination is NULL");
-  preadAll(file->fd, file->path, dst, size, file->dataStart + e.begin);
+  std::optional<uint32_t> crc32c;
+  if (size >= kDirectMin)
+    crc32c = preadDirect(*file, static_cast<char *>(dst), size,
+                         file->dataStart + e.begin);
+  if (!crc32c)
+    preadAll(file->fd, file->path, dst, size, file->dataStart + e.begin);
   for (const char *kind : {"crc32", "crc32c"}) {
     auto it = file->metadata.find(concat(kind, ":", e.name));
     if (it == file->metadata.end())
       continue;
-    std::string actual = crcText(std::string(kind) == "crc32c"
-                                     ? cleave_rt_crc32c(0, dst, int64_t(size))
-                                     : crcOf(dst, size));
+    std::string actual =
+        crcText(std::string(kind) == "crc32" ? crcOf(dst, size)
+                : crc32c                     ? *crc32c
+                         : cleave_rt_crc32c(0, dst, int64_t(size)));
     require(actual == it->second,
             concat(file->path, ": checksum mismatch for tensor '", e.name,
                    "': the header says ", kind, " ", it->second,
@@ -348,17 +425,12 @@ void writeAll(int fd, const std::string &path, const void *data,
 /// plain writes.
 class FileOut {
 public:
-  static constexpr size_t kAlign = 4096, kChunk = size_t(8) << 20;
-  static constexpr uint64_t kDirectMin = 1 << 20;
-
   FileOut(int fd, const std::string &path, uint64_t size) : fd(fd), path(path) {
     if (size < kDirectMin)
       return;
     int flags = ::fcntl(fd, F_GETFL);
-    void *p = nullptr;
-    if (flags < 0 || ::posix_memalign(&p, kAlign, kChunk) != 0)
+    if (flags < 0 || !(staging = stagingBuffer()))
       return;
-    staging.reset(static_cast<char *>(p));
     direct = ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
   }
 
@@ -435,12 +507,9 @@ private:
         concat("cannot clear O_DIRECT on ", path, ": ", std::strerror(errno)));
   }
 
-  struct Free {
-    void operator()(char *p) const { std::free(p); }
-  };
   int fd;
   const std::string &path;
-  std::unique_ptr<char, Free> staging;
+  AlignedBuffer staging;
   bool direct = false;
   size_t used = 0;
   uint64_t total = 0;

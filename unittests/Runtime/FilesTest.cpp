@@ -290,6 +290,17 @@ TEST(TensorFileTest, LargeFilesAreExactWhereverWritten) {
     ASSERT_EQ(cleave_tensor_file_read(f, "step", &stepBack, 8), 0);
     EXPECT_EQ(stepBack, 7);
     cleave_tensor_file_close(f);
+    // A flipped byte in the large tensor (read with O_DIRECT where the
+    // file system has it) is caught by its checksum.
+    bytes[bytes.size() - 5000] ^= 1;
+    writeAll(path, bytes);
+    f = cleave_tensor_file_open(path.c_str());
+    ASSERT_TRUE(f) << lastError();
+    EXPECT_NE(cleave_tensor_file_read(f, "big", back.data(),
+                                      int64_t(back.size() * 4)),
+              0);
+    EXPECT_TRUE(has(lastError(), "checksum mismatch for tensor 'big'"));
+    cleave_tensor_file_close(f);
     ::unlink(path.c_str());
   }
 }
