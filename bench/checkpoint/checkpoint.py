@@ -17,7 +17,9 @@ repetitions whose variants are interleaved (the machine may be shared):
   * the wall time of N steps with and without a checkpoint every 10 steps
     (asynchronous: a memcpy snapshot on the training thread, checksum and
     write in the background), run back to back in alternating order, and
-    the overhead (target <= 5%).
+    the overhead (target <= 5%), and the CPU seconds of both runs (user +
+    system of all ranks, which moves less than wall time with what else
+    the machine runs).
 
 With --baseline PATH (another cleave-run, e.g. an older build; its
 runtime library from --baseline-lib DIR) its checkpointing runs too, in the
@@ -29,6 +31,7 @@ The directory needs room for two checkpoints (~1.2 GB each with AdamW)."""
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,10 +42,17 @@ MODEL = ["--model", "tiny-gpt", "--layers", "12", "--hidden", "832",
          "--heads", "13", "--seq", "32", "--batch", "4", "--seed", "1"]
 
 
+CPU = []  # CPU seconds (user + system) of each run's processes, in order
+
+
 def run(cmd, env=None):
     start = time.time()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime + after.ru_stime - before.ru_utime -
+               before.ru_stime)
     if proc.returncode != 0:
         sys.exit(" ".join(cmd) + " failed:\n" + proc.stdout)
     return proc.stdout, time.time() - start
@@ -99,8 +109,12 @@ def main():
         [], [], [], [], [], [], [], [])
     # The baseline's checkpointing runs: time, write, read, snapshot.
     b_timed, b_write, b_read, b_snap = [], [], [], []
+    # CPU seconds of the runs without and with checkpoints (less sensitive
+    # than wall time to what else the machine runs).
+    plain_cpu, timed_cpu, b_cpu = [], [], []
 
-    def checkpointed(binary, timed, write, snap, read, environment=None):
+    def checkpointed(binary, timed, cpu, write, snap, read,
+                     environment=None):
         """One run with a checkpoint every 10 steps, then its resume."""
         shutil.rmtree(ckpt, ignore_errors=True)
         command = [binary] + base[1:]
@@ -109,6 +123,7 @@ def main():
                                        "--checkpoint-every", "10"],
                             environment)
         timed.append(seconds)
+        cpu.append(CPU[-1])
         count, mb, busy, snap_ms = checkpoint_line(text)
         write.append(mb / busy)
         snap.append(snap_ms / count)
@@ -129,11 +144,13 @@ def main():
             if variant == "plain":
                 _, seconds = run(base + ["--steps", str(opts.steps)])
                 plain.append(seconds)
+                plain_cpu.append(CPU[-1])
             elif variant == "ckpt":
-                checkpointed(opts.cleave_run, timed, write, snap, read)
+                checkpointed(opts.cleave_run, timed, timed_cpu, write, snap,
+                             read)
             else:
-                checkpointed(opts.baseline, b_timed, b_write, b_snap, b_read,
-                             env)
+                checkpointed(opts.baseline, b_timed, b_cpu, b_write, b_snap,
+                             b_read, env)
         # A checkpoint with nothing else running: the one of the last step.
         shutil.rmtree(ckpt, ignore_errors=True)
         text, _ = run(base + ["--steps", "10", "--checkpoint", ckpt,
@@ -143,7 +160,8 @@ def main():
         print(f"rep {rep + 1}: dd {dd_cached[-1]:.0f} / {dd_direct[-1]:.0f} "
               f"MB/s, write {write[-1]:.0f} MB/s (alone {alone[-1]:.0f}), "
               f"read {read[-1]:.0f} MB/s, {plain[-1]:.1f} s vs "
-              f"{timed[-1]:.1f} s" +
+              f"{timed[-1]:.1f} s (CPU {plain_cpu[-1]:.1f} s vs "
+              f"{timed_cpu[-1]:.1f} s)" +
               (f"; baseline write {b_write[-1]:.0f} MB/s, read "
                f"{b_read[-1]:.0f} MB/s, {b_timed[-1]:.1f} s"
                if opts.baseline else "") +
@@ -167,6 +185,14 @@ def main():
           f"(target <= 5%); per repetition: " +
           ", ".join(f"{100 * (t - p) / p:+.1f}%"
                     for p, t in zip(plain, timed)))
+    cpu_overhead = med(timed_cpu) - med(plain_cpu)
+    print(f"CPU time of the {opts.steps}-step runs: {med(plain_cpu):.1f} s "
+          f"without checkpoints, {med(timed_cpu):.1f} s with ("
+          f"{cpu_overhead:+.1f} s, "
+          f"{100 * cpu_overhead / med(plain_cpu):+.1f}%)" +
+          (f"; baseline {med(b_cpu):.1f} s "
+           f"({100 * (med(b_cpu) - med(plain_cpu)) / med(plain_cpu):+.1f}%)"
+           if opts.baseline else ""))
     if opts.baseline:
         b_overhead = 100 * (med(b_timed) - med(plain)) / med(plain)
         print(f"baseline {opts.baseline}: write {med(b_write):.0f} MB/s "
