@@ -17,7 +17,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <tuple>
@@ -123,22 +127,39 @@ int mlir::cleave::removeUncommittedCheckpoints(llvm::StringRef dir,
   return removed;
 }
 
-/// Writes `text` to `path` atomically (temporary file, then rename).
+/// Writes `text` to `path` atomically and durably: a temporary file,
+/// fsync'd, renamed into place, then the folder fsync'd (a manifest that
+/// is there after a crash has its contents, and its shards theirs: the
+/// tensor writer syncs those the same way).
 static llvm::Error writeAtomically(const std::string &path,
                                    const std::string &text) {
   std::string temp = path + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(temp, ec);
-    if (ec)
-      return makeError("cannot write " + temp + ": " + ec.message());
-    out << text;
-    out.close();
-    if (out.has_error())
-      return makeError("cannot write " + temp);
+  auto cannot = [&](const char *what) {
+    return makeError(llvm::Twine("cannot ") + what + " " + temp + ": " +
+                     std::strerror(errno));
+  };
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return cannot("create");
+  auto closeFd = llvm::make_scope_exit([&] { ::close(fd); });
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return cannot("write");
+    done += size_t(n);
   }
+  if (::fsync(fd) != 0)
+    return cannot("fsync");
   if (std::error_code ec = llvm::sys::fs::rename(temp, path))
     return makeError("cannot rename " + temp + ": " + ec.message());
+  int dir = ::open(std::string(llvm::sys::path::parent_path(path)).c_str(),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
   return llvm::Error::success();
 }
 
@@ -198,7 +219,8 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
       continue; // Another holder of the same block writes it.
     t.offsets = mine.offsets;
     t.sizes = mine.sizes;
-    t.copy(buffers[i], b.numBytes());
+    t.data = buffers[i];
+    t.bytes = b.numBytes();
     shard.push_back(std::move(t));
   }
   // The loss scaler's state, the same on every rank: rank 0 writes it.
@@ -210,7 +232,8 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
       ShardTensor t;
       t.key = std::string("scaler:") + name;
       t.dtype = dtype;
-      t.copy(value, 8);
+      t.data = value;
+      t.bytes = 8;
       shard.push_back(std::move(t));
     }
   return shard;
@@ -234,11 +257,42 @@ llvm::Error CheckpointWriter::finish() {
   return makeError(error);
 }
 
+void CheckpointWriter::FreeArena::operator()(char *p) const { std::free(p); }
+
+/// Where the next block of the snapshot starts: cache-line aligned.
+static int64_t snapshotSlot(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 llvm::Error CheckpointWriter::save(const Trainer &trainer) {
   if (llvm::Error err = finish())
     return err;
   auto start = std::chrono::steady_clock::now();
   std::vector<Trainer::ShardTensor> shard = trainer.checkpointShard();
+  // The snapshot is one buffer, kept for the next checkpoint (the write
+  // that used it has finished): after the first checkpoint it costs no
+  // page faults, only the memcpy. Huge pages where the kernel gives them.
+  int64_t need = 0;
+  for (const Trainer::ShardTensor &t : shard)
+    need += snapshotSlot(t.bytes);
+  if (need > arenaBytes_) {
+    constexpr size_t kHugePage = size_t(2) << 20;
+    size_t bytes = (size_t(need) + kHugePage - 1) / kHugePage * kHugePage;
+    void *p = nullptr;
+    arena_.reset();
+    arenaBytes_ = 0;
+    if (::posix_memalign(&p, kHugePage, bytes) != 0)
+      return makeError("rank " + llvm::Twine(rank_) + ": cannot allocate " +
+                       llvm::Twine(bytes) +
+                       " bytes of host memory for the checkpoint snapshot");
+    ::madvise(p, bytes, MADV_HUGEPAGE);
+    arena_.reset(static_cast<char *>(p));
+    arenaBytes_ = int64_t(bytes);
+  }
+  char *slot = arena_.get();
+  for (Trainer::ShardTensor &t : shard) {
+    std::memcpy(slot, t.data, size_t(t.bytes));
+    t.data = slot;
+    slot += snapshotSlot(t.bytes);
+  }
   snapshotSeconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -299,7 +353,7 @@ void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
 }
 
 llvm::Error
-CheckpointWriter::writeShard(const std::vector<Trainer::ShardTensor> &shard,
+CheckpointWriter::writeShard(std::vector<Trainer::ShardTensor> &shard,
                              int64_t step) {
   std::string stepDir = checkpointStepDir(dir_, step);
   if (std::error_code ec = llvm::sys::fs::create_directories(stepDir))
@@ -313,10 +367,12 @@ CheckpointWriter::writeShard(const std::vector<Trainer::ShardTensor> &shard,
   if (!writer)
     return cannot();
   json tensors = json::object();
-  for (const Trainer::ShardTensor &t : shard) {
+  for (Trainer::ShardTensor &t : shard) {
+    // Here, not in the snapshot: the training thread only copies.
+    t.crc32c = cleave_rt_crc32c(0, t.data, t.bytes);
     if (cleave_tensor_writer_add_crc32c(writer, t.key.c_str(), t.dtype,
                                         int64_t(t.sizes.size()), t.sizes.data(),
-                                        t.data.get(), t.crc32c) != 0) {
+                                        t.data, t.crc32c) != 0) {
       cleave_tensor_writer_abort(writer);
       return cannot();
     }
@@ -512,12 +568,19 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
       int64_t n = 1;
       for (int64_t d : s.block.sizes)
         n *= d;
-      std::vector<char> data(n * elementBytes);
-      if (llvm::Error err =
-              readSaved(s, key, data.data(), int64_t(data.size())))
+      // The same block (a resume on the same mesh): straight into place.
+      if (s.block.offsets == mine.offsets && s.block.sizes == mine.sizes) {
+        if (llvm::Error err = readSaved(s, key, buffers[i], n * elementBytes))
+          return err;
+        copied += n;
+        continue;
+      }
+      std::unique_ptr<char[]> data(
+          new char[std::max<int64_t>(n, 1) * elementBytes]);
+      if (llvm::Error err = readSaved(s, key, data.get(), n * elementBytes))
         return err;
       copied +=
-          copyOverlap(data.data(), s.block, buffers[i], mine, elementBytes);
+          copyOverlap(data.get(), s.block, buffers[i], mine, elementBytes);
     }
     int64_t wanted = 1;
     for (int64_t d : mine.sizes)

@@ -2,8 +2,9 @@
 //
 // CRC32C (polynomial 0x1EDC6F41, reflected 0x82F63B78; the checksum of
 // iSCSI, ext4, gRPC and Google Cloud Storage): the SSE4.2 instruction where
-// the CPU has it (one 8-byte step per instruction, about 8 GB/s), else
-// slicing-by-8 tables. `combine` is zlib's crc32_combine over this
+// the CPU has it, in three interleaved lanes (one 8-byte step per
+// instruction and lane, about 3x one lane's speed), else slicing-by-8
+// tables. `combine` is zlib's crc32_combine over this
 // polynomial: the CRC of A||B from the CRCs of A and B and B's length.
 //
 //===----------------------------------------------------------------------===//
@@ -54,11 +55,55 @@ uint32_t software(uint32_t c, const unsigned char *p, size_t n) {
   return c;
 }
 
+/// The register after `Bytes` zero bytes, as a function of the register
+/// before (linear over GF(2)): four tables, one per byte of the register.
+template <size_t Bytes>
+struct ZeroShift {
+  uint32_t t[4][256];
+  ZeroShift() {
+    static const unsigned char zeros[Bytes] = {};
+    uint32_t column[32];
+    for (int bit = 0; bit < 32; ++bit)
+      column[bit] = software(1u << bit, zeros, Bytes);
+    for (int k = 0; k < 4; ++k)
+      for (uint32_t v = 0; v < 256; ++v) {
+        uint32_t sum = 0;
+        for (int bit = 0; bit < 8; ++bit)
+          if (v >> bit & 1)
+            sum ^= column[8 * k + bit];
+        t[k][v] = sum;
+      }
+  }
+  uint32_t operator()(uint32_t c) const {
+    return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^
+           t[3][c >> 24];
+  }
+};
+
 #if defined(__x86_64__)
+/// The crc32 instruction takes 3 cycles but can start every cycle: three
+/// lanes of kLane bytes run at once, then are joined by shifting the first
+/// two over the bytes after them (about 3x one lane's speed).
 __attribute__((target("sse4.2"))) uint32_t hardware(uint32_t c,
                                                     const unsigned char *p,
                                                     size_t n) {
+  constexpr size_t kLane = 8192;
+  static const ZeroShift<kLane> shift1;
+  static const ZeroShift<2 * kLane> shift2;
   uint64_t c64 = c;
+  for (; n >= 3 * kLane; p += 3 * kLane, n -= 3 * kLane) {
+    uint64_t a = c64, b = 0, d = 0;
+    for (size_t i = 0; i < kLane; i += 8) {
+      uint64_t va, vb, vd;
+      std::memcpy(&va, p + i, 8);
+      std::memcpy(&vb, p + kLane + i, 8);
+      std::memcpy(&vd, p + 2 * kLane + i, 8);
+      a = _mm_crc32_u64(a, va);
+      b = _mm_crc32_u64(b, vb);
+      d = _mm_crc32_u64(d, vd);
+    }
+    c64 = shift2(uint32_t(a)) ^ shift1(uint32_t(b)) ^ uint32_t(d);
+  }
   for (; n >= 8; p += 8, n -= 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);

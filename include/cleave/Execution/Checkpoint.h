@@ -27,6 +27,7 @@
 #include "cleave/Execution/Trainer.h"
 #include "llvm/Support/Error.h"
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -85,7 +86,7 @@ private:
   /// The background thread: writes the shard (a failure is left in
   /// shard-R.error for rank 0's commit to see), then rank 0 commits.
   void write(std::vector<Trainer::ShardTensor> shard, int64_t step);
-  llvm::Error writeShard(const std::vector<Trainer::ShardTensor> &shard,
+  llvm::Error writeShard(std::vector<Trainer::ShardTensor> &shard,
                          int64_t step);
   llvm::Error commit(int64_t step);
 
@@ -94,6 +95,12 @@ private:
   int64_t timeoutMs_;
   std::thread thread_;
   std::string error_;
+  /// The snapshot's host memory, kept from one checkpoint to the next.
+  struct FreeArena {
+    void operator()(char *p) const;
+  };
+  std::unique_ptr<char, FreeArena> arena_;
+  int64_t arenaBytes_ = 0;
   double snapshotSeconds_ = 0, writeSeconds_ = 0;
   int64_t written_ = 0, bytesWritten_ = 0;
 };

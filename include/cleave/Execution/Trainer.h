@@ -115,24 +115,20 @@ public:
   /// as they were before the step).
   llvm::Expected<double> runStep(int64_t step, BatchSource &source);
 
-  /// This rank's part of a sharded checkpoint (Checkpoint.cpp): a host copy
-  /// of the parameter and optimizer-state blocks this rank writes (of the
-  /// ranks holding the same block, one per tensor, in turns), with where
-  /// each sits in its global tensor.
+  /// This rank's part of a sharded checkpoint (Checkpoint.cpp): the
+  /// parameter and optimizer-state blocks this rank writes (of the ranks
+  /// holding the same block, one per tensor, in turns), with where each
+  /// sits in its global tensor.
   struct ShardTensor {
     std::string key; ///< "param:<name>" or "state:<name>".
     int32_t dtype = 0;
     std::vector<int64_t> globalShape, offsets, sizes;
-    /// The copy (not zero-filled first: one pass over memory).
-    std::unique_ptr<char[]> data;
+    /// The bytes: the trainer's own from checkpointShard(), the snapshot's
+    /// after CheckpointWriter::save copied them.
+    const void *data = nullptr;
     int64_t bytes = 0;
-    /// CRC32C of the data, computed while copying it.
+    /// CRC32C of the data (the checkpoint writer's thread computes it).
     uint32_t crc32c = 0;
-    void copy(const void *from, int64_t n) {
-      data.reset(new char[std::max<int64_t>(n, 1)]);
-      bytes = n;
-      crc32c = cleave_rt_copy_crc32c(data.get(), from, n, 0);
-    }
   };
   std::vector<ShardTensor> checkpointShard() const;
   /// Loads every parameter and state block of this rank from the committed
