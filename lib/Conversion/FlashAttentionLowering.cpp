@@ -49,8 +49,14 @@ struct Tiling {
   double scale;
   bool causal;
   Type elem;
-  Value rowBase; ///< index: the global position of query row 0
+  Value block; ///< index: the query block (null: the whole sequence)
+  std::optional<int64_t> balanced; ///< the layout of the blocks
   int64_t bh() const { return a.b * a.hq; }
+  /// The global position of query row `row` (positions grow with the row in
+  /// both layouts, so a tile's first and last rows bound the others').
+  Value queryPosition(OpBuilder &b, Location l, Value row) const {
+    return sequencePosition(b, l, row, block, a.s, balanced);
+  }
   int64_t numQ() const { return sp / tq; }
   int64_t numK() const { return kp / tk; }
   RankedTensorType rowType() const {
@@ -66,7 +72,8 @@ Value indexConst(OpBuilder &b, Location loc, int64_t v) {
 }
 
 Tiling makeTiling(OpBuilder &b, Location loc, const AttnShape &a, int64_t tile,
-                  double scale, bool causal, Type elem, Value queryBlock) {
+                  double scale, bool causal, Type elem, Value queryBlock,
+                  std::optional<int64_t> balanced) {
   Tiling t{a,
            std::min(tile, a.s),
            std::min(tile, a.skv),
@@ -75,16 +82,12 @@ Tiling makeTiling(OpBuilder &b, Location loc, const AttnShape &a, int64_t tile,
            scale,
            causal,
            elem,
-           Value()};
+           Value(),
+           balanced};
   t.sp = llvm::divideCeil(a.s, t.tq) * t.tq;
   t.kp = llvm::divideCeil(a.skv, t.tk) * t.tk;
-  t.rowBase = indexConst(b, loc, 0);
-  if (queryBlock && causal) {
-    Value block = b.create<arith::IndexCastOp>(
-        loc, b.getIndexType(),
-        b.create<tensor::ExtractOp>(loc, queryBlock, ValueRange{}));
-    t.rowBase = b.create<arith::MulIOp>(loc, block, indexConst(b, loc, a.s));
-  }
+  if (queryBlock && causal)
+    t.block = blockIndex(b, loc, queryBlock);
   return t;
 }
 
@@ -146,9 +149,9 @@ Value maskedScore(OpBuilder &b, Location l, const Tiling &t, Value x,
   Value key = b.create<arith::AddIOp>(l, kOff, b.create<linalg::IndexOp>(l, 2));
   Value hide;
   if (t.causal) {
-    Value query =
-        b.create<arith::AddIOp>(l, b.create<arith::AddIOp>(l, t.rowBase, qOff),
-                                b.create<linalg::IndexOp>(l, 1));
+    Value query = t.queryPosition(
+        b, l,
+        b.create<arith::AddIOp>(l, qOff, b.create<linalg::IndexOp>(l, 1)));
     hide = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ugt, key, query);
   }
   if (paddedKeys) {
@@ -166,9 +169,10 @@ Value keyTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff) {
   Value all = indexConst(b, loc, t.numK());
   if (!t.causal)
     return all;
-  Value end = b.create<arith::AddIOp>(
-      loc, b.create<arith::AddIOp>(loc, t.rowBase, qOff),
-      indexConst(b, loc, t.tq));
+  // One past the position of the tile's last row.
+  Value last = b.create<arith::AddIOp>(loc, qOff, indexConst(b, loc, t.tq - 1));
+  Value end = b.create<arith::AddIOp>(loc, t.queryPosition(b, loc, last),
+                                      indexConst(b, loc, 1));
   Value tiles =
       b.create<arith::CeilDivUIOp>(loc, end, indexConst(b, loc, t.tk));
   return b.create<arith::MinUIOp>(loc, tiles, all);
@@ -182,9 +186,8 @@ Value unmaskedTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff,
   Value n = bound;
   if (t.causal) {
     // Tile j is fully visible when its last key precedes the first row.
-    Value first = b.create<arith::AddIOp>(
-        loc, b.create<arith::AddIOp>(loc, t.rowBase, qOff),
-        indexConst(b, loc, 1));
+    Value first = b.create<arith::AddIOp>(loc, t.queryPosition(b, loc, qOff),
+                                          indexConst(b, loc, 1));
     Value tiles =
         b.create<arith::DivUIOp>(loc, first, indexConst(b, loc, t.tk));
     n = b.create<arith::MinUIOp>(loc, n, tiles);
@@ -349,7 +352,7 @@ struct FlashAttentionLowering : OpRewritePattern<AttentionOp> {
     AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
     Tiling t = makeTiling(rewriter, loc, a, tile, op.getScaleOrDefault(),
                           op.getCausal(), op.getType().getElementType(),
-                          op.getQueryBlock());
+                          op.getQueryBlock(), op.getBalanced());
     Operands x =
         headMajor(rewriter, loc, t, op.getQuery(), op.getKey(), op.getValue());
     auto outType = RankedTensorType::get({t.bh(), t.sp, a.dv}, t.elem);
@@ -428,9 +431,10 @@ struct FlashAttentionGradLowering : OpRewritePattern<AttentionGradOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
-    Tiling t = makeTiling(
-        rewriter, loc, a, tile, op.getScaleOrDefault(), op.getCausal(),
-        op.getQuery().getType().getElementType(), op.getQueryBlock());
+    Tiling t =
+        makeTiling(rewriter, loc, a, tile, op.getScaleOrDefault(),
+                   op.getCausal(), op.getQuery().getType().getElementType(),
+                   op.getQueryBlock(), op.getBalanced());
     Operands x =
         headMajor(rewriter, loc, t, op.getQuery(), op.getKey(), op.getValue());
     Value dO = padRows(rewriter, loc,
