@@ -49,13 +49,17 @@ struct Tiling {
   double scale;
   bool causal;
   Type elem;
-  Value block; ///< index: the query block (null: the whole sequence)
-  std::optional<int64_t> balanced; ///< the layout of the blocks
+  Value rowBase; ///< index: the global position of query row 0
+  Value block;   ///< index: the query block of a balanced layout, else null
+  std::optional<int64_t> balanced; ///< the balanced layout's block count
   int64_t bh() const { return a.b * a.hq; }
-  /// The global position of query row `row` (positions grow with the row in
-  /// both layouts, so a tile's first and last rows bound the others').
+  /// The global position of query row `row`: `rowBase + row`, or in the
+  /// balanced layout sequencePosition's (positions grow with the row in
+  /// both, so a tile's first and last rows bound the others').
   Value queryPosition(OpBuilder &b, Location l, Value row) const {
-    return sequencePosition(b, l, row, block, a.s, balanced);
+    if (block)
+      return sequencePosition(b, l, row, block, a.s, balanced);
+    return b.create<arith::AddIOp>(l, rowBase, row);
   }
   int64_t numQ() const { return sp / tq; }
   int64_t numK() const { return kp / tk; }
@@ -83,11 +87,18 @@ Tiling makeTiling(OpBuilder &b, Location loc, const AttnShape &a, int64_t tile,
            causal,
            elem,
            Value(),
+           Value(),
            balanced};
   t.sp = llvm::divideCeil(a.s, t.tq) * t.tq;
   t.kp = llvm::divideCeil(a.skv, t.tk) * t.tk;
-  if (queryBlock && causal)
-    t.block = blockIndex(b, loc, queryBlock);
+  t.rowBase = indexConst(b, loc, 0);
+  if (queryBlock && causal) {
+    Value block = blockIndex(b, loc, queryBlock);
+    if (balanced)
+      t.block = block;
+    else
+      t.rowBase = b.create<arith::MulIOp>(loc, block, indexConst(b, loc, a.s));
+  }
   return t;
 }
 
@@ -149,9 +160,10 @@ Value maskedScore(OpBuilder &b, Location l, const Tiling &t, Value x,
   Value key = b.create<arith::AddIOp>(l, kOff, b.create<linalg::IndexOp>(l, 2));
   Value hide;
   if (t.causal) {
-    Value query = t.queryPosition(
-        b, l,
-        b.create<arith::AddIOp>(l, qOff, b.create<linalg::IndexOp>(l, 1)));
+    Value row = b.create<linalg::IndexOp>(l, 1);
+    Value query =
+        t.block ? t.queryPosition(b, l, b.create<arith::AddIOp>(l, qOff, row))
+                : b.create<arith::AddIOp>(l, t.queryPosition(b, l, qOff), row);
     hide = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ugt, key, query);
   }
   if (paddedKeys) {
@@ -170,9 +182,17 @@ Value keyTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff) {
   if (!t.causal)
     return all;
   // One past the position of the tile's last row.
-  Value last = b.create<arith::AddIOp>(loc, qOff, indexConst(b, loc, t.tq - 1));
-  Value end = b.create<arith::AddIOp>(loc, t.queryPosition(b, loc, last),
-                                      indexConst(b, loc, 1));
+  Value end;
+  if (t.block) {
+    Value last =
+        b.create<arith::AddIOp>(loc, qOff, indexConst(b, loc, t.tq - 1));
+    end = b.create<arith::AddIOp>(loc, t.queryPosition(b, loc, last),
+                                  indexConst(b, loc, 1));
+  } else {
+    end = b.create<arith::AddIOp>(loc,
+                                  b.create<arith::AddIOp>(loc, t.rowBase, qOff),
+                                  indexConst(b, loc, t.tq));
+  }
   Value tiles =
       b.create<arith::CeilDivUIOp>(loc, end, indexConst(b, loc, t.tk));
   return b.create<arith::MinUIOp>(loc, tiles, all);
