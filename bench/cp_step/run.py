@@ -5,8 +5,9 @@ beside the cost model's prediction for the same model and plan.
                                           [--ranks 2 4]
 
 For each sequence length, runs the zoo GPT (shape below) on one process and
-on N local ranks with cp=N (1 thread per rank), prints the median step time
-of each, and `cleave-estimate`'s step time for the same plan on the
+on N local ranks with cp=N (1 thread per rank) in each --layouts
+(balanced: rank r holds chunks r and 2N-1-r, the default for causal models;
+contiguous: rank r holds block r), prints the median step time of each, and `cleave-estimate`'s step time for the same plan on the
 planner's local-cpu cluster (lib/Planner/Cluster.cpp, written out as a
 cluster file). Runs are interleaved (one, cp=2, cp=4, then again) and the
 median over --repeats is reported; the machine load is printed first.
@@ -45,11 +46,11 @@ def local_cpu(ranks):
     }
 
 
-def measure(build, shape, ranks, steps):
+def measure(build, shape, ranks, layout, steps):
     cmd = [os.path.join(build, "bin", "cleave-run"), *shape, "--steps",
            str(steps), "--log-every", "1000"]
     if ranks > 1:
-        cmd += ["-n", str(ranks), "--plan", f"cp={ranks}"]
+        cmd += ["-n", str(ranks), "--plan", f"cp={ranks},cp-layout={layout}"]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
@@ -86,29 +87,35 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--layouts", nargs="+", default=["balanced", "contiguous"],
+                   choices=["balanced", "contiguous"])
     a = p.parse_args()
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"gpt: {a.layers} layers, hidden {a.hidden}, {a.heads} heads, "
           f"vocab {a.vocab}, batch {a.batch}, f32, 1 thread per rank; "
           f"median of {a.repeats} runs x {a.steps - 1} steps")
-    print(f"{'seq':>5} {'ranks':>5} {'plan':>6} {'measured ms':>11} "
+    print(f"{'seq':>5} {'ranks':>5} {'plan':>18} {'measured ms':>11} "
           f"{'predicted ms':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for seq in a.seqs:
             shape = ["--model", "tiny-gpt", "--layers", str(a.layers),
                      "--hidden", str(a.hidden), "--heads", str(a.heads),
                      "--seq", str(seq), "--batch", str(a.batch)]
-            configs = [1] + a.ranks
-            times = {r: [] for r in configs}
+            configs = [(1, "-")] + [(r, l) for r in a.ranks
+                                    for l in a.layouts]
+            times = {c: [] for c in configs}
             for _ in range(a.repeats):
-                for r in configs:
-                    times[r].append(measure(a.build, shape, r, a.steps))
-            for r in configs:
+                for c in configs:
+                    times[c].append(measure(a.build, shape, c[0], c[1],
+                                            a.steps))
+            for r, layout in configs:
+                # The model prices the balanced layout.
                 pred = predict(a.build, a, seq, r, tmp)
-                plan = "one" if r == 1 else f"cp={r}"
+                plan = "one" if r == 1 else f"cp={r},{layout}"
                 pred_text = f"{pred:12.1f}" if pred is not None else f"{'-':>12}"
-                print(f"{seq:>5} {r:>5} {plan:>6} "
-                      f"{statistics.median(times[r]):11.1f} {pred_text}")
+                print(f"{seq:>5} {r:>5} {plan:>18} "
+                      f"{statistics.median(times[(r, layout)]):11.1f} "
+                      f"{pred_text}", flush=True)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

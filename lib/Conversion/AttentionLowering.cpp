@@ -81,10 +81,12 @@ Value mlir::cleave::sumGroups(OpBuilder &b, Location loc, Value x,
 namespace {
 
 /// P = softmax(mask(scores * scale)) over the last dim of [BH, S, Skv].
-/// With `queryBlock` (an i64 scalar tensor `b`), query row `i` is at
-/// position `b * S + i` (a device's block of a split sequence).
+/// With `queryBlock` (an i64 scalar tensor `b`), query row `i` is at its
+/// global position (a device's block of a split sequence, `balanced` as
+/// the op's: sequencePosition).
 Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
-                    bool causal, Value queryBlock = {}) {
+                    bool causal, Value queryBlock = {},
+                    std::optional<int64_t> balanced = std::nullopt) {
   MLIRContext *ctx = b.getContext();
   auto t = tensorTypeOf(scores);
   auto masked = [=](OpBuilder &nb, Location l, Value x) -> Value {
@@ -94,14 +96,8 @@ Value probabilities(OpBuilder &b, Location loc, Value scores, double scale,
       return v;
     Value i = nb.create<linalg::IndexOp>(l, 1);
     Value j = nb.create<linalg::IndexOp>(l, 2);
-    if (queryBlock) {
-      Value block = nb.create<arith::IndexCastOp>(
-          l, nb.getIndexType(),
-          nb.create<tensor::ExtractOp>(l, queryBlock, ValueRange{}));
-      Value rows = nb.create<arith::ConstantIndexOp>(l, t.getDimSize(1));
-      i = nb.create<arith::AddIOp>(l, i,
-                                   nb.create<arith::MulIOp>(l, block, rows));
-    }
+    i = sequencePosition(nb, l, i, blockIndex(nb, l, queryBlock),
+                         t.getDimSize(1), balanced);
     Value future = nb.create<arith::CmpIOp>(l, arith::CmpIPredicate::ugt, j, i);
     return nb.create<arith::SelectOp>(
         l, future,
@@ -141,8 +137,9 @@ struct AttentionLowering : OpRewritePattern<AttentionOp> {
     Value k = toHeadMajor(rewriter, loc, op.getKey(), a.hq, a.groups());
     Value v = toHeadMajor(rewriter, loc, op.getValue(), a.hq, a.groups());
     Value scores = buildMatmul(rewriter, loc, q, k, false, true, elem);
-    Value p = probabilities(rewriter, loc, scores, op.getScaleOrDefault(),
-                            op.getCausal(), op.getQueryBlock());
+    Value p =
+        probabilities(rewriter, loc, scores, op.getScaleOrDefault(),
+                      op.getCausal(), op.getQueryBlock(), op.getBalanced());
     Value out = buildMatmul(rewriter, loc, p, v, false, false, elem);
     rewriter.replaceOp(op, fromHeadMajor(rewriter, loc, out, a.b, a.hq));
     return success();
@@ -164,7 +161,7 @@ struct AttentionGradLowering : OpRewritePattern<AttentionGradOp> {
     Value dO = toHeadMajor(rewriter, loc, op.getGrad(), a.hq, 1);
     Value scores = buildMatmul(rewriter, loc, q, k, false, true, elem);
     Value p = probabilities(rewriter, loc, scores, scale, op.getCausal(),
-                            op.getQueryBlock());
+                            op.getQueryBlock(), op.getBalanced());
     Value dV = buildMatmul(rewriter, loc, p, dO, true, false, elem);
     Value dP = buildMatmul(rewriter, loc, dO, v, false, true, elem);
     auto pt = tensorTypeOf(p);

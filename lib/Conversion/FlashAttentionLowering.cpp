@@ -50,7 +50,17 @@ struct Tiling {
   bool causal;
   Type elem;
   Value rowBase; ///< index: the global position of query row 0
+  Value block;   ///< index: the query block of a balanced layout, else null
+  std::optional<int64_t> balanced; ///< the balanced layout's block count
   int64_t bh() const { return a.b * a.hq; }
+  /// The global position of query row `row`: `rowBase + row`, or in the
+  /// balanced layout sequencePosition's (positions grow with the row in
+  /// both, so a tile's first and last rows bound the others').
+  Value queryPosition(OpBuilder &b, Location l, Value row) const {
+    if (block)
+      return sequencePosition(b, l, row, block, a.s, balanced);
+    return b.create<arith::AddIOp>(l, rowBase, row);
+  }
   int64_t numQ() const { return sp / tq; }
   int64_t numK() const { return kp / tk; }
   RankedTensorType rowType() const {
@@ -66,7 +76,8 @@ Value indexConst(OpBuilder &b, Location loc, int64_t v) {
 }
 
 Tiling makeTiling(OpBuilder &b, Location loc, const AttnShape &a, int64_t tile,
-                  double scale, bool causal, Type elem, Value queryBlock) {
+                  double scale, bool causal, Type elem, Value queryBlock,
+                  std::optional<int64_t> balanced) {
   Tiling t{a,
            std::min(tile, a.s),
            std::min(tile, a.skv),
@@ -75,15 +86,18 @@ Tiling makeTiling(OpBuilder &b, Location loc, const AttnShape &a, int64_t tile,
            scale,
            causal,
            elem,
-           Value()};
+           Value(),
+           Value(),
+           balanced};
   t.sp = llvm::divideCeil(a.s, t.tq) * t.tq;
   t.kp = llvm::divideCeil(a.skv, t.tk) * t.tk;
   t.rowBase = indexConst(b, loc, 0);
   if (queryBlock && causal) {
-    Value block = b.create<arith::IndexCastOp>(
-        loc, b.getIndexType(),
-        b.create<tensor::ExtractOp>(loc, queryBlock, ValueRange{}));
-    t.rowBase = b.create<arith::MulIOp>(loc, block, indexConst(b, loc, a.s));
+    Value block = blockIndex(b, loc, queryBlock);
+    if (balanced)
+      t.block = block;
+    else
+      t.rowBase = b.create<arith::MulIOp>(loc, block, indexConst(b, loc, a.s));
   }
   return t;
 }
@@ -146,9 +160,10 @@ Value maskedScore(OpBuilder &b, Location l, const Tiling &t, Value x,
   Value key = b.create<arith::AddIOp>(l, kOff, b.create<linalg::IndexOp>(l, 2));
   Value hide;
   if (t.causal) {
+    Value row = b.create<linalg::IndexOp>(l, 1);
     Value query =
-        b.create<arith::AddIOp>(l, b.create<arith::AddIOp>(l, t.rowBase, qOff),
-                                b.create<linalg::IndexOp>(l, 1));
+        t.block ? t.queryPosition(b, l, b.create<arith::AddIOp>(l, qOff, row))
+                : b.create<arith::AddIOp>(l, t.queryPosition(b, l, qOff), row);
     hide = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ugt, key, query);
   }
   if (paddedKeys) {
@@ -166,9 +181,18 @@ Value keyTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff) {
   Value all = indexConst(b, loc, t.numK());
   if (!t.causal)
     return all;
-  Value end = b.create<arith::AddIOp>(
-      loc, b.create<arith::AddIOp>(loc, t.rowBase, qOff),
-      indexConst(b, loc, t.tq));
+  // One past the position of the tile's last row.
+  Value end;
+  if (t.block) {
+    Value last =
+        b.create<arith::AddIOp>(loc, qOff, indexConst(b, loc, t.tq - 1));
+    end = b.create<arith::AddIOp>(loc, t.queryPosition(b, loc, last),
+                                  indexConst(b, loc, 1));
+  } else {
+    end = b.create<arith::AddIOp>(loc,
+                                  b.create<arith::AddIOp>(loc, t.rowBase, qOff),
+                                  indexConst(b, loc, t.tq));
+  }
   Value tiles =
       b.create<arith::CeilDivUIOp>(loc, end, indexConst(b, loc, t.tk));
   return b.create<arith::MinUIOp>(loc, tiles, all);
@@ -182,9 +206,8 @@ Value unmaskedTileBound(OpBuilder &b, Location loc, const Tiling &t, Value qOff,
   Value n = bound;
   if (t.causal) {
     // Tile j is fully visible when its last key precedes the first row.
-    Value first = b.create<arith::AddIOp>(
-        loc, b.create<arith::AddIOp>(loc, t.rowBase, qOff),
-        indexConst(b, loc, 1));
+    Value first = b.create<arith::AddIOp>(loc, t.queryPosition(b, loc, qOff),
+                                          indexConst(b, loc, 1));
     Value tiles =
         b.create<arith::DivUIOp>(loc, first, indexConst(b, loc, t.tk));
     n = b.create<arith::MinUIOp>(loc, n, tiles);
@@ -349,7 +372,7 @@ struct FlashAttentionLowering : OpRewritePattern<AttentionOp> {
     AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
     Tiling t = makeTiling(rewriter, loc, a, tile, op.getScaleOrDefault(),
                           op.getCausal(), op.getType().getElementType(),
-                          op.getQueryBlock());
+                          op.getQueryBlock(), op.getBalanced());
     Operands x =
         headMajor(rewriter, loc, t, op.getQuery(), op.getKey(), op.getValue());
     auto outType = RankedTensorType::get({t.bh(), t.sp, a.dv}, t.elem);
@@ -428,9 +451,10 @@ struct FlashAttentionGradLowering : OpRewritePattern<AttentionGradOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
-    Tiling t = makeTiling(
-        rewriter, loc, a, tile, op.getScaleOrDefault(), op.getCausal(),
-        op.getQuery().getType().getElementType(), op.getQueryBlock());
+    Tiling t =
+        makeTiling(rewriter, loc, a, tile, op.getScaleOrDefault(),
+                   op.getCausal(), op.getQuery().getType().getElementType(),
+                   op.getQueryBlock(), op.getBalanced());
     Operands x =
         headMajor(rewriter, loc, t, op.getQuery(), op.getKey(), op.getValue());
     Value dO = padRows(rewriter, loc,

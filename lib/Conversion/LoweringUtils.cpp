@@ -24,6 +24,38 @@ Value mlir::cleave::convertFloat(OpBuilder &b, Location loc, Value v,
   return b.create<arith::TruncFOp>(loc, to, v);
 }
 
+Value mlir::cleave::blockIndex(OpBuilder &b, Location loc, Value block) {
+  if (!block)
+    return {};
+  return b.create<arith::IndexCastOp>(
+      loc, b.getIndexType(),
+      b.create<tensor::ExtractOp>(loc, block, ValueRange{}));
+}
+
+Value mlir::cleave::sequencePosition(OpBuilder &b, Location loc, Value row,
+                                     Value block, int64_t rows,
+                                     std::optional<int64_t> balanced) {
+  if (!block)
+    return row;
+  auto idx = [&](int64_t v) {
+    return b.create<arith::ConstantIndexOp>(loc, v).getResult();
+  };
+  if (!balanced)
+    return b.create<arith::AddIOp>(
+        loc, row, b.create<arith::MulIOp>(loc, block, idx(rows)));
+  int64_t chunk = rows / 2;
+  // First chunk: block * chunk + row; second: (2n-1-block) * chunk + row -
+  // chunk = (2n-2-block) * chunk + row.
+  Value first = b.create<arith::AddIOp>(
+      loc, row, b.create<arith::MulIOp>(loc, block, idx(chunk)));
+  Value mirror = b.create<arith::SubIOp>(loc, idx(2 * *balanced - 2), block);
+  Value second = b.create<arith::AddIOp>(
+      loc, row, b.create<arith::MulIOp>(loc, mirror, idx(chunk)));
+  Value inFirst =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, row, idx(chunk));
+  return b.create<arith::SelectOp>(loc, inFirst, first, second);
+}
+
 Value mlir::cleave::floatConst(OpBuilder &b, Location loc, Type type,
                                double value) {
   return b.create<arith::ConstantOp>(loc, type, b.getFloatAttr(type, value));

@@ -36,6 +36,17 @@ Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
 Type elementTypeOf(Value v);
 RankedTensorType tensorTypeOf(Value v);
 
+/// The global sequence position (an index) of local row `row` (an index) of
+/// a device's block of `rows` rows. `block` is the block's index (an index,
+/// null when the sequence is whole: the position is `row`). Contiguous
+/// blocks: `block * rows + row`. With `balanced` = n (the load-balanced
+/// context-parallel layout, cleave.mesh's balanced_axes), the rows are
+/// chunks `block` and `2n-1-block` of `rows / 2` rows each.
+Value sequencePosition(OpBuilder &b, Location loc, Value row, Value block,
+                       int64_t rows, std::optional<int64_t> balanced);
+/// The index held by the i64 scalar tensor `block`, or null for null.
+Value blockIndex(OpBuilder &b, Location loc, Value block);
+
 /// A linalg.generic over `outType`'s shape. Each input is indexed by
 /// `inputMaps` (identity if empty). The body receives the inputs converted
 /// to compute precision, and its result is stored in `outType`'s element type.

@@ -74,16 +74,9 @@ struct RotaryLowering : OpRewritePattern<RotaryOp> {
           };
           Value s = b.create<linalg::IndexOp>(l, 1);
           Value d = b.create<linalg::IndexOp>(l, 3);
-          // A block of a split sequence: row s is at b * S + s.
-          Value pos = s;
-          if (Value block = op.getBlock()) {
-            Value index = b.create<arith::IndexCastOp>(
-                l, b.getIndexType(),
-                b.create<tensor::ExtractOp>(l, block, ValueRange{}));
-            pos = b.create<arith::AddIOp>(
-                l, s,
-                b.create<arith::MulIOp>(l, index, idx(type.getDimSize(1))));
-          }
+          // A block of a split sequence: row s is at its global position.
+          Value pos = sequencePosition(b, l, s, blockIndex(b, l, op.getBlock()),
+                                       type.getDimSize(1), op.getBalanced());
           // Pair index i, partner element, and the sign of the partner term.
           Value pair, partner, first;
           if (interleaved) {

@@ -164,7 +164,7 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
   if (m.seqLen % cpSplit != 0)
     return "plan.cp: the sequence length " + std::to_string(m.seqLen) +
            " must be divisible by 2 x cp = " + std::to_string(cpSplit) +
-           " (load-balanced ring attention)";
+           " (the load-balanced layout: rank r holds chunks r and 2cp-1-r)";
   return "";
 }
 

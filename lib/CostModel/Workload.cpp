@@ -162,9 +162,18 @@ private:
 void attentionCore(Builder &b, bool backward) {
   const Dims &d = b.d;
   double scores = d.b * d.heads * d.sq * d.s;
-  double kvBytes = 2 * d.b * d.sq * d.kvHeads * d.headDim * d.act;
   Phase ph = backward ? Phase::Backward : Phase::Forward;
-  double cpSteps = d.s / d.sq - 1;
+  // Context parallelism as cleave-run executes it (docs/partitioning.md):
+  // K and V all-gathered over cp before the attention, on its critical
+  // path (the attention needs them at once), and dK, dV reduce-scattered
+  // back after its backward. Sizes are the whole (gathered) K and V. With
+  // the load-balanced layout (the default) every rank does the average
+  // causal work below.
+  double cp = d.s / d.sq;
+  double kvBytesFull = 2 * d.b * d.s * d.kvHeads * d.headDim * d.act;
+  if (cp > 1 && !backward)
+    b.comm("cp_kv_all_gather", ph, CollectiveKind::AllGather, kvBytesFull,
+           Axis::CP);
   if (d.flash) {
     b.flash(backward);
   } else if (!backward) {
@@ -188,9 +197,9 @@ void attentionCore(Builder &b, bool backward) {
     b.gemm("attention_scores_qgrad", ph, d.sq, d.headDim, d.s, bh, true);
     b.gemm("attention_scores_kgrad", ph, d.s, d.headDim, d.sq, bh, true);
   }
-  if (cpSteps > 0) // ring attention: K/V blocks (and their gradients)
-    b.comm("cp_kv_exchange", ph, CollectiveKind::SendRecv,
-           cpSteps * kvBytes * (backward ? 2 : 1), Axis::CP, true);
+  if (cp > 1 && backward)
+    b.comm("cp_kv_grad_reduce_scatter", ph, CollectiveKind::ReduceScatter,
+           kvBytesFull, Axis::CP);
 }
 
 /// Entering a tensor-parallel region: SP all-gathers the sequence shards.

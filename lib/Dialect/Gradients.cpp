@@ -383,7 +383,8 @@ LogicalResult RotaryOp::buildVJP(OpBuilder &b, ValueRange dys,
                                  SmallVectorImpl<Value> &dxs) {
   // A rotation's transpose is the rotation by the opposite angle.
   dxs.push_back(b.create<RotaryOp>(getLoc(), dys[0], getBlock(), getTheta(),
-                                   getInterleaved(), !getInverse()));
+                                   getInterleaved(), !getInverse(),
+                                   getBalancedAttr()));
   if (getBlock())
     dxs.push_back(Value());
   return success();
@@ -391,9 +392,9 @@ LogicalResult RotaryOp::buildVJP(OpBuilder &b, ValueRange dys,
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange dys,
                                     SmallVectorImpl<Value> &dxs) {
-  auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(),
-                                      getValue(), dys[0], getQueryBlock(),
-                                      getCausal(), getScaleAttr());
+  auto op = b.create<AttentionGradOp>(
+      getLoc(), getQuery(), getKey(), getValue(), dys[0], getQueryBlock(),
+      getCausal(), getScaleAttr(), getBalancedAttr());
   dxs.append(op->result_begin(), op->result_end());
   if (getQueryBlock())
     dxs.push_back(Value());

@@ -61,6 +61,42 @@ Value LocalOpContext::buildBlockIndex(OpBuilder &b, Location loc,
                                axesAttr(b, axes));
 }
 
+std::optional<int64_t> LocalOpContext::getBalanced(const TensorFactors &tensor,
+                                                   unsigned dim) const {
+  SmallVector<StringRef> axes = getDimAxes(tensor, dim);
+  if (axes.empty() || !mesh.isBalancedAxis(axes.front()))
+    return std::nullopt;
+  return mesh.getAxisSize(axes.front());
+}
+
+Value mlir::cleave::buildBalancedPermutation(OpBuilder &b, Location loc,
+                                             Value value, int64_t dim,
+                                             int64_t n, bool inverse) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t chunk = type.getDimSize(dim) / (2 * n);
+  // Balanced position k = 2r + h holds natural chunk r (h = 0) or 2n-1-r.
+  auto naturalChunk = [&](int64_t k) {
+    return k % 2 == 0 ? k / 2 : 2 * n - 1 - k / 2;
+  };
+  SmallVector<int64_t> source(2 * n);
+  for (int64_t k = 0; k < 2 * n; ++k) {
+    if (inverse)
+      source[naturalChunk(k)] = k;
+    else
+      source[k] = naturalChunk(k);
+  }
+  SmallVector<int64_t> sizes(type.getShape()), strides(type.getRank(), 1);
+  sizes[dim] = chunk;
+  SmallVector<Value> pieces;
+  for (int64_t c : source) {
+    SmallVector<int64_t> offsets(type.getRank(), 0);
+    offsets[dim] = c * chunk;
+    pieces.push_back(
+        b.create<SliceOp>(loc, value, offsets, sizes, strides).getResult());
+  }
+  return b.create<ConcatOp>(loc, pieces, dim);
+}
+
 Value LocalOpContext::buildScaled(OpBuilder &b, Location loc, Value value,
                                   double factor) const {
   auto type = cast<RankedTensorType>(value.getType());
@@ -233,6 +269,12 @@ LogicalResult DropoutOp::buildLocalOp(OpBuilder &b,
   if (!getBlocks().empty())
     return emitOpError() << "is already a per-device block";
   const TensorFactors &result = context.getRule().getResult(0);
+  for (unsigned d = 0, e = global.getRank(); d < e; ++d)
+    if (context.getBalanced(result, d))
+      return emitOpError()
+             << "splits dimension " << d
+             << " in the load-balanced context-parallel layout, which its "
+                "counters do not follow yet; use cp-layout=contiguous";
   SmallVector<Value> blocks;
   for (unsigned d = 0, e = global.getRank(); d < e; ++d)
     blocks.push_back(context.buildBlockIndex(b, getLoc(), result, d));
@@ -284,6 +326,9 @@ LogicalResult ConstantOp::buildLocalOp(OpBuilder &b,
     if (axes.empty())
       continue;
     shape[d] = local.getDimSize(d);
+    if (std::optional<int64_t> n = context.getBalanced(result, d))
+      whole = buildBalancedPermutation(b, getLoc(), whole, d, *n,
+                                       /*inverse=*/false);
     whole = b.create<ShardOp>(
         getLoc(), RankedTensorType::get(shape, local.getElementType()), whole,
         FlatSymbolRefAttr::get(context.getMesh().getSymNameAttr()),
@@ -298,42 +343,63 @@ LogicalResult ConstantOp::buildLocalOp(OpBuilder &b,
 //===----------------------------------------------------------------------===//
 
 /// The block index of the query sequence (dimension 1 of operand 0) when it
-/// is split, else null: the per-device op then needs no position.
-static Value sequenceBlock(OpBuilder &b, Location loc,
-                           const LocalOpContext &context) {
+/// is split, else null: the per-device op then needs no position. Sets
+/// `balanced` to the layout's `n` when the blocks are load-balanced.
+static FailureOr<Value> sequenceBlock(Operation *op, OpBuilder &b,
+                                      const LocalOpContext &context,
+                                      IntegerAttr &balanced) {
   const TensorFactors &query = context.getRule().getOperand(0);
-  if (context.getDimAxes(query, 1).empty())
-    return {};
-  return context.buildBlockIndex(b, loc, query, 1);
+  SmallVector<StringRef> axes = context.getDimAxes(query, 1);
+  if (axes.empty())
+    return Value();
+  if (std::optional<int64_t> n = context.getBalanced(query, 1)) {
+    if (axes.size() > 1)
+      return op->emitOpError()
+             << "has its sequence split over " << axes.size()
+             << " axes with the load-balanced layout of '" << axes.front()
+             << "'; only that axis alone is supported";
+    balanced = b.getI64IntegerAttr(*n);
+  }
+  return context.buildBlockIndex(b, op->getLoc(), query, 1);
 }
 
 LogicalResult AttentionOp::buildLocalOp(OpBuilder &b,
                                         const LocalOpContext &context,
                                         SmallVectorImpl<Value> &results) {
-  Value block = getCausal() ? sequenceBlock(b, getLoc(), context) : Value();
-  if (!block)
+  IntegerAttr balanced;
+  FailureOr<Value> block = getCausal()
+                               ? sequenceBlock(*this, b, context, balanced)
+                               : FailureOr<Value>(Value());
+  if (failed(block))
+    return failure();
+  if (!*block)
     return buildLocalClone(*this, b, context, results);
   if (getQueryBlock())
     return emitOpError() << "is already a per-device query block";
   ValueRange operands = context.getOperands();
   results.push_back(b.create<AttentionOp>(getLoc(), operands[0], operands[1],
-                                          operands[2], block, getCausalAttr(),
-                                          getScaleAttr()));
+                                          operands[2], *block, getCausalAttr(),
+                                          getScaleAttr(), balanced));
   return success();
 }
 
 LogicalResult AttentionGradOp::buildLocalOp(OpBuilder &b,
                                             const LocalOpContext &context,
                                             SmallVectorImpl<Value> &results) {
-  Value block = getCausal() ? sequenceBlock(b, getLoc(), context) : Value();
-  if (!block)
+  IntegerAttr balanced;
+  FailureOr<Value> block = getCausal()
+                               ? sequenceBlock(*this, b, context, balanced)
+                               : FailureOr<Value>(Value());
+  if (failed(block))
+    return failure();
+  if (!*block)
     return buildLocalClone(*this, b, context, results);
   if (getQueryBlock())
     return emitOpError() << "is already a per-device query block";
   ValueRange operands = context.getOperands();
   auto local = b.create<AttentionGradOp>(
       getLoc(), context.getResultTypes(), operands[0], operands[1], operands[2],
-      operands[3], block, getCausalAttr(), getScaleAttr());
+      operands[3], *block, getCausalAttr(), getScaleAttr(), balanced);
   results.append(local->result_begin(), local->result_end());
   return success();
 }
@@ -341,13 +407,16 @@ LogicalResult AttentionGradOp::buildLocalOp(OpBuilder &b,
 LogicalResult RotaryOp::buildLocalOp(OpBuilder &b,
                                      const LocalOpContext &context,
                                      SmallVectorImpl<Value> &results) {
-  Value block = sequenceBlock(b, getLoc(), context);
-  if (!block)
+  IntegerAttr balanced;
+  FailureOr<Value> block = sequenceBlock(*this, b, context, balanced);
+  if (failed(block))
+    return failure();
+  if (!*block)
     return buildLocalClone(*this, b, context, results);
   if (getBlock())
     return emitOpError() << "is already a per-device sequence block";
   results.push_back(b.create<RotaryOp>(
-      getLoc(), context.getResultTypes()[0], context.getOperands()[0], block,
-      getThetaAttr(), getInterleavedAttr(), getInverseAttr()));
+      getLoc(), context.getResultTypes()[0], context.getOperands()[0], *block,
+      getThetaAttr(), getInterleavedAttr(), getInverseAttr(), balanced));
   return success();
 }

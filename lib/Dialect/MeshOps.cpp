@@ -155,7 +155,7 @@ void MeshOp::build(OpBuilder &builder, OperationState &state, StringRef name,
     linkAttrs.push_back(LinkKindAttr::get(ctx, link));
   build(builder, state, builder.getStringAttr(name),
         builder.getStrArrayAttr(axisNames), builder.getDenseI64ArrayAttr(shape),
-        builder.getArrayAttr(linkAttrs));
+        builder.getArrayAttr(linkAttrs), /*balanced_axes=*/ArrayAttr());
 }
 
 static bool isIdentifier(StringRef name) {
@@ -187,7 +187,20 @@ LogicalResult MeshOp::verify() {
       return emitOpError() << "axis '" << name << "' has size " << getShape()[i]
                            << "; sizes must be >= 1";
   }
+  if (std::optional<ArrayAttr> balanced = getBalancedAxes())
+    for (Attribute attr : *balanced)
+      if (!seen.contains(cast<StringAttr>(attr).getValue()))
+        return emitOpError()
+               << "balanced axis '" << cast<StringAttr>(attr).getValue()
+               << "' is not an axis of the mesh";
   return success();
+}
+
+bool MeshOp::isBalancedAxis(StringRef name) {
+  std::optional<ArrayAttr> balanced = getBalancedAxes();
+  return balanced && llvm::any_of(*balanced, [&](Attribute attr) {
+           return cast<StringAttr>(attr).getValue() == name;
+         });
 }
 
 int64_t MeshOp::getNumDevices() {

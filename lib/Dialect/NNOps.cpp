@@ -435,6 +435,10 @@ LogicalResult RotaryOp::verify() {
                          << " must be even";
   if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError() << "theta must be positive";
+  if (getBalanced() && (!getBlock() || type.getDimSize(1) % 2 != 0))
+    return emitOpError() << "balanced = " << *getBalanced()
+                         << " needs a block and an even sequence length, got "
+                         << type.getDimSize(1);
   return success();
 }
 
@@ -467,7 +471,8 @@ static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
                                              StringRef name, RankedTensorType q,
                                              RankedTensorType k,
                                              RankedTensorType v, bool causal,
-                                             bool queryBlock) {
+                                             bool queryBlock,
+                                             std::optional<int64_t> balanced) {
   auto fail = [&](const Twine &msg) {
     return inferError(loc, "'cleave." + name + "' op " + msg);
   };
@@ -501,6 +506,12 @@ static LogicalResult verifyAttentionOperands(std::optional<Location> loc,
     return fail("with query_block, the query length (" +
                 Twine(q.getDimSize(1)) + ") must divide the key length (" +
                 Twine(k.getDimSize(1)) + ")");
+  if (balanced && (!queryBlock || q.getDimSize(1) % 2 != 0 ||
+                   *balanced * q.getDimSize(1) != k.getDimSize(1)))
+    return fail("balanced = " + Twine(*balanced) +
+                " needs query_block and an even query length (" +
+                Twine(q.getDimSize(1)) + ") that is the key length (" +
+                Twine(k.getDimSize(1)) + ") / " + Twine(*balanced));
   return success();
 }
 
@@ -517,9 +528,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             SmallVectorImpl<Type> &inferred) {
   auto q = tensorType(adaptor.getQuery()), k = tensorType(adaptor.getKey()),
        v = tensorType(adaptor.getValue());
-  if (failed(verifyAttentionOperands(loc, "attention", q, k, v,
-                                     adaptor.getCausal(),
-                                     bool(adaptor.getQueryBlock()))))
+  if (failed(verifyAttentionOperands(
+          loc, "attention", q, k, v, adaptor.getCausal(),
+          bool(adaptor.getQueryBlock()), adaptor.getBalanced())))
     return failure();
   inferred.push_back(attentionResultType(q, v));
   return success();
@@ -641,9 +652,9 @@ AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                   SmallVectorImpl<Type> &inferred) {
   auto q = tensorType(adaptor.getQuery()), k = tensorType(adaptor.getKey()),
        v = tensorType(adaptor.getValue());
-  if (failed(verifyAttentionOperands(loc, "attention_grad", q, k, v,
-                                     adaptor.getCausal(),
-                                     bool(adaptor.getQueryBlock()))))
+  if (failed(verifyAttentionOperands(
+          loc, "attention_grad", q, k, v, adaptor.getCausal(),
+          bool(adaptor.getQueryBlock()), adaptor.getBalanced())))
     return failure();
   RankedTensorType out = attentionResultType(q, v);
   if (adaptor.getGrad().getType() != out)

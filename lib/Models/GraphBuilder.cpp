@@ -162,12 +162,15 @@ Value GraphBuilder::embedding(Value table, Value ids) {
 
 Value GraphBuilder::attention(Value q, Value k, Value v, bool causal) {
   return builder.create<AttentionOp>(loc, q, k, v, /*query_block=*/Value(),
-                                     causal, FloatAttr());
+                                     causal, FloatAttr(),
+                                     /*balanced=*/IntegerAttr());
 }
 
 Value GraphBuilder::rotary(Value x, double theta) {
   return builder.create<RotaryOp>(loc, x, /*block=*/Value(),
-                                  llvm::APFloat(theta));
+                                  llvm::APFloat(theta), /*interleaved=*/false,
+                                  /*inverse=*/false,
+                                  /*balanced=*/IntegerAttr());
 }
 
 Value GraphBuilder::crossEntropy(Value logits, Value labels) {

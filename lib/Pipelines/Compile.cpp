@@ -240,6 +240,8 @@ static std::string describeNamed(const PlanSpec &plan) {
   std::string s = "dp=" + std::to_string(o.dp) + ",tp=" + std::to_string(o.tp);
   if (o.cp > 1)
     s += ",cp=" + std::to_string(o.cp);
+  if (o.cp > 1 && o.cpLayout != "auto")
+    s += ",cp-layout=" + o.cpLayout;
   if (o.sp)
     s += ",sp";
   if (o.zero)

@@ -9,7 +9,8 @@ using namespace mlir;
 using namespace mlir::cleave;
 
 const char *const mlir::cleave::kPlanSyntax =
-    "dp=N, tp=N, cp=N, sp, zero=K, pp=N, micro=N, "
+    "dp=N, tp=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, "
+    "micro=N, "
     "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, "
     "recompute=none|selective|full[/...], layers=N/N/...";
 
@@ -63,6 +64,10 @@ static bool parseNamedPart(llvm::StringRef part,
   if (key == "schedule") {
     o.schedule = value.str();
     return !value.empty();
+  }
+  if (key == "cp-layout") {
+    o.cpLayout = value.str();
+    return value == "balanced" || value == "contiguous" || value == "auto";
   }
   if (key == "recompute") {
     // One kind, or one per pipeline rank: full/none.

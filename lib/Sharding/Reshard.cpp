@@ -1,6 +1,7 @@
 //===- Reshard.cpp - Collectives that change a tensor's sharding ----------===//
 
 #include "cleave/Sharding/Reshard.h"
+#include "cleave/Dialect/LocalOp.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
@@ -320,6 +321,14 @@ static RankedTensorType localType(RankedTensorType global, ArrayRef<Axes> dims,
   return RankedTensorType::get(shape, global.getElementType());
 }
 
+/// The size of the balanced axis leading a dimension split over `axes`
+/// (cleave.mesh's balanced_axes), or 0 when its blocks are contiguous.
+static int64_t balancedBlocks(ArrayRef<StringRef> axes, MeshOp mesh) {
+  if (axes.empty() || !mesh.isBalancedAxis(axes.front()))
+    return 0;
+  return mesh.getAxisSize(axes.front());
+}
+
 Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
                                 RankedTensorType global, ShardingAttr from,
                                 ArrayRef<ReshardStep> steps, MeshOp mesh) {
@@ -327,7 +336,27 @@ Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
   for (unsigned d = 0, e = from.getRank(); d < e; ++d)
     dims.push_back(dimAxes(from, d));
   StringRef meshName = mesh.getSymName();
+  // A dimension whose layout turns load-balanced is whole here: permute it
+  // into the balanced order before it is split (contiguously in that order);
+  // one that stops being balanced is whole after the step: back.
+  auto balance = [&](unsigned d, const Axes &before, const Axes &after) {
+    int64_t n = balancedBlocks(after, mesh);
+    if (n && !balancedBlocks(before, mesh))
+      local = buildBalancedPermutation(b, loc, local, d, n, /*inverse=*/false);
+  };
+  auto unbalance = [&](unsigned d, const Axes &before, const Axes &after) {
+    int64_t n = balancedBlocks(before, mesh);
+    if (n && !balancedBlocks(after, mesh))
+      local = buildBalancedPermutation(b, loc, local, d, n, /*inverse=*/true);
+  };
   for (const ReshardStep &step : steps) {
+    // The axes of the dimensions the step changes, before it (an all-reduce
+    // changes none).
+    Axes before, concatBefore;
+    if (step.kind != ReshardStep::Kind::AllReduce)
+      before = dims[step.dim];
+    if (step.kind == ReshardStep::Kind::AllToAll)
+      concatBefore = dims[step.concatDim];
     ArrayAttr axes = b.getStrArrayAttr(step.axes);
     // Moving data over axes of size 1 moves nothing: the layout changes,
     // the local value does not. (Sums over them stay: a pipeline finds its
@@ -341,12 +370,14 @@ Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
       continue;
     case ReshardStep::Kind::ReduceScatter:
       llvm::append_range(dims[step.dim], step.axes);
+      balance(step.dim, before, dims[step.dim]);
       local = b.create<ReduceScatterOp>(loc, localType(global, dims, mesh),
                                         local, meshName, axes, step.dim,
                                         ReductionKind::Sum);
       continue;
     case ReshardStep::Kind::Shard:
       llvm::append_range(dims[step.dim], step.axes);
+      balance(step.dim, before, dims[step.dim]);
       if (!noData)
         local = b.create<ShardOp>(loc, localType(global, dims, mesh), local,
                                   meshName, axes, step.dim);
@@ -356,13 +387,16 @@ Value mlir::cleave::emitReshard(OpBuilder &b, Location loc, Value local,
       if (!noData)
         local = b.create<AllGatherOp>(loc, localType(global, dims, mesh), local,
                                       meshName, axes, step.dim);
+      unbalance(step.dim, before, dims[step.dim]);
       continue;
     case ReshardStep::Kind::AllToAll:
       dims[step.concatDim].pop_back();
       dims[step.dim].push_back(step.axes.front());
+      balance(step.dim, before, dims[step.dim]);
       if (!noData)
         local = b.create<AllToAllOp>(loc, localType(global, dims, mesh), local,
                                      meshName, axes, step.dim, step.concatDim);
+      unbalance(step.concatDim, concatBefore, dims[step.concatDim]);
       continue;
     }
   }

@@ -44,7 +44,8 @@ public:
   PlanWriter(ModuleOp module, const CleaveApplyPlanPassOptions &o)
       : module(module), dp(o.dp), tp(o.tp), cp(o.cp), sp(o.sp), zero(o.zero),
         pp(o.pp), micro(o.micro), schedule(o.schedule),
-        virtualStages(o.virtualStages), recompute(o.recompute) {}
+        virtualStages(o.virtualStages), recompute(o.recompute),
+        cpLayout(o.cpLayout) {}
   LogicalResult run();
 
 private:
@@ -102,6 +103,9 @@ private:
   std::string schedule;
   int64_t virtualStages;
   std::string recompute;
+  std::string cpLayout;
+  /// Whether the sequence blocks over cp are load-balanced (cp-layout).
+  bool balanced = false;
   SmallVector<DictionaryAttr> argAttrs;
 };
 
@@ -125,11 +129,31 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
     DimAxes dims(type.getRank());
     dims[0] = batchAxes();
     if (cp > 1 && type.getRank() >= 2) {
+      if (balanced && type.getDimSize(1) % (2 * cp) != 0)
+        return emitError(arg.getLoc())
+               << "context parallelism (cp=" << cp
+               << ") with cp-layout=balanced needs the sequence (dimension 1) "
+                  "of input '"
+               << name.getValue() << "' (" << type.getDimSize(1)
+               << ") to be divisible by 2*cp = " << 2 * cp
+               << " (or cp-layout=contiguous: divisible by cp)";
       if (type.getDimSize(1) % cp != 0)
         return emitError(arg.getLoc())
                << "context parallelism (cp=" << cp << ") needs the sequence "
                << "(dimension 1) of input '" << name.getValue() << "' ("
                << type.getDimSize(1) << ") to be divisible by " << cp;
+      if (balanced) {
+        // Each device reads the whole sequence (token ids: small) and the
+        // partitioner cuts its balanced block out of it
+        // (buildBalancedPermutation): the runtime's blocks are contiguous.
+        setArgSharding(f, arg.getArgNumber(), dims);
+        DimAxes split = dims;
+        split[1].push_back(kCp);
+        OpBuilder b = OpBuilder::atBlockBegin(&f.front());
+        Value pinned = pin(b, arg.getLoc(), arg, split);
+        arg.replaceAllUsesExcept(pinned, pinned.getDefiningOp());
+        continue;
+      }
       dims[1].push_back(kCp);
     }
     setArgSharding(f, arg.getArgNumber(), dims);
@@ -391,6 +415,10 @@ LogicalResult PlanWriter::validate() {
     return module.emitError()
            << "cleave-apply-plan: recompute=" << recompute << " gives "
            << kinds.size() << " pipeline ranks, the plan has pp = " << pp;
+  if (!llvm::is_contained({"auto", "balanced", "contiguous"}, cpLayout))
+    return module.emitError()
+           << "cleave-apply-plan: unknown cp-layout '" << cpLayout
+           << "' (expected balanced, contiguous or auto)";
   if (virtualStages < 1 || (virtualStages > 1 && schedule != "interleaved"))
     return module.emitError()
            << "cleave-apply-plan: virtual-stages=" << virtualStages
@@ -420,6 +448,8 @@ void PlanWriter::createMesh() {
     add(kTp, tp, LinkKind::NVLink);
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   mesh = b.create<MeshOp>(module.getLoc(), "mesh", axes, shape, links);
+  if (balanced)
+    mesh.setBalancedAxesAttr(b.getStrArrayAttr({kCp}));
 }
 
 void PlanWriter::writePlanAttribute() {
@@ -467,6 +497,11 @@ void PlanWriter::writePlanAttribute() {
 LogicalResult PlanWriter::run() {
   if (failed(validate()))
     return failure();
+  // auto: balanced where causal attention makes contiguous blocks uneven.
+  bool causal = false;
+  module.walk([&](AttentionOp op) { causal |= op.getCausal(); });
+  balanced =
+      cp > 1 && (cpLayout == "balanced" || (cpLayout == "auto" && causal));
   createMesh();
   for (auto f : module.getOps<func::FuncOp>()) {
     if (f.isExternal())
@@ -501,6 +536,7 @@ struct CleaveApplyPlanPass final
     o.schedule = schedule;
     o.virtualStages = virtualStages;
     o.recompute = recompute;
+    o.cpLayout = cpLayout;
     if (failed(PlanWriter(getOperation(), o).run()))
       signalPassFailure();
   }

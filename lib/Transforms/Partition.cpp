@@ -146,6 +146,26 @@ LogicalResult Partitioner::partitionRuled(ShardingRuleOpInterface op) {
   return success();
 }
 
+/// `sharding` without the dimensions led by a balanced axis (cleave.mesh's
+/// balanced_axes), which stay whole: the runtime hands out and gathers
+/// contiguous blocks, so a function's arguments and results are never in
+/// the balanced layout; the partitioner permutes and splits them inside.
+static ShardingAttr contiguousAtBoundary(ShardingAttr sharding, MeshOp mesh) {
+  SmallVector<SmallVector<StringRef>> dims;
+  bool changed = false;
+  for (unsigned d = 0, e = sharding.getRank(); d < e; ++d) {
+    dims.push_back(sharding.getDimAxes(d));
+    if (!dims.back().empty() && mesh.isBalancedAxis(dims.back().front())) {
+      dims.back().clear();
+      changed = true;
+    }
+  }
+  if (!changed)
+    return sharding;
+  return ShardingAttr::get(sharding.getContext(), sharding.getMesh().getValue(),
+                           dims, sharding.getPartialAxes());
+}
+
 LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
   SmallVector<Value> values;
   SmallVector<DictionaryAttr> resultAttrs;
@@ -157,6 +177,7 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
       return ret.emitError() << "result #" << i << " has no '"
                              << CleaveDialect::kShardingAttrName
                              << "' (run cleave-propagate-sharding first)";
+    target = contiguousAtBoundary(target, mesh);
     FailureOr<Value> local = reshard(v, target, ret);
     if (failed(local))
       return failure();
@@ -212,6 +233,7 @@ LogicalResult Partitioner::run() {
       return func.emitError() << "argument #" << arg.getArgNumber()
                               << " has no '" << CleaveDialect::kShardingAttrName
                               << "' (run cleave-propagate-sharding first)";
+    sharding = contiguousAtBoundary(sharding, mesh);
     arg.setType(getLocalType(global, sharding, mesh));
     locals[arg] = {arg, sharding, global};
     NamedAttrList attrs(argAttrs[arg.getArgNumber()]);

@@ -575,7 +575,9 @@ LogicalResult pipeline::finishPipeline(
       links.push_back(mesh.getAxisLink(axis));
     }
     OpBuilder b(mesh);
-    b.create<MeshOp>(mesh.getLoc(), mesh.getSymName(), axes, shape, links);
+    auto rebuilt =
+        b.create<MeshOp>(mesh.getLoc(), mesh.getSymName(), axes, shape, links);
+    rebuilt.setBalancedAxesAttr(mesh.getBalancedAxesAttr());
     mesh.erase();
   }
   // The first entry's rank functions are `stages`; further entries' are

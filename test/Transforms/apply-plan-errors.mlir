@@ -17,7 +17,7 @@
 
 // A plan whose mesh does not have as many devices as there are ranks.
 // WORLD: cleave-run: error: the plan's mesh (dp=2, tp=2) has 4 devices but there are 2 ranks (-n 2)
-// SPEC: --plan: cannot read 'fsdp' (expected dp=N, tp=N, cp=N, sp, zero=K, pp=N, micro=N
+// SPEC: --plan: cannot read 'fsdp' (expected dp=N, tp=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, micro=N
 
 // A batch that the data-parallel degree does not divide.
 // expected-error @below {{data parallelism over 3 devices needs the batch of input 'x' (4) to be divisible by 3}}

@@ -429,3 +429,35 @@ TEST(EstimateTest, DynamicLossScalingPaysUnscaleAndSharesTheNorm) {
 }
 
 } // namespace
+
+/// Context parallelism is priced as cleave-run executes it: one all-gather
+/// of the whole K and V over cp before each attention and one
+/// reduce-scatter of dK and dV after its backward, on the critical path
+/// (not ring attention's overlapped exchanges).
+TEST(EstimateTest, ContextParallelIsAllGatherOfKV) {
+  ModelConfig m = test::model("llama3-8b");
+  ParallelPlan p = test::plan(1, 1, 1);
+  p.cp = 4;
+  double kv =
+      2.0 * p.microBatchSize * m.seqLen * m.kvHeads * m.headDim() * 2.0; // bf16
+  int gathers = 0, scatters = 0;
+  for (const WorkItem &it : layerItems(m, p)) {
+    if (!it.isComm || it.commAxis != Axis::CP)
+      continue;
+    EXPECT_FALSE(it.overlapsPrevious) << it.name;
+    EXPECT_DOUBLE_EQ(it.commBytes, kv) << it.name;
+    if (it.commKind == CollectiveKind::AllGather) {
+      EXPECT_EQ(it.phase, Phase::Forward);
+      ++gathers;
+    } else {
+      EXPECT_EQ(it.commKind, CollectiveKind::ReduceScatter) << it.name;
+      EXPECT_EQ(it.phase, Phase::Backward);
+      ++scatters;
+    }
+  }
+  EXPECT_EQ(gathers, 1);
+  EXPECT_EQ(scatters, 1);
+  p.cp = 1;
+  for (const WorkItem &it : layerItems(m, p))
+    EXPECT_FALSE(it.isComm && it.commAxis == Axis::CP) << it.name;
+}

@@ -19,12 +19,26 @@ def Cleave_MeshOp : Cleave_Op<"mesh", [Symbol]> {
     ```
 
     Axis names are identifiers, unique within the mesh; sizes are positive.
+
+    `balanced_axes` names axes whose splits use the load-balanced layout of
+    context parallelism (Megatron CP, Llama 3): a dimension whose first
+    (major) axis is such an axis `a` of size `n` is cut into `2n` chunks and
+    device `r` of `a` holds chunks `r` and `2n-1-r`, in that order. Blocks
+    are contiguous in that permuted order, so a causal attention's work is
+    the same on every device. The partitioner permutes a whole dimension
+    before splitting it over such an axis and restores the natural order
+    after gathering it; the position-dependent ops get `balanced = n`.
+
+    ```mlir
+    cleave.mesh @mesh(dp = 2 : ib, cp = 2 : ib) {balanced_axes = ["cp"]}
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        StrArrayAttr:$axis_names,
                        DenseI64ArrayAttr:$shape,
                        TypedArrayAttrBase<Cleave_LinkKindAttr,
-                                          "link kinds">:$links);
+                                          "link kinds">:$links,
+                       OptionalAttr<StrArrayAttr>:$balanced_axes);
   let assemblyFormat = [{
     $sym_name `(` custom<MeshAxes>($axis_names, $shape, $links) `)` attr-dict
   }];
@@ -38,6 +52,8 @@ def Cleave_MeshOp : Cleave_Op<"mesh", [Symbol]> {
   let extraClassDeclaration = [{
     /// Number of axes.
     unsigned getRank() { return getShape().size(); }
+    /// Whether splits over axis `name` use the load-balanced layout.
+    bool isBalancedAxis(::llvm::StringRef name);
     /// Product of all axis sizes.
     int64_t getNumDevices();
     /// Index of axis `name`, or std::nullopt if the mesh has no such axis.

@@ -240,11 +240,17 @@ def Cleave_RotaryOp : Cleave_ModelOp<"rotary",
     %b = cleave.axis_index on @mesh axes = [cp] : tensor<i64>
     %q2 = cleave.rotary %q block %b : tensor<i64> {theta = 500000.0 : f64} : tensor<8x64x32x128xf32>
     ```
+
+    With `balanced = n` as well (the load-balanced layout of context
+    parallelism, `cleave.mesh`'s `balanced_axes`), the `S` rows are chunks
+    `b` and `2n-1-b` of a sequence cut into `2n` chunks of `S/2`: row `s` is
+    at `b * S/2 + s` when `s < S/2`, else at `(2n-1-b) * S/2 + s - S/2`.
   }];
   let arguments = (ins Cleave_FloatTensor:$input,
                        Optional<Cleave_I64Scalar>:$block,
                        DefaultValuedAttr<F64Attr, "10000.0">:$theta,
-                       UnitAttr:$interleaved, UnitAttr:$inverse);
+                       UnitAttr:$interleaved, UnitAttr:$inverse,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$balanced);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat =
       "$input (`block` $block^ `:` type($block))? attr-dict `:` type($result)";
@@ -285,11 +291,18 @@ def Cleave_AttentionOp : Cleave_ModelOp<"attention",
     %b = cleave.axis_index on @mesh axes = [cp] : tensor<i64>
     %o = cleave.attention %q, %k, %v, %b {causal} : (tensor<8x64x32x128xf32>, tensor<8x128x8x128xf32>, tensor<8x128x8x128xf32>, tensor<i64>) -> tensor<8x64x32x128xf32>
     ```
+
+    With `balanced = n` as well (load-balanced context parallelism), the
+    queries are chunks `b` and `2n-1-b` of `2n` chunks of `S/2` keys (`2n`
+    chunks make `Skv`): query `i < S/2` is at `b * S/2 + i`, query
+    `i >= S/2` at `(2n-1-b) * S/2 + i - S/2`. The keys stay in their natural
+    order (the partitioner restores it after the all-gather).
   }];
   let arguments = (ins Cleave_FloatTensor:$query, Cleave_FloatTensor:$key,
                        Cleave_FloatTensor:$value,
                        Optional<Cleave_I64Scalar>:$query_block,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$balanced);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{
@@ -314,13 +327,14 @@ def Cleave_AttentionGradOp : Cleave_ModelOp<"attention_grad",
     Sharding rule: as `cleave.attention`'s; the query sequence is a
     reduction factor of `dk` and `dv` (each device's queries contribute
     partial key/value gradients), so under context parallelism they are
-    reduce-scattered into the sequence split. `query_block` is the forward
-    op's.
+    reduce-scattered into the sequence split. `query_block` and `balanced`
+    are the forward op's.
   }];
   let arguments = (ins Cleave_FloatTensor:$query, Cleave_FloatTensor:$key,
                        Cleave_FloatTensor:$value, Cleave_FloatTensor:$grad,
                        Optional<Cleave_I64Scalar>:$query_block,
-                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$balanced);
   let results = (outs Cleave_FloatTensor:$query_grad,
                       Cleave_FloatTensor:$key_grad,
                       Cleave_FloatTensor:$value_grad);

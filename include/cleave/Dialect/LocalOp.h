@@ -60,6 +60,12 @@ public:
   /// `value * factor`, elementwise, as cleave ops.
   Value buildScaled(OpBuilder &b, Location loc, Value value,
                     double factor) const;
+  /// The size `n` of the balanced axis (cleave.mesh's balanced_axes) that
+  /// comes first on dimension `dim` of a tensor with factors `tensor`: the
+  /// block then holds chunks `b` and `2n-1-b` of `2n`. None when the
+  /// dimension is whole or its blocks are contiguous.
+  std::optional<int64_t> getBalanced(const TensorFactors &tensor,
+                                     unsigned dim) const;
 
 private:
   Operation *op;
@@ -69,6 +75,14 @@ private:
   ValueRange operands;
   TypeRange resultTypes;
 };
+
+/// The load-balanced layout of context parallelism on dimension `dim` of a
+/// whole tensor `value`, cut into `2n` chunks: with `inverse` false, the
+/// natural order becomes the balanced one (chunks 0, 2n-1, 1, 2n-2, ...: a
+/// contiguous split into `n` blocks then gives block `r` chunks `r` and
+/// `2n-1-r`); with `inverse`, back. Static slices and one concat.
+Value buildBalancedPermutation(OpBuilder &b, Location loc, Value value,
+                               int64_t dim, int64_t n, bool inverse);
 
 } // namespace mlir::cleave
 

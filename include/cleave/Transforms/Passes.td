@@ -383,6 +383,10 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel degree">,
     Option<"cp", "cp", "int64_t", /*default=*/"1",
            "Context-parallel degree (splits the sequence)">,
+    Option<"cpLayout", "cp-layout", "std::string", /*default=*/"\"auto\"",
+           "Sequence blocks under cp: balanced (rank r holds chunks r and "
+           "2cp-1-r of 2cp), contiguous, or auto (balanced when the program "
+           "has a causal attention)">,
     Option<"sp", "sp", "bool", /*default=*/"false",
            "Megatron sequence parallelism (needs tp > 1)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
