@@ -319,7 +319,9 @@ INSTANTIATE_TEST_SUITE_P(
         WorldCase{2, true, "direct"}, WorldCase{4, true, "direct"},
         WorldCase{4, false, "allreduce"}, WorldCase{4, false, "allreduce", "0"},
         WorldCase{3, true, "ring", "0"}, WorldCase{2, false, "auto"},
-        WorldCase{3, true, "auto"}, WorldCase{4, true, "auto", "0"}),
+        WorldCase{3, true, "auto"}, WorldCase{4, true, "auto", "0"},
+        WorldCase{2, false, "halving"}, WorldCase{3, false, "halving"},
+        WorldCase{4, false, "halving"}, WorldCase{6, false, "halving"}),
     [](const auto &info) {
       return std::to_string(info.param.ranks) + "ranks_" +
              (info.param.tcp ? "tcp_" : "file_") + info.param.reduceScatter +
