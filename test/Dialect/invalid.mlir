@@ -1211,3 +1211,76 @@ func.func @f() {
   %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
   return
 }
+
+// -----
+
+// all_to_all_start checks shapes as all_to_all does.
+cleave.mesh @m(sp = 4 : ib)
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @below {{result shape should be [32, 4] but is [8, 16]}}
+  %r = cleave.all_to_all_start %x on @m axes = [sp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(sp = 4 : ib)
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @below {{split_dim 2 is out of range for an operand of rank 2}}
+  %r = cleave.all_to_all_start %x on @m axes = [sp] split_dim = 2 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<32x4xf32>> -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
+// An all_to_all_start never waited.
+cleave.mesh @m(sp = 4 : ib)
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @below {{request is never waited (each start needs one cleave.wait)}}
+  %r = cleave.all_to_all_start %x on @m axes = [sp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
+  return
+}
+
+// -----
+
+// A collective_permute_start's handle used twice.
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request is used 2 times; it must be waited exactly once}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  %1 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request type '!cleave.request<tensor<4xf32>>' should carry the operand type 'tensor<8xf32>'}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<8xf32> -> !cleave.request<tensor<4xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{device 0 is a target twice}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 0, 1 -> 0] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{pair 0 -> 2 is outside the group of 2 devices}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 2] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return
+}
