@@ -119,9 +119,11 @@ namespace {
 /// Default of CLEAVE_DIRECT_BYTES (bench/runtime measures the crossover).
 constexpr int64_t kDefaultDirectBytes = 256 << 10;
 /// Default of CLEAVE_RS_HALVING_BYTES: reduce-scatters of at most this many
-/// bytes in all use recursive halving under `auto`, larger ones the ring
-/// (bench/runtime measures the crossover; docs/runtime.md).
-constexpr int64_t kDefaultHalvingBytes = 256 << 10;
+/// bytes in all use recursive halving under `auto`, larger ones the ring.
+/// Measured (bench/runtime, docs/runtime.md): halving is as fast as the
+/// ring or faster up to 1 MiB on 2 and 4 ranks; from 4 MiB the ring's
+/// pipelined segments win on 2 ranks.
+constexpr int64_t kDefaultHalvingBytes = 1 << 20;
 
 /// Calls fn(T*) with an unsigned type of dtype's size (Gloo only needs the
 /// element size; the reduction function knows the real type).
