@@ -9,8 +9,12 @@
 // rank 0 prints time, bus bandwidth and runtime/raw bandwidth ratio.
 // Reduce-scatter has no raw options-style Gloo call: it is compared with raw
 // all-reduce + keeping one block, and Gloo's legacy
-// ReduceScatterHalvingDoubling; the runtime's three algorithms (ring, direct,
-// allreduce) are all measured. Prints numbers; it is not a test.
+// ReduceScatterHalvingDoubling; the runtime's four algorithms (ring, direct,
+// halving, allreduce) and `auto` are all measured. All-to-all is compared
+// with gloo::alltoall. CLEAVE_BENCH_OPS=all_to_all,reduce_scatter (any of
+// all_reduce, all_gather, reduce_scatter, all_to_all) limits the ops;
+// CLEAVE_BENCH_MAX_BYTES the sizes; CLEAVE_BENCH_STAT=min times the fastest
+// call instead of the median. Prints numbers; it is not a test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +23,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/reduce_scatter.h>
@@ -63,6 +68,15 @@ void rawAllgather(const Ctx &ctx, float *in, float *out, size_t n,
   gloo::allgather(o);
 }
 
+void rawAlltoall(const Ctx &ctx, float *in, float *out, size_t n,
+                 uint32_t tag) {
+  gloo::AlltoallOptions o(ctx);
+  o.setInput(in, n);
+  o.setOutput(out, n);
+  o.setTag(tag);
+  gloo::alltoall(o);
+}
+
 void rawBarrier(const Ctx &ctx) {
   gloo::BarrierOptions o(ctx);
   o.setTag(999);
@@ -70,7 +84,9 @@ void rawBarrier(const Ctx &ctx) {
 }
 
 /// Median time per call of `iters` calls (each call timed alone, so a rare
-/// scheduling stall on this shared 2-core machine does not skew the result).
+/// scheduling stall on this shared 2-core machine does not skew the result);
+/// with CLEAVE_BENCH_STAT=min the fastest call (the uncontended time, for
+/// comparisons on a loaded machine, where most calls wait for a core).
 double timeIt(const std::function<void()> &fn,
               const std::function<void()> &sync, int iters) {
   sync();
@@ -81,6 +97,12 @@ double timeIt(const std::function<void()> &fn,
     times.push_back(cleave_rt_now() - t0);
   }
   sync();
+  static const bool fastest = [] {
+    const char *stat = std::getenv("CLEAVE_BENCH_STAT");
+    return stat && std::strcmp(stat, "min") == 0;
+  }();
+  if (fastest)
+    return *std::min_element(times.begin(), times.end());
   std::nth_element(times.begin(), times.begin() + iters / 2, times.end());
   return times[size_t(iters / 2)];
 }
@@ -101,6 +123,8 @@ void printRow(int n, const Row &r, const char *rawName) {
               r.raw * 1e6, rawBw, r.raw / r.runtime);
 }
 
+void printReduceScatter(int n, size_t rsBytes, const double *best, double gBus);
+
 int runRank() {
   if (cleave_rt_init(nullptr) != 0) {
     std::fprintf(stderr, "%s\n", cleave_rt_error_message());
@@ -111,8 +135,8 @@ int runRank() {
   int64_t shape[] = {n};
   cleave_rt_define_mesh(1, shape, nullptr);
   int64_t axis[] = {0};
-  const char *algos[] = {"ring", "direct", "allreduce", "auto"};
-  for (int g = 0; g < 4; ++g) {
+  const char *algos[] = {"ring", "direct", "allreduce", "auto", "halving"};
+  for (int g = 0; g < 5; ++g) {
     ::setenv("CLEAVE_REDUCE_SCATTER", algos[g], 1);
     cleave_rt_define_group(g, 1, axis);
   }
@@ -133,7 +157,13 @@ int runRank() {
   Ctx ctx = raw;
   auto syncRaw = [&] { rawBarrier(ctx); };
   auto syncRt = [&] { cleave_rt_barrier(CLEAVE_WORLD_GROUP); };
-  std::vector<Row> rows;
+  std::string ops = "all_reduce,all_gather,reduce_scatter,all_to_all";
+  if (const char *only = std::getenv("CLEAVE_BENCH_OPS"))
+    ops = only;
+  auto enabled = [&](const char *op) {
+    return ("," + ops + ",").find(std::string(",") + op + ",") !=
+           std::string::npos;
+  };
   std::map<size_t, std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>>>
       hd;
   size_t maxBytes = 64u << 20;
@@ -144,11 +174,11 @@ int runRank() {
     size_t per = count / size_t(n);
     std::vector<float> a(count, 1.0f), b(count, 1.0f), out(count);
     int iters = int(std::clamp<size_t>((32u << 20) / bytes, 3, 300));
-    double best[10];
-    std::fill(best, best + 10, 1e30);
+    double best[13];
+    std::fill(best, best + 13, 1e30);
     std::vector<int> rs(static_cast<size_t>(n), static_cast<int>(per));
     std::vector<float *> hdPtrs{b.data()};
-    if (!hd.count(bytes))
+    if (enabled("reduce_scatter") && !hd.count(bytes))
       hd[bytes] = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
           ctx, hdPtrs, int(per * n), rs);
     // Alternate which side goes first so that neither profits from order.
@@ -181,14 +211,24 @@ int runRank() {
                                                    int64_t(per));
                         },
                         syncRt, iters));
-            for (int g = 0; g < 3; ++g)
-              keep(4 + g, timeIt(
-                              [&] {
-                                cleave_rt_reduce_scatter(
-                                    g, CLEAVE_F32, CLEAVE_SUM, a.data(),
-                                    out.data(), int64_t(per));
-                              },
-                              syncRt, iters));
+            for (int g : {0, 1, 2, 4})
+              keep(g == 4 ? 10 : 4 + g,
+                   timeIt(
+                       [&] {
+                         cleave_rt_reduce_scatter(g, CLEAVE_F32, CLEAVE_SUM,
+                                                  a.data(), out.data(),
+                                                  int64_t(per));
+                       },
+                       syncRt, iters));
+          },
+          [&] {
+            keep(11, timeIt(
+                         [&] {
+                           cleave_rt_all_to_all(CLEAVE_WORLD_GROUP, CLEAVE_F32,
+                                                a.data(), out.data(),
+                                                int64_t(per));
+                         },
+                         syncRt, iters));
           }};
       std::vector<std::function<void()>> rawSide = {
           [&] {
@@ -210,8 +250,19 @@ int runRank() {
                         },
                         syncRaw, iters));
             keep(8, timeIt([&] { hd[bytes]->run(); }, syncRaw, iters));
+          },
+          [&] {
+            keep(12, timeIt(
+                         [&] {
+                           rawAlltoall(ctx, b.data(), out.data(), per * n, 4);
+                         },
+                         syncRaw, iters));
           }};
-      for (size_t op = 0; op < 3; ++op) {
+      const char *names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                             "all_to_all"};
+      for (size_t op = 0; op < 4; ++op) {
+        if (!enabled(names[op]))
+          continue;
         if (round % 2 == 0) {
           runtimeSide[op]();
           rawSide[op]();
@@ -223,7 +274,6 @@ int runRank() {
       std::fill(a.begin(), a.end(), 1.0f);
       std::fill(b.begin(), b.end(), 1.0f);
     }
-    double hdBest = best[8];
     if (cleave_rt_failed()) {
       std::fprintf(stderr, "%s\n", cleave_rt_error_message());
       return 1;
@@ -232,26 +282,41 @@ int runRank() {
       continue;
     double arBus = 2.0 * (n - 1) / n, gBus = double(n - 1) / n;
     size_t rsBytes = per * n * 4;
-    printRow(n, {"all_reduce", bytes, best[0], best[1], arBus},
-             "gloo allreduce");
-    printRow(n, {"all_gather", per * n * 4, best[2], best[3], gBus},
-             "gloo allgather");
-    printRow(n, {"reduce_scatter auto", rsBytes, best[9], best[7], gBus},
-             "gloo allreduce+slice");
-    printRow(n, {"reduce_scatter auto", rsBytes, best[9], hdBest, gBus},
-             "gloo RS halv.-doubl.");
-    printRow(n, {"reduce_scatter ring", rsBytes, best[4], best[7], gBus},
-             "gloo allreduce+slice");
-    printRow(n, {"reduce_scatter ring", rsBytes, best[4], hdBest, gBus},
-             "gloo RS halv.-doubl.");
-    printRow(n, {"reduce_scatter direct", rsBytes, best[5], best[7], gBus},
-             "gloo allreduce+slice");
-    printRow(n, {"reduce_scatter allreduce", rsBytes, best[6], best[7], gBus},
-             "gloo allreduce+slice");
+    if (enabled("all_reduce"))
+      printRow(n, {"all_reduce", bytes, best[0], best[1], arBus},
+               "gloo allreduce");
+    if (enabled("all_gather"))
+      printRow(n, {"all_gather", per * n * 4, best[2], best[3], gBus},
+               "gloo allgather");
+    if (enabled("all_to_all"))
+      printRow(n, {"all_to_all", per * n * 4, best[11], best[12], gBus},
+               "gloo alltoall");
+    if (enabled("reduce_scatter"))
+      printReduceScatter(n, rsBytes, best, gBus);
     std::fflush(stdout);
   }
   cleave_rt_finalize();
   return 0;
+}
+
+/// The reduce-scatter rows: `auto` and each algorithm against raw Gloo.
+void printReduceScatter(int n, size_t rsBytes, const double *best,
+                        double gBus) {
+  printRow(n, {"reduce_scatter auto", rsBytes, best[9], best[7], gBus},
+           "gloo allreduce+slice");
+  double hdBest = best[8];
+  printRow(n, {"reduce_scatter auto", rsBytes, best[9], hdBest, gBus},
+           "gloo RS halv.-doubl.");
+  printRow(n, {"reduce_scatter ring", rsBytes, best[4], best[7], gBus},
+           "gloo allreduce+slice");
+  printRow(n, {"reduce_scatter ring", rsBytes, best[4], hdBest, gBus},
+           "gloo RS halv.-doubl.");
+  printRow(n, {"reduce_scatter direct", rsBytes, best[5], best[7], gBus},
+           "gloo allreduce+slice");
+  printRow(n, {"reduce_scatter halving", rsBytes, best[10], hdBest, gBus},
+           "gloo RS halv.-doubl.");
+  printRow(n, {"reduce_scatter allreduce", rsBytes, best[6], best[7], gBus},
+           "gloo allreduce+slice");
 }
 
 } // namespace
@@ -311,9 +376,11 @@ int main(int argc, char **argv) {
   char *args[] = {argv[0], nullptr};
   int rc = 0;
   for (int n : counts) {
-    std::printf("== %d ranks on 127.0.0.1 (f32, sum; median call, best of 6 "
+    const char *stat = std::getenv("CLEAVE_BENCH_STAT");
+    std::printf("== %d ranks on 127.0.0.1 (f32, sum; %s call, best of 6 "
                 "rounds) ==\n",
-                n);
+                n,
+                stat && std::strcmp(stat, "min") == 0 ? "fastest" : "median");
     std::fflush(stdout);
     rc |= cleave_launch_local(n, args, 0, 600000);
   }

@@ -115,8 +115,12 @@ void moveStartToFront(
 
 /// all_to_all(split j, concat i) as a leading-dimension exchange: split
 /// dimension first, exchange blocks, then put the senders' blocks next to
-/// dimension i and merge them into it.
-void normalizeAllToAll(AllToAllOp op, int64_t groupSize) {
+/// dimension i and merge them into it. `exchange(b, moved)` builds the
+/// exchange of the moved operand and returns its result, with `b` set where
+/// the result is available (after the wait of a start).
+template <typename OpT>
+void normalizeAllToAll(OpT op, RankedTensorType outType, int64_t groupSize,
+                       function_ref<Value(OpBuilder &, Value, Type)> exchange) {
   auto in = cast<RankedTensorType>(op.getInput().getType());
   int64_t rank = in.getRank(), split = op.getSplitDim(),
           concat = op.getConcatDim();
@@ -124,9 +128,7 @@ void normalizeAllToAll(AllToAllOp op, int64_t groupSize) {
   OpBuilder b(op);
   auto [perm, inverse] = frontPerm(rank, split);
   Value moved = transpose(b, loc, op.getInput(), perm);
-  auto exchanged = b.create<AllToAllOp>(
-      loc, moved.getType(), moved, op.getMeshAttr(), op.getAxesAttr(),
-      b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
+  Value exchanged = exchange(b, moved, moved.getType());
   // [g, S_split / g, other dims in order] -> original order with the group
   // dimension right before `concat`.
   SmallVector<int64_t> blocked = {groupSize, in.getDimSize(split) / groupSize};
@@ -147,16 +149,54 @@ void normalizeAllToAll(AllToAllOp op, int64_t groupSize) {
       order.push_back(2 + (llvm::find(others, d) - others.begin()));
   }
   Value placed = transpose(b, loc, grouped, order);
-  op.replaceAllUsesWith(
-      reshape(b, loc, placed, cast<RankedTensorType>(op.getType()).getShape()));
+  Value result = reshape(b, loc, placed, outType.getShape());
+  if constexpr (std::is_same_v<OpT, AllToAllStartOp>) {
+    WaitOp wait = op.getWait();
+    wait.getResult().replaceAllUsesWith(result);
+    wait.erase();
+  } else {
+    op.replaceAllUsesWith(result);
+  }
   op.erase();
+}
+
+/// Rewrites all_to_all (blocking or start) to exchange leading blocks.
+template <typename OpT>
+LogicalResult normalizeAllToAllOp(OpT a, SymbolTableCollection &symbols) {
+  if (a.getSplitDim() == 0 && a.getConcatDim() == 0)
+    return success();
+  MeshOp mesh = lookupMesh(a, a.getMeshAttr(), &symbols);
+  if (!mesh)
+    return a.emitError() << "refers to an unknown mesh";
+  int64_t g = mesh.getGroupSize(a.getAxisNames());
+  Location loc = a.getLoc();
+  auto zero = [&](OpBuilder &b) { return b.getI64IntegerAttr(0); };
+  if constexpr (std::is_same_v<OpT, AllToAllStartOp>) {
+    auto out = cast<RankedTensorType>(a.getValueType());
+    WaitOp wait = a.getWait();
+    normalizeAllToAll(a, out, g, [&](OpBuilder &b, Value v, Type t) -> Value {
+      auto start = b.create<AllToAllStartOp>(
+          loc, RequestType::get(b.getContext(), t), v, a.getMeshAttr(),
+          a.getAxesAttr(), zero(b), zero(b));
+      b.setInsertionPoint(wait);
+      return b.create<WaitOp>(wait.getLoc(), t, start.getRequest()).getResult();
+    });
+  } else {
+    normalizeAllToAll(a, cast<RankedTensorType>(a.getType()), g,
+                      [&](OpBuilder &b, Value v, Type t) -> Value {
+                        return b.create<AllToAllOp>(loc, t, v, a.getMeshAttr(),
+                                                    a.getAxesAttr(), zero(b),
+                                                    zero(b));
+                      });
+  }
+  return success();
 }
 
 LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
   SmallVector<Operation *> work;
   module.walk([&](Operation *op) {
     if (isa<AllGatherOp, ReduceScatterOp, AllToAllOp, AllGatherStartOp,
-            ReduceScatterStartOp>(op))
+            ReduceScatterStartOp, AllToAllStartOp>(op))
       work.push_back(op);
   });
   for (Operation *op : work) {
@@ -194,12 +234,11 @@ LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
             b.getI64IntegerAttr(0), s.getReductionAttr());
       });
     } else if (auto a = dyn_cast<AllToAllOp>(op)) {
-      if (a.getSplitDim() == 0 && a.getConcatDim() == 0)
-        continue;
-      MeshOp mesh = lookupMesh(a, a.getMeshAttr(), &symbols);
-      if (!mesh)
-        return a.emitError() << "refers to an unknown mesh";
-      normalizeAllToAll(a, mesh.getGroupSize(a.getAxisNames()));
+      if (failed(normalizeAllToAllOp(a, symbols)))
+        return failure();
+    } else if (auto a = dyn_cast<AllToAllStartOp>(op)) {
+      if (failed(normalizeAllToAllOp(a, symbols)))
+        return failure();
     }
   }
   return success();
@@ -251,6 +290,17 @@ private:
   Value buffer(OpBuilder &b, Location loc, Type tensorType);
   Value result(OpBuilder &b, Location loc, Value memref);
   Value groupRank(OpBuilder &b, Location loc, ArrayAttr axes);
+  Value pairsPointer(OpBuilder &b, Location loc, ArrayRef<int64_t> flat);
+  /// The elements each device sends to each other of an all_to_all (or its
+  /// start) of `data`, as an i64 constant.
+  template <typename OpT>
+  Value allToAllBlock(OpT op, Value data) {
+    OpBuilder b(op);
+    MeshOp mesh = lookupMesh(op, op.getMeshAttr());
+    int64_t g = mesh.getGroupSize(op.getAxisNames());
+    return i64(b, op.getLoc(),
+               cast<RankedTensorType>(data.getType()).getNumElements() / g);
+  }
   LogicalResult lowerShard(ShardOp op);
   LogicalResult lowerStart(Operation *start);
 
@@ -317,6 +367,19 @@ Value CallBuilder::result(OpBuilder &b, Location loc, Value memref) {
   return b.create<bufferization::ToTensorOp>(
       loc, RankedTensorType::get(type.getShape(), type.getElementType()),
       memref, /*restrict=*/true, /*writable=*/true);
+}
+
+/// The (source, target) pairs of a permute in a stack array of i64, as a
+/// pointer (the runtime copies them at the call).
+Value CallBuilder::pairsPointer(OpBuilder &b, Location loc,
+                                ArrayRef<int64_t> flat) {
+  auto pairsType = MemRefType::get({int64_t(flat.size())}, b.getI64Type());
+  Value pairs = b.create<memref::AllocaOp>(loc, pairsType);
+  for (auto [i, v] : llvm::enumerate(flat))
+    b.create<memref::StoreOp>(
+        loc, i64(b, loc, v), pairs,
+        ValueRange{b.create<arith::ConstantIndexOp>(loc, int64_t(i))});
+  return pointer(b, loc, pairs);
 }
 
 Value CallBuilder::groupRank(OpBuilder &b, Location loc, ArrayAttr axes) {
@@ -394,6 +457,21 @@ LogicalResult CallBuilder::lowerStart(Operation *start) {
     name = "cleave_rt_reduce_scatter_start";
     args = {group, dt, reduce(rs.getReduction()), inPtr, outPtr, count(value)};
     types = {i64T, i32T, i32T, ptr, ptr, i64T};
+  } else if (auto a2a = dyn_cast<AllToAllStartOp>(start)) {
+    name = "cleave_rt_all_to_all_start";
+    args = {group, dt, inPtr, outPtr, allToAllBlock(a2a, data)};
+    types = {i64T, i32T, ptr, ptr, i64T};
+  } else if (auto perm = dyn_cast<CollectivePermuteStartOp>(start)) {
+    name = "cleave_rt_collective_permute_start";
+    ArrayRef<int64_t> flat = perm.getPairs();
+    args = {group,
+            dt,
+            inPtr,
+            outPtr,
+            count(value),
+            i64(b, loc, int64_t(flat.size() / 2)),
+            pairsPointer(b, loc, flat)};
+    types = {i64T, i32T, ptr, ptr, i64T, i64T, ptr};
   } else if (auto send = dyn_cast<SendStartOp>(start)) {
     name = "cleave_rt_send_start";
     args = {group, i64(b, loc, send.getPeer()), dt, inPtr,
@@ -428,8 +506,9 @@ LogicalResult CallBuilder::lowerStart(Operation *start) {
 LogicalResult CallBuilder::lower(Operation *op) {
   if (auto shard = dyn_cast<ShardOp>(op))
     return lowerShard(shard);
-  if (isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp, SendStartOp,
-          RecvStartOp>(op))
+  if (isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
+          AllToAllStartOp, CollectivePermuteStartOp, SendStartOp, RecvStartOp>(
+          op))
     return lowerStart(op);
   OpBuilder b(op);
   Location loc = op->getLoc();
@@ -495,28 +574,19 @@ LogicalResult CallBuilder::lower(Operation *op) {
           ValueRange{group, dt, i32(b, loc, reductionCode(rs.getReduction())),
                      inPtr, outPtr, outCount});
     } else if (auto a2a = dyn_cast<AllToAllOp>(op)) {
-      MeshOp mesh = lookupMesh(a2a, a2a.getMeshAttr());
-      int64_t g = mesh.getGroupSize(a2a.getAxisNames());
       func::FuncOp fn =
           declare("cleave_rt_all_to_all", {i64T, i32T, ptr, ptr, i64T});
-      int64_t block =
-          cast<RankedTensorType>(data.getType()).getNumElements() / g;
       b.create<func::CallOp>(
-          loc, fn, ValueRange{group, dt, inPtr, outPtr, i64(b, loc, block)});
+          loc, fn,
+          ValueRange{group, dt, inPtr, outPtr, allToAllBlock(a2a, data)});
     } else if (auto perm = dyn_cast<CollectivePermuteOp>(op)) {
       ArrayRef<int64_t> flat = perm.getPairs();
-      auto pairsType = MemRefType::get({int64_t(flat.size())}, b.getI64Type());
-      Value pairs = b.create<memref::AllocaOp>(loc, pairsType);
-      for (auto [i, v] : llvm::enumerate(flat))
-        b.create<memref::StoreOp>(
-            loc, i64(b, loc, v), pairs,
-            ValueRange{b.create<arith::ConstantIndexOp>(loc, int64_t(i))});
       func::FuncOp fn = declare("cleave_rt_collective_permute",
                                 {i64T, i32T, ptr, ptr, i64T, i64T, ptr});
       b.create<func::CallOp>(loc, fn,
                              ValueRange{group, dt, inPtr, outPtr, outCount,
                                         i64(b, loc, int64_t(flat.size() / 2)),
-                                        pointer(b, loc, pairs)});
+                                        pairsPointer(b, loc, flat)});
     } else {
       return op->emitError() << "has no runtime lowering";
     }
@@ -542,7 +612,8 @@ struct CleaveLowerCollectivesPass final
       if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
               CollectivePermuteOp, SendOp, RecvOp, AxisIndexOp, ShardOp,
               AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
-              SendStartOp, RecvStartOp>(op))
+              AllToAllStartOp, CollectivePermuteStartOp, SendStartOp,
+              RecvStartOp>(op))
         work.push_back(op);
     });
     for (Operation *op : work)

@@ -97,6 +97,8 @@ CLEAVE_AXIS_NAMES(RecvOp)
 CLEAVE_AXIS_NAMES(AllReduceStartOp)
 CLEAVE_AXIS_NAMES(AllGatherStartOp)
 CLEAVE_AXIS_NAMES(ReduceScatterStartOp)
+CLEAVE_AXIS_NAMES(AllToAllStartOp)
+CLEAVE_AXIS_NAMES(CollectivePermuteStartOp)
 CLEAVE_AXIS_NAMES(SendStartOp)
 CLEAVE_AXIS_NAMES(RecvStartOp)
 CLEAVE_AXIS_NAMES(AxisIndexOp)
@@ -125,45 +127,68 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
                            {{getDim(), -*n}});
 }
 
-LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  auto input = cast<RankedTensorType>(getInput().getType());
-  if (failed(n) ||
-      failed(verifyDim(*this, "split_dim", getSplitDim(), input.getRank())) ||
-      failed(verifyDim(*this, "concat_dim", getConcatDim(), input.getRank())))
+/// all_to_all and its start: the result moves a factor of the group size
+/// from `split` to `concat`.
+static LogicalResult verifyAllToAll(Operation *op, FlatSymbolRefAttr mesh,
+                                    ArrayAttr axes, Type input, Type result,
+                                    int64_t split, int64_t concat,
+                                    SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(op, mesh, axes, tables);
+  auto in = cast<RankedTensorType>(input);
+  if (failed(n) || failed(verifyDim(op, "split_dim", split, in.getRank())) ||
+      failed(verifyDim(op, "concat_dim", concat, in.getRank())))
     return failure();
-  return verifyScaledShape(*this, input, cast<RankedTensorType>(getType()),
-                           {{getSplitDim(), -*n}, {getConcatDim(), *n}});
+  return verifyScaledShape(op, in, cast<RankedTensorType>(result),
+                           {{split, -*n}, {concat, *n}});
 }
 
-SmallVector<std::pair<int64_t, int64_t>>
-CollectivePermuteOp::getSourceTargetPairs() {
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyAllToAll(*this, getMeshAttr(), getAxes(), getInput().getType(),
+                        getType(), getSplitDim(), getConcatDim(), tables);
+}
+
+/// (source, target) pairs of a flat `pairs` attribute.
+static SmallVector<std::pair<int64_t, int64_t>>
+sourceTargetPairs(ArrayRef<int64_t> flat) {
   SmallVector<std::pair<int64_t, int64_t>> pairs;
-  ArrayRef<int64_t> flat = getPairs();
   for (size_t i = 0; i + 1 < flat.size(); i += 2)
     pairs.emplace_back(flat[i], flat[i + 1]);
   return pairs;
 }
 
-LogicalResult
-CollectivePermuteOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+/// collective_permute and its start: pairs of group members, unique sources
+/// and unique targets.
+static LogicalResult verifyPermute(Operation *op, FlatSymbolRefAttr mesh,
+                                   ArrayAttr axes, ArrayRef<int64_t> flat,
+                                   SymbolTableCollection &tables) {
+  FailureOr<int64_t> n = verifyGroup(op, mesh, axes, tables);
   if (failed(n))
     return failure();
-  if (getPairs().size() % 2 != 0)
-    return emitOpError() << "pairs must hold (source, target) pairs";
+  if (flat.size() % 2 != 0)
+    return op->emitOpError() << "pairs must hold (source, target) pairs";
   llvm::SmallSet<int64_t, 8> sources, targets;
-  for (auto [src, dst] : getSourceTargetPairs()) {
+  for (auto [src, dst] : sourceTargetPairs(flat)) {
     for (int64_t index : {src, dst})
       if (index < 0 || index >= *n)
-        return emitOpError() << "pair " << src << " -> " << dst
-                             << " is outside the group of " << *n << " devices";
+        return op->emitOpError()
+               << "pair " << src << " -> " << dst << " is outside the group of "
+               << *n << " devices";
     if (!sources.insert(src).second)
-      return emitOpError() << "device " << src << " is a source twice";
+      return op->emitOpError() << "device " << src << " is a source twice";
     if (!targets.insert(dst).second)
-      return emitOpError() << "device " << dst << " is a target twice";
+      return op->emitOpError() << "device " << dst << " is a target twice";
   }
   return success();
+}
+
+SmallVector<std::pair<int64_t, int64_t>>
+CollectivePermuteOp::getSourceTargetPairs() {
+  return sourceTargetPairs(getPairs());
+}
+
+LogicalResult
+CollectivePermuteOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPermute(*this, getMeshAttr(), getAxes(), getPairs(), tables);
 }
 
 static LogicalResult verifyPeer(Operation *op, int64_t peer, int64_t n) {
@@ -273,6 +298,8 @@ static LogicalResult verifyRequestUses(Operation *op, Value request,
 CLEAVE_START_OP(AllReduceStartOp, true)
 CLEAVE_START_OP(AllGatherStartOp, true)
 CLEAVE_START_OP(ReduceScatterStartOp, true)
+CLEAVE_START_OP(AllToAllStartOp, true)
+CLEAVE_START_OP(CollectivePermuteStartOp, true)
 CLEAVE_START_OP(SendStartOp, false)
 CLEAVE_START_OP(RecvStartOp, true)
 #undef CLEAVE_START_OP
@@ -310,6 +337,29 @@ ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
                            {{getDim(), -*n}});
 }
 
+LogicalResult AllToAllStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyAllToAll(*this, getMeshAttr(), getAxes(), getInput().getType(),
+                        requestTensor(*this), getSplitDim(), getConcatDim(),
+                        tables);
+}
+
+SmallVector<std::pair<int64_t, int64_t>>
+CollectivePermuteStartOp::getSourceTargetPairs() {
+  return sourceTargetPairs(getPairs());
+}
+
+LogicalResult
+CollectivePermuteStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(
+          verifyPermute(*this, getMeshAttr(), getAxes(), getPairs(), tables)))
+    return failure();
+  if (getInput().getType() != requestTensor(*this))
+    return emitOpError() << "request type " << getRequest().getType()
+                         << " should carry the operand type "
+                         << getInput().getType();
+  return success();
+}
+
 LogicalResult SendStartOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> n = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
   return failure(failed(n) || failed(verifyPeer(*this, getPeer(), *n)));
@@ -323,7 +373,9 @@ LogicalResult RecvStartOp::verifySymbolUses(SymbolTableCollection &tables) {
 Operation *WaitOp::getStart() {
   Operation *def = getRequest().getDefiningOp();
   return isa_and_nonnull<AllReduceStartOp, AllGatherStartOp,
-                         ReduceScatterStartOp, SendStartOp, RecvStartOp>(def)
+                         ReduceScatterStartOp, AllToAllStartOp,
+                         CollectivePermuteStartOp, SendStartOp, RecvStartOp>(
+             def)
              ? def
              : nullptr;
 }

@@ -86,8 +86,9 @@ static void describeIdBounds(BlockArgument arg, BufferSpec &spec) {
           bound(e.getTable().getType().getDimSize(0), std::nullopt);
       } else if (isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp,
                      ShardOp, AllGatherOp, AllToAllOp, CollectivePermuteOp,
-                     AllGatherStartOp, WaitOp>(user)) {
-        // (A gather's start passes the ids on to its wait.)
+                     AllGatherStartOp, AllToAllStartOp,
+                     CollectivePermuteStartOp, WaitOp>(user)) {
+        // (A start passes the ids on to its wait.)
         llvm::append_range(worklist, user->getResults());
       }
     }

@@ -34,6 +34,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace cleave::rt {
 namespace {
@@ -239,6 +240,28 @@ int64_t cleave_rt_reduce_scatter_start(int64_t group, int32_t dtype, int32_t op,
                                        int64_t count) {
   return progress().submit("reduce_scatter", in, out, [=] {
     cleave_rt_reduce_scatter(group, dtype, op, in, out, count);
+  });
+}
+
+int64_t cleave_rt_all_to_all_start(int64_t group, int32_t dtype, const void *in,
+                                   void *out, int64_t count) {
+  return progress().submit("all_to_all", in, out, [=] {
+    cleave_rt_all_to_all(group, dtype, in, out, count);
+  });
+}
+
+int64_t cleave_rt_collective_permute_start(int64_t group, int32_t dtype,
+                                           const void *in, void *out,
+                                           int64_t count, int64_t npairs,
+                                           const int64_t *pairs) {
+  // The pairs are the caller's (a stack array in generated code): the
+  // request keeps its own copy. A bad npairs is reported by the call.
+  std::vector<int64_t> copy;
+  if (pairs && npairs > 0)
+    copy.assign(pairs, pairs + 2 * npairs);
+  return progress().submit("collective_permute", in, out, [=] {
+    cleave_rt_collective_permute(group, dtype, in, out, count, npairs,
+                                 pairs ? copy.data() : nullptr);
   });
 }
 

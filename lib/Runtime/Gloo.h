@@ -22,11 +22,11 @@
 namespace cleave::rt {
 
 /// Reduce-scatter algorithms (CLEAVE_REDUCE_SCATTER selects one). Auto:
-/// direct up to the direct-size threshold, ring above.
-enum class ReduceScatterAlgo { Auto, Ring, Direct, AllReduce };
+/// halving up to CLEAVE_RS_HALVING_BYTES in all, ring above.
+enum class ReduceScatterAlgo { Auto, Ring, Direct, Halving, AllReduce };
 
-/// Parses "auto", "ring", "direct", "allreduce"; throws RuntimeError
-/// otherwise.
+/// Parses "auto", "ring", "direct", "halving", "allreduce"; throws
+/// RuntimeError otherwise.
 ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name);
 
 /// Gloo slots of the runtime's own transfers: the top byte is outside the
@@ -76,6 +76,12 @@ void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
                          int32_t op, uint32_t tag,
                          std::chrono::milliseconds timeout,
                          char *scratch /* group size * count elements */);
+
+void halvingReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
+                          const void *in, void *out, size_t count,
+                          int32_t dtype, int32_t op, uint32_t tag,
+                          std::chrono::milliseconds timeout,
+                          char *scratch /* 2 * group size * count elements */);
 
 /// One-round all-reduce (every rank sends its buffer to every other and
 /// sums all of them in rank order) and all-gather (every rank sends its

@@ -105,16 +105,25 @@ ReduceScatterAlgo parseReduceScatterAlgo(const std::string &name) {
     return ReduceScatterAlgo::Ring;
   if (name == "direct")
     return ReduceScatterAlgo::Direct;
+  if (name == "halving")
+    return ReduceScatterAlgo::Halving;
   if (name == "allreduce")
     return ReduceScatterAlgo::AllReduce;
-  throw RuntimeError(concat("CLEAVE_REDUCE_SCATTER='", name,
-                            "' is not one of auto, ring, direct, allreduce"));
+  throw RuntimeError(
+      concat("CLEAVE_REDUCE_SCATTER='", name,
+             "' is not one of auto, ring, direct, halving, allreduce"));
 }
 
 namespace {
 
 /// Default of CLEAVE_DIRECT_BYTES (bench/runtime measures the crossover).
 constexpr int64_t kDefaultDirectBytes = 256 << 10;
+/// Default of CLEAVE_RS_HALVING_BYTES: reduce-scatters of at most this many
+/// bytes in all use recursive halving under `auto`, larger ones the ring.
+/// Measured (bench/runtime, docs/runtime.md): halving is as fast as the
+/// ring or faster up to 1 MiB on 2 and 4 ranks; from 4 MiB the ring's
+/// pipelined segments win on 2 ranks.
+constexpr int64_t kDefaultHalvingBytes = 1 << 20;
 
 /// Calls fn(T*) with an unsigned type of dtype's size (Gloo only needs the
 /// element size; the reduction function knows the real type).
@@ -141,9 +150,10 @@ class GlooCommunicator final : public Communicator {
 public:
   GlooCommunicator(std::shared_ptr<gloo::Context> ctx,
                    std::chrono::milliseconds timeout, ReduceScatterAlgo algo,
-                   size_t segmentBytes, size_t directBytes)
+                   size_t segmentBytes, size_t directBytes, size_t halvingBytes)
       : ctx_(std::move(ctx)), timeout_(timeout), algo_(algo),
-        segmentBytes_(segmentBytes), directBytes_(directBytes) {}
+        segmentBytes_(segmentBytes), directBytes_(directBytes),
+        halvingBytes_(halvingBytes) {}
 
   void allReduce(const void *in, void *out, size_t count, int32_t dtype,
                  int32_t op, uint32_t tag) override {
@@ -208,8 +218,8 @@ public:
       in = copyOf(in, total);
     ReduceScatterAlgo algo = algo_;
     if (algo == ReduceScatterAlgo::Auto)
-      algo = total <= directBytes_ ? ReduceScatterAlgo::Direct
-                                   : ReduceScatterAlgo::Ring;
+      algo = total <= halvingBytes_ ? ReduceScatterAlgo::Halving
+                                    : ReduceScatterAlgo::Ring;
     switch (algo) {
     case ReduceScatterAlgo::Auto:
     case ReduceScatterAlgo::Ring:
@@ -219,6 +229,10 @@ public:
     case ReduceScatterAlgo::Direct:
       directReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_,
                           scratch(0, total));
+      break;
+    case ReduceScatterAlgo::Halving:
+      halvingReduceScatter(ctx_, in, out, count, dtype, op, tag, timeout_,
+                           scratch(0, 2 * total));
       break;
     case ReduceScatterAlgo::AllReduce: {
       char *all = scratch(0, total);
@@ -355,6 +369,9 @@ private:
   /// All-reduces, all-gathers (and reduce-scatters under `auto`) of at most
   /// this many bytes in all use the one-round direct algorithms.
   size_t directBytes_;
+  /// Reduce-scatters of at most this many bytes in all use recursive
+  /// halving under `auto`.
+  size_t halvingBytes_;
   std::unique_ptr<char[]> scratch_[3];
   size_t scratchBytes_[3] = {0, 0, 0};
 };
@@ -388,8 +405,10 @@ public:
     require(segment > 0, "CLEAVE_RS_SEGMENT_BYTES must be positive");
     int64_t direct = envInt("CLEAVE_DIRECT_BYTES", kDefaultDirectBytes);
     require(direct >= 0, "CLEAVE_DIRECT_BYTES must not be negative");
-    return std::make_unique<GlooCommunicator>(ctx, timeout, algo,
-                                              size_t(segment), size_t(direct));
+    int64_t halving = envInt("CLEAVE_RS_HALVING_BYTES", kDefaultHalvingBytes);
+    require(halving >= 0, "CLEAVE_RS_HALVING_BYTES must not be negative");
+    return std::make_unique<GlooCommunicator>(
+        ctx, timeout, algo, size_t(segment), size_t(direct), size_t(halving));
   }
 
   void gemm(const GemmArgs &args) override { cpuGemm(args); }

@@ -11,15 +11,23 @@
 //  direct  every rank sends block p to rank p at once and reduces the n-1
 //          blocks it receives in rank order. Same volume, n-1 concurrent
 //          transfers, no pipelining.
+//  halving  recursive halving (the reduce-scatter half of Rabenseifner's
+//          halving-doubling): log2(p) steps over p = the largest power of
+//          two <= n; in step k a rank exchanges half of what it still
+//          reduces with the rank 2^k away. Ranks p..n-1 first fold their
+//          whole input into rank r-p and get their block back at the end.
+//          Fewest rounds for a bandwidth-optimal volume: auto uses it
+//          below a measured size (GlooBackend.cpp).
 //
-// (The third choice, all-reduce then keep one block, moves twice the data;
-// it lives in GlooBackend.cpp.) bench/runtime measures all three.
+// (The last choice, all-reduce then keep one block, moves twice the data;
+// it lives in GlooBackend.cpp.) bench/runtime measures all of them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "DType.h"
 #include "Gloo.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -151,6 +159,110 @@ void directReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
   std::memcpy(out, block(0), bytes);
   for (int p = 1; p < n; ++p)
     reduce(out, out, block(p), count);
+}
+
+namespace {
+
+/// Blocks [lo, hi) of the virtual ranks of recursive halving over p ranks
+/// in a buffer of n blocks: virtual rank v owns blocks v and v + p (the
+/// latter when v + p < n), so a range is at most two runs of blocks.
+struct BlockRuns {
+  size_t offset[2], length[2];
+  int count = 0;
+  BlockRuns(int lo, int hi, int p, int n, size_t blockBytes) {
+    add(lo, hi, blockBytes);
+    if (p + lo < n)
+      add(p + lo, std::min(p + hi, n), blockBytes);
+  }
+  void add(int first, int end, size_t blockBytes) {
+    offset[count] = size_t(first) * blockBytes;
+    length[count++] = size_t(end - first) * blockBytes;
+  }
+};
+
+} // namespace
+
+void halvingReduceScatter(const std::shared_ptr<gloo::Context> &ctx,
+                          const void *in, void *out, size_t count,
+                          int32_t dtype, int32_t op, uint32_t tag,
+                          std::chrono::milliseconds timeout, char *scratch) {
+  const int n = ctx->size, r = ctx->rank;
+  const size_t esz = size_t(dtypeSize(dtype)), bytes = count * esz,
+               total = bytes * size_t(n);
+  const ReduceFn reduce = reduceFunction(dtype, op);
+  int p = 1;
+  while (2 * p <= n)
+    p *= 2;
+  const char *input = static_cast<const char *>(in);
+  char *acc = scratch, *recvArea = scratch + total;
+  // Slots: 0 the fold, 1 the block handed back, 2 + 2 step + run the steps.
+  Buffer ubIn, ubAcc, ubRecv, ubOut;
+  glooCall([&] {
+    ubIn = ctx->createUnboundBuffer(const_cast<char *>(input), total);
+    ubAcc = ctx->createUnboundBuffer(acc, total);
+    ubRecv = ctx->createUnboundBuffer(recvArea, total);
+  });
+  if (r >= p) { // Fold into rank r - p, get the block back.
+    glooCall([&] {
+      ubOut = ctx->createUnboundBuffer(out, bytes);
+      ubOut->recv(r - p, rsSlot(tag, 1));
+      ubIn->send(r - p, rsSlot(tag, 0));
+    });
+    waitSends(*ubIn, 1, timeout);
+    waitRecvs(*ubOut, 1, timeout);
+    return;
+  }
+  const char *cur = input;
+  gloo::transport::UnboundBuffer *ubCur = ubIn.get();
+  if (r + p < n) { // Rank r + p folds its input into this one.
+    glooCall([&] { ubRecv->recv(r + p, rsSlot(tag, 0)); });
+    waitRecvs(*ubRecv, 1, timeout);
+    reduce(acc, input, recvArea, count * size_t(n));
+    cur = acc;
+    ubCur = ubAcc.get();
+  }
+  // Sends from the input and from `acc`. Later steps write `acc` only
+  // inside the half they keep, which no earlier send reads: every send may
+  // run until the end.
+  int sendsIn = 0, sendsAcc = 0, lo = 0, size = p, step = 0;
+  for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
+    const int half = size / 2, partner = r ^ mask;
+    const int keepLo = r < lo + half ? lo : lo + half;
+    const int giveLo = keepLo == lo ? lo + half : lo;
+    BlockRuns keep(keepLo, keepLo + half, p, n, bytes),
+        give(giveLo, giveLo + half, p, n, bytes);
+    glooCall([&] {
+      for (int j = 0; j < keep.count; ++j)
+        ubRecv->recv(partner, rsSlot(tag, 2 + 2 * step + j), keep.offset[j],
+                     keep.length[j]);
+      for (int j = 0; j < give.count; ++j)
+        ubCur->send(partner, rsSlot(tag, 2 + 2 * step + j), give.offset[j],
+                    give.length[j]);
+    });
+    (cur == input ? sendsIn : sendsAcc) += give.count;
+    waitRecvs(*ubRecv, keep.count, timeout);
+    // The last step writes this rank's own block straight into `out`.
+    for (int j = 0; j < keep.count; ++j) {
+      char *dst =
+          mask == 1 && j == 0 ? static_cast<char *>(out) : acc + keep.offset[j];
+      reduce(dst, cur + keep.offset[j], recvArea + keep.offset[j],
+             keep.length[j] / esz);
+    }
+    cur = acc;
+    ubCur = ubAcc.get();
+    lo = keepLo;
+    size = half;
+  }
+  if (p == 1)
+    std::memcpy(out, input, bytes);
+  waitSends(*ubIn, sendsIn, timeout);
+  waitSends(*ubAcc, sendsAcc, timeout);
+  if (r + p < n) { // Hand rank r + p its block.
+    glooCall([&] {
+      ubAcc->send(r + p, rsSlot(tag, 1), size_t(r + p) * bytes, bytes);
+    });
+    waitSends(*ubAcc, 1, timeout);
+  }
 }
 
 } // namespace cleave::rt

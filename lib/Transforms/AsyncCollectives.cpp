@@ -29,7 +29,8 @@ using namespace mlir::cleave;
 namespace {
 
 bool isSplittable(Operation *op) {
-  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, SendOp, RecvOp>(op);
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
+             CollectivePermuteOp, SendOp, RecvOp>(op);
 }
 
 /// Whether `op` communicates, holds an op that does, or calls a function
@@ -102,6 +103,14 @@ Operation *buildStart(OpBuilder &b, Operation *op) {
     return b.create<ReduceScatterStartOp>(
         loc, request(rs.getType()), rs.getInput(), rs.getMeshAttr(),
         rs.getAxesAttr(), rs.getDimAttr(), rs.getReductionAttr());
+  if (auto a2a = dyn_cast<AllToAllOp>(op))
+    return b.create<AllToAllStartOp>(
+        loc, request(a2a.getType()), a2a.getInput(), a2a.getMeshAttr(),
+        a2a.getAxesAttr(), a2a.getSplitDimAttr(), a2a.getConcatDimAttr());
+  if (auto perm = dyn_cast<CollectivePermuteOp>(op))
+    return b.create<CollectivePermuteStartOp>(
+        loc, request(perm.getType()), perm.getInput(), perm.getMeshAttr(),
+        perm.getAxesAttr(), perm.getPairsAttr());
   if (auto send = dyn_cast<SendOp>(op))
     return b.create<SendStartOp>(loc, RequestType::get(ctx), send.getInput(),
                                  send.getMeshAttr(), send.getAxesAttr(),

@@ -23,7 +23,8 @@ using namespace mlir::cleave;
 
 bool mlir::cleave::isStartOp(Operation *op) {
   return isa<AllReduceStartOp, AllGatherStartOp, ReduceScatterStartOp,
-             SendStartOp, RecvStartOp>(op);
+             AllToAllStartOp, CollectivePermuteStartOp, SendStartOp,
+             RecvStartOp>(op);
 }
 
 bool mlir::cleave::isCommunicationOp(Operation *op) {
@@ -73,11 +74,11 @@ std::string collectiveSignature(Operation *op) {
         os << ", dim " << o.getDim() << ", "
            << stringifyReductionKind(o.getReduction());
       })
-      .Case([&](AllToAllOp o) {
+      .Case<AllToAllOp, AllToAllStartOp>([&](auto o) {
         os << ", split_dim " << o.getSplitDim() << ", concat_dim "
            << o.getConcatDim();
       })
-      .Case([&](CollectivePermuteOp o) {
+      .Case<CollectivePermuteOp, CollectivePermuteStartOp>([&](auto o) {
         os << ", pairs [";
         llvm::interleaveComma(o.getSourceTargetPairs(), os, [&](auto pair) {
           os << pair.first << " -> " << pair.second;

@@ -76,3 +76,52 @@ func.func @send_recv(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = cleave.wait %r : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+cleave.mesh @m(tp = 4 : nvlink)
+
+// all_to_all_start (split 1, concat 0): the split dimension is moved first
+// before the start; the exchanged blocks are merged into the rows after the
+// wait, as for the blocking all_to_all. The compute between them stays
+// between the start and the wait.
+// CHECK-LABEL: func.func @all_to_all
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>)
+func.func @all_to_all(%x: tensor<8x16xf32>) -> (tensor<32x4xf32>, tensor<8x16xf32>) {
+  // CHECK: cleave.transpose %[[X]] permutation = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+  // CHECK: %[[H:.*]] = call @cleave_rt_all_to_all_start(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c32_i64{{[_0-9]*}}) : (i64, i32, !llvm.ptr, !llvm.ptr, i64) -> i64
+  %r = cleave.all_to_all_start %x on @m axes = [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
+  // CHECK: %[[NEG:.*]] = cleave.neg %[[X]]
+  %n = cleave.neg %x : tensor<8x16xf32>
+  // CHECK: call @cleave_rt_wait(%[[H]], %{{.*}}, %{{.*}}, %{{.*}})
+  // CHECK: %[[E:.*]] = bufferization.to_tensor %{{.*}} : memref<16x8xf32>
+  // CHECK: %[[BL:.*]] = cleave.reshape %[[E]] : tensor<16x8xf32> to tensor<4x4x8xf32>
+  // CHECK: %[[PL:.*]] = cleave.transpose %[[BL]] permutation = [0, 2, 1] : tensor<4x4x8xf32> -> tensor<4x8x4xf32>
+  // CHECK: %[[Y:.*]] = cleave.reshape %[[PL]] : tensor<4x8x4xf32> to tensor<32x4xf32>
+  %y = cleave.wait %r : !cleave.request<tensor<32x4xf32>> -> tensor<32x4xf32>
+  // CHECK: return %[[Y]], %[[NEG]]
+  return %y, %n : tensor<32x4xf32>, tensor<8x16xf32>
+}
+
+// CHECK: func.func private @cleave_rt_all_to_all_start(i64, i32, !llvm.ptr, !llvm.ptr, i64) -> i64
+
+// -----
+
+cleave.mesh @m(cp = 4 : nvlink)
+
+// collective_permute_start stores its pairs in a stack buffer, as the
+// blocking call does (the runtime copies them at the start).
+// CHECK-LABEL: func.func @permute
+func.func @permute(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x16xf32>
+  // CHECK: %[[PAIRS:.*]] = memref.alloca() : memref<8xi64>
+  // CHECK-COUNT-8: memref.store %{{.*}}, %[[PAIRS]][%{{.*}}] : memref<8xi64>
+  // CHECK: %[[H:.*]] = call @cleave_rt_collective_permute_start(%c0_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %{{.*}}, %{{.*}}, %c128_i64{{[_0-9]*}}, %c4_i64{{[_0-9]*}}, %{{.*}}) : (i64, i32, !llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i64
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0] : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  // CHECK: call @cleave_rt_wait(%[[H]], %{{.*}}, %{{.*}}, %{{.*}})
+  // CHECK: bufferization.to_tensor %[[OUT]]
+  %y = cleave.wait %r : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// CHECK: func.func private @cleave_rt_collective_permute_start(i64, i32, !llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i64

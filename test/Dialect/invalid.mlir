@@ -1223,6 +1223,17 @@ func.func @f(%l: tensor<8x4xf32>) {
 
 // -----
 
+// all_to_all_start checks shapes as all_to_all does.
+cleave.mesh @m(sp = 4 : ib)
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @below {{result shape should be [32, 4] but is [8, 16]}}
+  %r = cleave.all_to_all_start %x on @m axes = [sp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
 func.func @f(%l: tensor<2x8x4xf32>) {
   // expected-error @below {{'cleave.moe_router' op top_k = 5 must be in [1, 4] (the number of experts)}}
   // expected-error @below {{failed to infer returned types}}
@@ -1232,10 +1243,30 @@ func.func @f(%l: tensor<2x8x4xf32>) {
 
 // -----
 
+cleave.mesh @m(sp = 4 : ib)
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @below {{split_dim 2 is out of range for an operand of rank 2}}
+  %r = cleave.all_to_all_start %x on @m axes = [sp] split_dim = 2 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<32x4xf32>> -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
 func.func @f(%l: tensor<2x8x4xf32>) {
   // expected-error @below {{'cleave.moe_router' op capacity_factor must be positive}}
   // expected-error @below {{failed to infer returned types}}
   %0:2 = cleave.moe_router %l {top_k = 1 : i64, capacity_factor = 0.0 : f64} : (tensor<2x8x4xf32>) -> (tensor<2x8x4x1xf32>, tensor<2x8x4x1xf32>)
+  return
+}
+
+// -----
+
+// An all_to_all_start never waited.
+cleave.mesh @m(sp = 4 : ib)
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error @below {{request is never waited (each start needs one cleave.wait)}}
+  %r = cleave.all_to_all_start %x on @m axes = [sp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
   return
 }
 
@@ -1251,6 +1282,18 @@ func.func @f(%l: tensor<2x8x4xf32>) {
 
 // -----
 
+// A collective_permute_start's handle used twice.
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request is used 2 times; it must be waited exactly once}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  %1 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%l: tensor<2x8x4xf32>, %d: tensor<2x8x4x4xf32>, %g: tensor<2x8x4x2xf32>) {
   // expected-error @below {{'cleave.moe_router_grad' op grad must be [2, 8, 4, 4], got [2, 8, 4, 2]}}
   // expected-error @below {{failed to infer returned types}}
@@ -1260,10 +1303,30 @@ func.func @f(%l: tensor<2x8x4xf32>, %d: tensor<2x8x4x4xf32>, %g: tensor<2x8x4x2x
 
 // -----
 
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{request type '!cleave.request<tensor<4xf32>>' should carry the operand type 'tensor<8xf32>'}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<8xf32> -> !cleave.request<tensor<4xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x8x16xf32>, %w: tensor<2x6x4x4xf32>) {
   // expected-error @below {{'cleave.moe_dispatch' op weights must be [groups = 2, tokens = 8, experts, capacity], got [2, 6, 4, 4]}}
   // expected-error @below {{failed to infer returned types}}
   %0 = cleave.moe_dispatch %x, %w : (tensor<2x8x16xf32>, tensor<2x6x4x4xf32>) -> tensor<4x2x4x16xf32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{device 0 is a target twice}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 0, 1 -> 0] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
   return
 }
 
@@ -1300,5 +1363,15 @@ func.func @f(%l: tensor<2x8x4xf32>) {
   // expected-error @below {{'cleave.moe_aux_loss' op top_k = 0 must be in [1, 4] (the number of experts)}}
   // expected-error @below {{failed to infer returned types}}
   %0 = cleave.moe_aux_loss %l {top_k = 0 : i64} : (tensor<2x8x4xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib)
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @below {{pair 0 -> 2 is outside the group of 2 devices}}
+  %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 2] : tensor<8xf32> -> !cleave.request<tensor<8xf32>>
+  %0 = cleave.wait %r : !cleave.request<tensor<8xf32>> -> tensor<8xf32>
   return
 }

@@ -267,6 +267,20 @@ func.func @async_collectives(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<
   return %0, %1, %2, %3 : tensor<8x16xf32>, tensor<8x64xf32>, tensor<4x16xf32>, tensor<8x16xf32>
 }
 
+// Start/wait pairs of all_to_all and collective_permute.
+// CHECK-LABEL: func.func @async_exchanges
+func.func @async_exchanges(%x: tensor<8x16xf32>) -> (tensor<32x4xf32>, tensor<8x16xf32>) {
+  // CHECK: %[[A:.*]] = cleave.all_to_all_start %{{.*}} on @world axes = [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
+  %a = cleave.all_to_all_start %x on @world axes = [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> !cleave.request<tensor<32x4xf32>>
+  // CHECK: %[[P:.*]] = cleave.collective_permute_start %{{.*}} on @world axes = [tp] pairs = [0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0] : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  %p = cleave.collective_permute_start %x on @world axes = [tp] pairs = [0 -> 1, 1 -> 2, 2 -> 3, 3 -> 0] : tensor<8x16xf32> -> !cleave.request<tensor<8x16xf32>>
+  // CHECK: cleave.wait %[[P]] : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  %1 = cleave.wait %p : !cleave.request<tensor<8x16xf32>> -> tensor<8x16xf32>
+  // CHECK: cleave.wait %[[A]] : !cleave.request<tensor<32x4xf32>> -> tensor<32x4xf32>
+  %0 = cleave.wait %a : !cleave.request<tensor<32x4xf32>> -> tensor<32x4xf32>
+  return %0, %1 : tensor<32x4xf32>, tensor<8x16xf32>
+}
+
 // Per-device views and the per-device forms of position-dependent ops.
 // CHECK-LABEL: func.func @per_device
 func.func @per_device(%x: tensor<8x16xf32>, %table: tensor<5x8xf32>, %ids: tensor<2x4xi32>, %seed: tensor<i64>) -> (tensor<8x4xf32>, tensor<2x4x8xf32>, tensor<5x8xf32>, tensor<8x4xf32>) {

@@ -127,3 +127,27 @@ func.func @bucket_views(%ga: tensor<4xf32>, %gb: tensor<4xf32>, %x: tensor<8x8xf
   %ub = cleave.sub %wb, %b : tensor<4xf32>
   return %ua, %ub, %y : tensor<4xf32>, tensor<4xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib, ep = 2 : ib)
+
+// Ring attention's K/V shift and expert dispatch: the collective_permute
+// and the all_to_all become start/wait pairs around the compute that does
+// not need their results.
+// CHECK-LABEL: func.func @permute_and_all_to_all
+func.func @permute_and_all_to_all(%kv: tensor<8x8xf32>, %q: tensor<8x8xf32>, %tokens: tensor<8x4xf32>) -> (tensor<8x8xf32>, tensor<4x8xf32>) {
+  // CHECK-NEXT: %[[P:.*]] = cleave.collective_permute_start %{{.*}} on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<8x8xf32> -> !cleave.request<tensor<8x8xf32>>
+  // CHECK-NEXT: %[[A:.*]] = cleave.all_to_all_start %{{.*}} on @m axes = [ep] split_dim = 0 concat_dim = 1 : tensor<8x4xf32> -> !cleave.request<tensor<4x8xf32>>
+  // CHECK-NEXT: %[[S:.*]] = cleave.matmul
+  // CHECK-NEXT: %[[NEXT:.*]] = cleave.wait %[[P]] : !cleave.request<tensor<8x8xf32>> -> tensor<8x8xf32>
+  // CHECK-NEXT: cleave.matmul %[[S]], %[[NEXT]]
+  // CHECK-NEXT: %[[D:.*]] = cleave.wait %[[A]] : !cleave.request<tensor<4x8xf32>> -> tensor<4x8xf32>
+  // CHECK-NEXT: cleave.neg %[[D]]
+  %next = cleave.collective_permute %kv on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<8x8xf32>
+  %d = cleave.all_to_all %tokens on @m axes = [ep] split_dim = 0 concat_dim = 1 : tensor<8x4xf32> -> tensor<4x8xf32>
+  %s = cleave.matmul %q, %kv : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %o = cleave.matmul %s, %next : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %e = cleave.neg %d : tensor<4x8xf32>
+  return %o, %e : tensor<8x8xf32>, tensor<4x8xf32>
+}

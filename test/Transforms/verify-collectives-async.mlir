@@ -80,3 +80,42 @@ func.func @mismatch(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// all_to_all and collective_permute starts are replayed as the blocking
+// calls: matching programs are proved deadlock-free...
+// CHECK-LABEL: func.func @exchanges
+cleave.mesh @m(cp = 2 : host)
+func.func @exchanges(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %p = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<4xf32> -> !cleave.request<tensor<4xf32>>
+  %a = cleave.all_to_all_start %x on @m axes = [cp] split_dim = 0 concat_dim = 0 : tensor<4xf32> -> !cleave.request<tensor<4xf32>>
+  %e = cleave.exp %x : tensor<4xf32>
+  %y = cleave.wait %a : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
+  %z = cleave.wait %p : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
+  return %y, %z : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// ... and devices whose starts disagree (a permute against an all_to_all,
+// pairs that differ) are a mismatch named with the blocking op.
+cleave.mesh @m(cp = 2 : host)
+func.func @exchange_mismatch(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %i = cleave.axis_index on @m axes = [cp] : tensor<i64>
+  %c0 = arith.constant 0 : i64
+  %v = tensor.extract %i[] : tensor<i64>
+  %p = arith.cmpi eq, %v, %c0 : i64
+  %y = scf.if %p -> tensor<4xf32> {
+    // expected-note @below {{rank 0 (cp=0) issues all_to_all(tensor<4xf32>, split_dim 0, concat_dim 0) here}}
+    %r = cleave.all_to_all_start %x on @m axes = [cp] split_dim = 0 concat_dim = 0 : tensor<4xf32> -> !cleave.request<tensor<4xf32>>
+    %a = cleave.wait %r : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
+    scf.yield %a : tensor<4xf32>
+  } else {
+    // expected-error @below {{collective mismatch on the group along [cp]: rank 1 (cp=1) issues collective_permute(tensor<4xf32>, pairs [0 -> 1, 1 -> 0]) as call #1 on its group, but rank 0 (cp=0) issues all_to_all(tensor<4xf32>, split_dim 0, concat_dim 0)}}
+    %r = cleave.collective_permute_start %x on @m axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<4xf32> -> !cleave.request<tensor<4xf32>>
+    %a = cleave.wait %r : !cleave.request<tensor<4xf32>> -> tensor<4xf32>
+    scf.yield %a : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}

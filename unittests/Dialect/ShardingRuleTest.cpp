@@ -75,8 +75,9 @@ TEST_F(ShardingRuleTest, EveryModelOpImplementsTheInterface) {
       "cleave.send", "cleave.recv", "cleave.axis_index", "cleave.shard",
       // The asynchronous forms (cleave-async-collectives), per device too.
       "cleave.all_reduce_start", "cleave.all_gather_start",
-      "cleave.reduce_scatter_start", "cleave.send_start", "cleave.recv_start",
-      "cleave.wait"};
+      "cleave.reduce_scatter_start", "cleave.all_to_all_start",
+      "cleave.collective_permute_start", "cleave.send_start",
+      "cleave.recv_start", "cleave.wait"};
   for (RegisteredOperationName name : context.getRegisteredOperations()) {
     if (name.getDialectNamespace() != "cleave")
       continue;

@@ -319,7 +319,9 @@ INSTANTIATE_TEST_SUITE_P(
         WorldCase{2, true, "direct"}, WorldCase{4, true, "direct"},
         WorldCase{4, false, "allreduce"}, WorldCase{4, false, "allreduce", "0"},
         WorldCase{3, true, "ring", "0"}, WorldCase{2, false, "auto"},
-        WorldCase{3, true, "auto"}, WorldCase{4, true, "auto", "0"}),
+        WorldCase{3, true, "auto"}, WorldCase{4, true, "auto", "0"},
+        WorldCase{2, false, "halving"}, WorldCase{3, false, "halving"},
+        WorldCase{4, false, "halving"}, WorldCase{6, false, "halving"}),
     [](const auto &info) {
       return std::to_string(info.param.ranks) + "ranks_" +
              (info.param.tcp ? "tcp_" : "file_") + info.param.reduceScatter +
@@ -641,6 +643,33 @@ TEST(CollectiveFailures, PointToPointMismatchNamesBothRanks) {
 }
 
 /// A rank that never starts: init fails naming it.
+/// A reduce-scatter setting that names no algorithm, or a negative
+/// crossover, fails the connection of the group with the variable named.
+TEST(CollectiveFailures, BadReduceScatterSettingsAreNamed) {
+  struct Case {
+    const char *var, *value, *message;
+  };
+  for (Case c :
+       {Case{"CLEAVE_REDUCE_SCATTER", "halfing",
+             "CLEAVE_REDUCE_SCATTER='halfing' is not one of auto, ring, "
+             "direct, halving, allreduce"},
+        Case{"CLEAVE_RS_HALVING_BYTES", "-1",
+             "CLEAVE_RS_HALVING_BYTES must not be negative"}}) {
+    RunOptions options;
+    options.env[c.var] = c.value;
+    auto body = [](int) -> int {
+      RT_CHECK(cleave_rt_init(nullptr) != 0, "init should fail");
+      std::printf("ERROR: %s\n", cleave_rt_error_message());
+      return 0;
+    };
+    auto results = runRanks(2, body, options);
+    for (const RankResult &r : results) {
+      ASSERT_EQ(r.exitCode, 0) << describe(results);
+      EXPECT_TRUE(contains(r.output, c.message)) << r.output;
+    }
+  }
+}
+
 TEST(CollectiveFailures, MissingRankAtRendezvous) {
   RunOptions options;
   options.timeoutMs = 1000;

@@ -186,7 +186,7 @@ class Cleave_StartOp<string mnemonic, string blocking>
     : Cleave_CommOp<mnemonic> {
   let results = (outs Cleave_RequestType:$request);
   let hasVerifier = 1;
-  let extraClassDeclaration = commonExtraClassDeclaration # [{
+  code startExtraClassDeclaration = commonExtraClassDeclaration # [{
     /// The tensor the request's wait produces (null for a send).
     ::mlir::Type getValueType() {
       return ::llvm::cast<RequestType>(getRequest().getType()).getValueType();
@@ -194,6 +194,7 @@ class Cleave_StartOp<string mnemonic, string blocking>
     /// The one `cleave.wait` of the request (null if the IR is invalid).
     WaitOp getWait();
   }];
+  let extraClassDeclaration = startExtraClassDeclaration;
   string blockingOp = blocking;
 }
 
@@ -263,6 +264,56 @@ def Cleave_ReduceScatterStartOp
     $input `on` $mesh `axes` `=` custom<AxisList>($axes) `dim` `=` $dim
     custom<Reduction>($reduction) attr-dict `:` type($input) `->`
     qualified(type($request))
+  }];
+}
+
+def Cleave_AllToAllStartOp : Cleave_StartOp<"all_to_all_start", "all_to_all"> {
+  let summary = "Starts an all_to_all; `cleave.wait` gives its result.";
+  let description = [{
+    `cleave.all_to_all` split in start and wait (see
+    `cleave.all_reduce_start`): the exchange of expert-parallel dispatch and
+    combine, or of Ulysses-style sequence parallelism, overlaps the compute
+    placed between the two.
+
+    ```mlir
+    %r = cleave.all_to_all_start %x on @world axes = [sp] split_dim = 2 concat_dim = 1 : tensor<8x32x16x64xf32> -> !cleave.request<tensor<8x128x4x64xf32>>
+    %y = cleave.wait %r : !cleave.request<tensor<8x128x4x64xf32>> -> tensor<8x128x4x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes)
+    `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim
+    attr-dict `:` type($input) `->` qualified(type($request))
+  }];
+}
+
+def Cleave_CollectivePermuteStartOp
+    : Cleave_StartOp<"collective_permute_start", "collective_permute"> {
+  let summary = "Starts a collective_permute; `cleave.wait` gives its result.";
+  let description = [{
+    `cleave.collective_permute` split in start and wait (see
+    `cleave.all_reduce_start`): a ring shift (ring attention's K/V blocks,
+    a pipeline's stage-to-stage transfer) overlaps the compute placed
+    between the two. The request's tensor has the operand's type.
+
+    ```mlir
+    %r = cleave.collective_permute_start %kv on @world axes = [cp] pairs = [0 -> 1, 1 -> 0] : tensor<2x64x64xf32> -> !cleave.request<tensor<2x64x64xf32>>
+    %next = cleave.wait %r : !cleave.request<tensor<2x64x64xf32>> -> tensor<2x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_AnyTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, DenseI64ArrayAttr:$pairs);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<AxisList>($axes)
+    `pairs` `=` custom<PermutePairs>($pairs) attr-dict `:` type($input) `->`
+    qualified(type($request))
+  }];
+  let extraClassDeclaration = startExtraClassDeclaration # [{
+    /// (source, target) pairs.
+    ::llvm::SmallVector<std::pair<int64_t, int64_t>> getSourceTargetPairs();
   }];
 }
 

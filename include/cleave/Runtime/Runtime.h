@@ -162,6 +162,13 @@ int64_t cleave_rt_all_gather_start(int64_t group, int32_t dtype, const void *in,
 int64_t cleave_rt_reduce_scatter_start(int64_t group, int32_t dtype, int32_t op,
                                        const void *in, void *out,
                                        int64_t count);
+int64_t cleave_rt_all_to_all_start(int64_t group, int32_t dtype, const void *in,
+                                   void *out, int64_t count);
+/** `pairs` is copied at the start (it need not outlive the call). */
+int64_t cleave_rt_collective_permute_start(int64_t group, int32_t dtype,
+                                           const void *in, void *out,
+                                           int64_t count, int64_t npairs,
+                                           const int64_t *pairs);
 int64_t cleave_rt_send_start(int64_t group, int64_t peer, int32_t dtype,
                              const void *in, int64_t count);
 int64_t cleave_rt_recv_start(int64_t group, int64_t peer, int32_t dtype,

@@ -747,8 +747,8 @@ def CleaveAsyncCollectivesPass
     Runs on per-device programs (after `cleave-partition`, after
     `cleave-bucket-collectives` or `cleave-pipeline`). In every block, each
     `cleave.all_reduce`, `cleave.all_gather`, `cleave.reduce_scatter`,
-    `cleave.send` and `cleave.recv` becomes a `cleave.*_start` and a
-    `cleave.wait`:
+    `cleave.all_to_all`, `cleave.collective_permute`, `cleave.send` and
+    `cleave.recv` becomes a `cleave.*_start` and a `cleave.wait`:
 
     * the start moves up to where its operand is ready, but never above an
       earlier communication op of the block (a blocking collective, a start,
