@@ -40,6 +40,9 @@ void forEachType(Operation *op, F fn) {
 }
 
 double bytesOf(Type type) {
+  // A started collective's request carries the tensor it delivers.
+  if (auto request = dyn_cast<RequestType>(type))
+    type = request.getValueType();
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
     return 0;
@@ -94,8 +97,12 @@ struct CleaveEstimatePass final
 
   void accumulate(Operation *op, const cost::ClusterSpec &cl, Totals &t) {
     std::string axes;
+    // A start (`cleave.all_reduce_start`) is priced as its collective; its
+    // wait costs nothing more.
+    StringRef name = op->getName().stripDialect();
+    name.consume_back("_start");
     std::optional<cost::CollectiveKind> kind =
-        cost::parseCollectiveKind(op->getName().stripDialect().str());
+        cost::parseCollectiveKind(name.str());
     std::optional<cost::GroupPlacement> group;
     if (kind)
       group = groupOf(op, axes);
