@@ -385,7 +385,9 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
     (file ? partition.partitionOptions.clusterFile
           : partition.partitionOptions.cluster) = options.partitionCluster;
   }
-  // Buckets are for SPMD programs: a pipeline's stages are built later.
+  // A pipeline is bucketed after cleave-pipeline has built its rank
+  // functions (below); bucketing before would reorder the sums over
+  // micro-batches that it turns into accumulation.
   bool pipelined = plan ? plan->pipelines() : false;
   for (MeshOp mesh : module.getOps<MeshOp>())
     pipelined |= meshPipelines(mesh);
@@ -403,6 +405,7 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
   if (module.lookupSymbol(kEvalStepName))
     schedule.pipelineEntries = {"train_step", kEvalStepName.str()};
   schedule.verify = options.verify;
+  schedule.bucketBytes = options.bucketBytes;
   schedule.asyncCollectives = options.asyncCollectives;
   if (!schedule.pipeline && !schedule.verify)
     return llvm::Error::success();

@@ -23,6 +23,18 @@ void mlir::cleave::buildTrainStepPipeline(OpPassManager &pm,
 
 void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
                                           const FrontHalfOptions &options) {
+  // A pipelined plan partitions the scheduled steps alone: any other
+  // function (the forward function the step was built from) would keep
+  // its sums over micro-batches, which only cleave-pipeline turns into
+  // accumulation.
+  if (options.pipeline && options.partition) {
+    llvm::SmallVector<std::string> entries(options.pipelineEntries.begin(),
+                                           options.pipelineEntries.end());
+    if (entries.empty())
+      entries.push_back("train_step");
+    pm.addPass(createSymbolPrivatizePass(entries));
+    pm.addPass(createSymbolDCEPass());
+  }
   if (options.plan)
     pm.addPass(createCleaveApplyPlanPass(*options.plan));
   if (options.partition) {
@@ -36,7 +48,10 @@ void mlir::cleave::buildPartitionPipeline(OpPassManager &pm,
     CleavePipelinePassOptions pipeline;
     pipeline.entries = options.pipelineEntries;
     pm.addPass(createCleavePipelinePass(pipeline));
-  } else if (options.partition && options.bucketBytes > 0) {
+  }
+  // A pipeline is bucketed once its rank functions exist: the epilogue's
+  // data-parallel reductions of the accumulated gradients.
+  if ((options.partition || options.pipeline) && options.bucketBytes > 0) {
     CleaveBucketCollectivesPassOptions buckets;
     buckets.bucketBytes = options.bucketBytes;
     pm.addPass(createCleaveBucketCollectivesPass(buckets));

@@ -164,8 +164,18 @@ void emitBucket(ArrayRef<Candidate> bucket, Operation *anchor, Block &block) {
   }
 }
 
-/// Buckets the collectives of one block.
-void bucketBlock(Block &block, int64_t capBytes) {
+/// Whether `op` communicates over `axis` (a pipeline's stage axis).
+bool spansAxis(Operation *op, StringRef axis) {
+  auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  return axes && llvm::any_of(axes, [&](Attribute a) {
+           return cast<StringAttr>(a).getValue() == axis;
+         });
+}
+
+/// Buckets the collectives of one block. Collectives over `pipelineAxis`
+/// (non-empty after cleave-pipeline) stay: their group spans pipeline ranks
+/// that run different functions, whose buckets could differ.
+void bucketBlock(Block &block, int64_t capBytes, StringRef pipelineAxis) {
   llvm::DenseMap<Operation *, int64_t> position;
   SmallVector<Operation *> ops;
   for (Operation &op : block) {
@@ -179,7 +189,8 @@ void bucketBlock(Block &block, int64_t capBytes) {
   std::map<std::string, SmallVector<Candidate>> byKey;
   for (Operation *op : ops) {
     if (!isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op) ||
-        !isBucketable(op))
+        !isBucketable(op) ||
+        (!pipelineAxis.empty() && spansAxis(op, pipelineAxis)))
       continue;
     Value in = op->getOperand(0);
     Operation *def = in.getDefiningOp();
@@ -259,9 +270,17 @@ struct BucketCollectivesPass
     }
     if (bucketBytes == 0)
       return;
+    // A pipelined program (cleave-pipeline ran): each pipeline rank runs
+    // its own functions, so only collectives inside one stage's ranks
+    // (dp, tp, cp) may be bucketed.
+    StringRef pipelineAxis;
+    if (auto pipeline = getOperation()->getAttrOfType<DictionaryAttr>(
+            CleaveDialect::kPipelineAttrName))
+      if (auto axis = pipeline.getAs<StringAttr>("axis"))
+        pipelineAxis = axis.getValue();
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal())
-        bucketBlock(func.getBody().front(), int64_t(bucketBytes));
+        bucketBlock(func.getBody().front(), int64_t(bucketBytes), pipelineAxis);
   }
 };
 

@@ -129,3 +129,35 @@ func.func @gather_just_in_time(%x: tensor<4xf32>, %w: tensor<4x3xf32>, %v: tenso
   %c = cleave.add %fv, %b : tensor<4xf32>
   return %b, %fw, %c : tensor<4xf32>, tensor<8x3xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A pipelined program: the data-parallel gradients of each pipeline rank's
+// function share a bucket; collectives over the pipeline axis (the tied
+// embedding's gradient, the loss) are never bucketed, since the pipeline
+// ranks of their group run different functions.
+// CHECK-LABEL: func.func @s0
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [dp]  : tensor<8xf32>
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [pp]  : tensor<4xf32>
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [pp]  : tensor<f32>
+// CHECK-NOT: cleave.all_reduce
+// CHECK-LABEL: func.func @s1
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [pp]  : tensor<4xf32>
+// CHECK: cleave.all_reduce %{{.*}} on @m axes = [pp]  : tensor<f32>
+// OFF-LABEL: func.func @s0
+// OFF-COUNT-2: cleave.all_reduce %{{.*}} on @m axes = [dp]
+module attributes {cleave.pipeline = {axis = "pp", stages = [@s0, @s1]}} {
+  cleave.mesh @m(pp = 2 : ib, dp = 2 : ib)
+  func.func @s0(%e: tensor<4xf32>, %w: tensor<4xf32>, %l: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) {
+    %te = cleave.all_reduce %e on @m axes = [pp] : tensor<4xf32>
+    %tl = cleave.all_reduce %l on @m axes = [pp] : tensor<f32>
+    %ge = cleave.all_reduce %e on @m axes = [dp] : tensor<4xf32>
+    %gw = cleave.all_reduce %w on @m axes = [dp] : tensor<4xf32>
+    return %te, %ge, %gw, %tl : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
+  }
+  func.func @s1(%e: tensor<4xf32>, %l: tensor<f32>) -> (tensor<4xf32>, tensor<f32>) {
+    %te = cleave.all_reduce %e on @m axes = [pp] : tensor<4xf32>
+    %tl = cleave.all_reduce %l on @m axes = [pp] : tensor<f32>
+    return %te, %tl : tensor<4xf32>, tensor<f32>
+  }
+}

@@ -44,8 +44,8 @@ struct FrontHalfOptions {
   llvm::SmallVector<std::string> pipelineEntries;
   /// Coalesce the partitioned program's gradient all-reduces and ZeRO
   /// all-gathers/reduce-scatters into buckets of at most this many bytes
-  /// (cleave-bucket-collectives; after partitioning, not for pipelined
-  /// programs); 0: one collective per tensor.
+  /// (cleave-bucket-collectives; after partitioning, or after
+  /// cleave-pipeline for a pipelined program); 0: one collective per tensor.
   int64_t bucketBytes = 25 * 1024 * 1024;
   /// Split the partitioned (or pipelined) program's collectives and
   /// send/recv into start/wait pairs that overlap compute

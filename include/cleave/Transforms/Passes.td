@@ -793,7 +793,12 @@ def CleaveBucketCollectivesPass
   let summary = "Coalesces gradient all-reduces and ZeRO all-gathers and "
                 "reduce-scatters into buckets: one collective per bucket.";
   let description = [{
-    Runs on per-device programs (after `cleave-partition`). In every function
+    Runs on per-device programs (after `cleave-partition`, or after
+    `cleave-pipeline` for a pipelined program: there the epilogue of every
+    pipeline rank's function reduces its accumulated gradients over the
+    data-parallel axes, and collectives over the module's pipeline axis,
+    `cleave.pipeline`'s `axis`, are never bucketed, since the ranks of their
+    group run different functions). In every function
     body, the `cleave.all_reduce` ops with the same mesh, axes, reduction and
     element type, and the `cleave.reduce_scatter` and `cleave.all_gather` ops
     along dimension 0 with the same mesh, axes (and reduction), are grouped
