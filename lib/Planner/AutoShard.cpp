@@ -230,16 +230,39 @@ cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
   return p;
 }
 
+/// The mean number of elements of a parameter tensor of `module` (the
+/// arguments marked cleave.param of its first function that has any); 1
+/// without parameters.
+double meanParameterElements(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    double elements = 0, tensors = 0;
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+      if (func.getArgAttr(i, "cleave.param"))
+        if (auto t = dyn_cast<RankedTensorType>(type);
+            t && t.hasStaticShape()) {
+          elements += double(t.getNumElements());
+          tensors += 1;
+        }
+    if (tensors > 0)
+      return elements / tensors;
+  }
+  return 1;
+}
+
 /// The cost constants with the program's gradient buckets, when the
 /// options name them; null: the defaults.
 std::shared_ptr<const cost::CostConstants>
-bucketConstants(const AutoShardOptions &o) {
+bucketConstants(const AutoShardOptions &o, ModuleOp module) {
   if (!o.dpBucketBytes)
     return nullptr;
-  // Gradients are reduced in f32 on the CPU (4 bytes per parameter).
   auto constants =
       std::make_shared<cost::CostConstants>(cost::defaultConstants());
-  constants->dpBucketParams = std::max(1.0, *o.dpBucketBytes / 4.0);
+  // Gradients are reduced in f32 on the CPU (4 bytes per parameter).
+  // Without buckets (0 bytes) the program reduces one tensor per
+  // collective: as many collectives as the module has parameter tensors.
+  constants->dpBucketParams = *o.dpBucketBytes > 0
+                                  ? std::max(1.0, *o.dpBucketBytes / 4.0)
+                                  : meanParameterElements(module);
   return constants;
 }
 
@@ -305,7 +328,7 @@ cost::Result<Pricing> price(ModuleOp module, const AutoShardOptions &o) {
   Pricing pr;
   pr.problem = *p;
   pr.options = searchOptions(o, p->cluster, p->batch, p->dtype);
-  if ((pr.constants = bucketConstants(o)))
+  if ((pr.constants = bucketConstants(o, module)))
     pr.options.constants = pr.constants.get();
   std::string error;
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
@@ -456,7 +479,8 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   const cost::ClusterSpec &cl = p->cluster.spec;
   if (std::string bad = cost::validatePlan(plan, m, cl); !bad.empty())
     return E::failure(bad);
-  std::shared_ptr<const cost::CostConstants> constants = bucketConstants(o);
+  std::shared_ptr<const cost::CostConstants> constants =
+      bucketConstants(o, module);
   cost::EstimateOptions eo;
   eo.constants = constants ? constants.get() : &cost::defaultConstants();
   eo.memoryHeadroom = o.memoryHeadroom;

@@ -298,3 +298,38 @@ TEST_F(GraphWorkloadTest, ModuleWithoutEmbeddingIsNamed) {
 }
 
 } // namespace
+
+/// cleave-run --bucket-mb 0 runs one collective per gradient tensor: the
+/// planner prices as many collectives as the module has parameter tensors,
+/// not one per parameter (which priced tiny-gpt's data-parallel step at
+/// 80 times the bucketed one).
+TEST_F(GraphWorkloadTest, UnbucketedGradientsPayOneCollectivePerTensor) {
+  ModelConfig m = *lookupPreset("tiny-gpt");
+  m.layers = 4;
+  m.hidden = 128;
+  m.heads = 4;
+  m.kvHeads = 4;
+  m.seqLen = 128;
+  m.batch = 8;
+  std::string error;
+  module = mlir::cleave::buildModel(&context, m, error);
+  ASSERT_TRUE(module) << error;
+  cost::ParallelPlan plan;
+  plan.dp = 4;
+  plan.microBatchSize = 2;
+  plan.dtype = m.dtype;
+  auto stepTime = [&](double bucketBytes) {
+    AutoShardOptions o;
+    o.cluster = "local-cpu";
+    o.gpus = 4;
+    o.config = m;
+    o.dpBucketBytes = bucketBytes;
+    cost::Result<cost::Estimate> e = estimateModulePlan(*module, o, plan);
+    EXPECT_TRUE(e) << (e ? "" : e.error());
+    return e ? e->stepTime : 0.0;
+  };
+  double bucketed = stepTime(25 << 20), perTensor = stepTime(0);
+  EXPECT_GT(bucketed, 0.0);
+  EXPECT_GT(perTensor, bucketed * 1.01) << perTensor << " vs " << bucketed;
+  EXPECT_LT(perTensor, bucketed * 3) << perTensor << " vs " << bucketed;
+}
