@@ -244,11 +244,38 @@ struct ShardOfBroadcast final : OpRewritePattern<ShardOp> {
   }
 };
 
+/// shard(all_reduce(x)) over the same group, the all-reduce used by the
+/// shard alone -> reduce_scatter(x): each device needs only its block of
+/// the reduction, so it receives only that (half the bytes of a ring
+/// all-reduce). ZeRO-1's gradient, reduced in full and then cut to the
+/// device's block of the optimizer state, becomes the reduce-scatter of
+/// Megatron's distributed optimizer.
+struct ShardOfAllReduce final : OpRewritePattern<ShardOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ShardOp shard,
+                                PatternRewriter &rewriter) const override {
+    auto reduce = shard.getInput().getDefiningOp<AllReduceOp>();
+    if (!reduce || !reduce->hasOneUse() ||
+        reduce.getMeshAttr() != shard.getMeshAttr() ||
+        reduce.getAxes() != shard.getAxes())
+      return failure();
+    auto scatter = rewriter.create<ReduceScatterOp>(
+        reduce.getLoc(), shard.getType(), reduce.getInput(),
+        reduce.getMeshAttr(), reduce.getAxes(), shard.getDimAttr(),
+        reduce.getReductionAttr());
+    scatter->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
+    rewriter.replaceOp(shard, scatter.getResult());
+    rewriter.eraseOp(reduce);
+    return success();
+  }
+};
+
 } // namespace
 
 void ShardOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                           MLIRContext *context) {
-  patterns.add<ShardOfBroadcast>(context);
+  patterns.add<ShardOfBroadcast, ShardOfAllReduce>(context);
 }
 
 //===----------------------------------------------------------------------===//

@@ -307,7 +307,8 @@ struct CleavePartitionPass final
     // Local blocks of broadcasts are broadcast at the local shape
     // (ShardOp's canonicalization), so no device-dependent slice of a
     // replicated value is left (cleave-pipeline cannot slice along the
-    // micro-batch axis) and no device builds the global-size tensor.
+    // micro-batch axis) and no device builds the global-size tensor; the
+    // block of an all-reduce used for nothing else is a reduce-scatter.
     RewritePatternSet patterns(&getContext());
     ShardOp::getCanonicalizationPatterns(patterns, &getContext());
     SmallVector<Operation *> shards;

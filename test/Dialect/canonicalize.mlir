@@ -68,3 +68,28 @@ func.func @shard_of_broadcast(%b: tensor<32xf32>) -> (tensor<2x8x32xf32>, tensor
   %3 = cleave.shard %2 on @mesh axes = [tp] dim = 2 : tensor<16x8x32xf32> -> tensor<16x8x16xf32>
   return %1, %3 : tensor<2x8x32xf32>, tensor<16x8x16xf32>
 }
+
+// -----
+
+// The block of an all-reduce over the same group, used by nothing else, is
+// a reduce-scatter (ZeRO-1's gradient); it keeps the reduction and the
+// stage. An all-reduce that is used elsewhere (a gradient norm), or a
+// shard over other axes, stays.
+// CHECK-LABEL: func.func @shard_of_all_reduce
+// CHECK-SAME: (%[[G:.*]]: tensor<8x4xf32>, %[[H:.*]]: tensor<8x4xf32>)
+// CHECK-NEXT: %[[RS:.*]] = cleave.reduce_scatter %[[G]] on @mesh axes = [dp, cp] dim = 1 reduction = avg {cleave.stage = 1 : i64} : tensor<8x4xf32> -> tensor<8x1xf32>
+// CHECK-NEXT: %[[AR:.*]] = cleave.all_reduce %[[H]] on @mesh axes = [dp]
+// CHECK-NEXT: %[[S1:.*]] = cleave.shard %[[AR]] on @mesh axes = [dp] dim = 0
+// CHECK-NEXT: %[[AR2:.*]] = cleave.all_reduce %[[H]] on @mesh axes = [dp, cp]
+// CHECK-NEXT: %[[S2:.*]] = cleave.shard %[[AR2]] on @mesh axes = [cp, dp] dim = 0
+// CHECK-NEXT: return %[[RS]], %[[S1]], %[[AR]], %[[S2]]
+cleave.mesh @mesh(dp = 2 : ib, cp = 2 : ib)
+func.func @shard_of_all_reduce(%g: tensor<8x4xf32>, %h: tensor<8x4xf32>) -> (tensor<8x1xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<2x4xf32>) {
+  %0 = cleave.all_reduce %g on @mesh axes = [dp, cp] reduction = avg {cleave.stage = 1 : i64} : tensor<8x4xf32>
+  %1 = cleave.shard %0 on @mesh axes = [dp, cp] dim = 1 : tensor<8x4xf32> -> tensor<8x1xf32>
+  %2 = cleave.all_reduce %h on @mesh axes = [dp] : tensor<8x4xf32>
+  %3 = cleave.shard %2 on @mesh axes = [dp] dim = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+  %4 = cleave.all_reduce %h on @mesh axes = [dp, cp] : tensor<8x4xf32>
+  %5 = cleave.shard %4 on @mesh axes = [cp, dp] dim = 0 : tensor<8x4xf32> -> tensor<2x4xf32>
+  return %1, %3, %2, %5 : tensor<8x1xf32>, tensor<4x4xf32>, tensor<8x4xf32>, tensor<2x4xf32>
+}

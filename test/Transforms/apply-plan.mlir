@@ -125,14 +125,17 @@
 // Z1: %[[GW:.*]] = cleave.sharding_constraint %{{.*}} <@mesh, [_, _]> : tensor<64x16xf32>
 // Z1: cleave.adamw %{{.*}}, %[[GW]], %{{.*}} : (tensor<64x16xf32>
 
-// Per device: the gradient is all-reduced, then the update runs on a slice
-// of parameter, gradient and state, and the new parameter is gathered.
+// Per device: the gradient is reduce-scattered (the all-reduce the
+// replicated gradient asks for, used only by the update's block of it,
+// becomes a reduce-scatter: ShardOp's canonicalization), then the update
+// runs on a slice of parameter, gradient and state, and the new parameter
+// is gathered.
 // Z1-PART-LABEL: func.func @train_step
 // Z1-PART-SAME: %[[W:[^:]+]]: tensor<64x16xf32> {cleave.layout = #cleave.sharding<@mesh, [_, _]>, cleave.param = "fc.weight"}
 // Z1-PART-SAME: tensor<32x16xf32> {cleave.layout = #cleave.sharding<@mesh, [dp, _]>, cleave.state = "fc.weight.exp_avg"}
-// Z1-PART: %[[R:.*]] = cleave.all_reduce %{{.*}} on @mesh axes = [dp] : tensor<64x16xf32>
+// Z1-PART-NOT: cleave.all_reduce %{{.*}} : tensor<64x16xf32>
 // Z1-PART: %[[WS:.*]] = cleave.shard %[[W]] on @mesh axes = [dp] dim = 0 : tensor<64x16xf32> -> tensor<32x16xf32>
-// Z1-PART: %[[GS:.*]] = cleave.shard %[[R]] on @mesh axes = [dp] dim = 0 : tensor<64x16xf32> -> tensor<32x16xf32>
+// Z1-PART: %[[GS:.*]] = cleave.reduce_scatter %{{.*}} on @mesh axes = [dp] dim = 0 : tensor<64x16xf32> -> tensor<32x16xf32>
 // Z1-PART: %[[NEW:.*]], %{{.*}}, %{{.*}} = cleave.adamw %[[WS]], %[[GS]], {{.*}} : (tensor<32x16xf32>
 // Z1-PART: cleave.all_gather %[[NEW]] on @mesh axes = [dp] dim = 0 : tensor<32x16xf32> -> tensor<64x16xf32>
 

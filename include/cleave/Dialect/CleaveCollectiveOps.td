@@ -441,7 +441,9 @@ def Cleave_ShardOp : Cleave_Op<"shard", [Pure,
   // The block of a broadcast along one of its new dimensions is the
   // broadcast at the block's shape (cleave-partition applies it: a
   // replicated bias added to batch-split activations is broadcast at the
-  // local shape, and no device-dependent slice is left).
+  // local shape, and no device-dependent slice is left). The block of an
+  // all-reduce over the same group, used by nothing else, is a
+  // reduce-scatter (ZeRO-1's gradients).
   let hasCanonicalizer = 1;
 }
 
