@@ -1,0 +1,273 @@
+"""Recognizes a mixture-of-experts block and exports it to the MoE ops.
+
+A sparse MoE block cannot be traced op by op: ``torch.topk``, the expert
+masks and, in the Hugging Face style, ``torch.where(expert_mask)`` with
+``index_add_`` have no cleave op or data-dependent shapes. The block is
+therefore recognized as a whole, the way the tracer treats ``nn.Linear``: a
+leaf module whose computation is known.
+
+Recognition has two parts:
+
+- **Structure** (``candidate``, ``structure``): a child ``nn.Linear(H, E,
+  bias=False)`` (the router) and a child ``nn.ModuleList`` of ``E`` experts
+  of one class, each exactly three bias-free ``nn.Linear`` (two ``H -> F``,
+  one ``F -> H``: a SwiGLU), and no other parameter.
+- **Semantics** (``identify``): the module's own ``forward`` is run on a
+  random input with random float64 weights (so that no two router scores
+  tie) and compared with the MoE definition for every routing it could
+  compute: softmax or sigmoid scores, ``top_k`` in ``1..E``, with or without
+  renormalization of the selected gates, and either up projection under the
+  SiLU. Exactly the block whose output is one of these (to 1e-6) is
+  recognized; the routing found is the one exported. ``forward`` may return
+  the output alone or ``(output, router_logits)`` (Hugging Face Mixtral).
+
+A module that has the structure but not the semantics (a GELU expert, a
+router with a bias, shared experts, jitter...) is traced through as usual;
+if that fails, the export error names the module and why it was not
+recognized.
+
+Lowering (docs/moe.md): the tokens are grouped as ``[G, S, H]`` (one group
+per sequence of a ``[B, S, H]`` input, one group for ``[N, H]``), the router
+is dropless (``C = S``), and the experts are batched matmuls over the
+stacked weights: each expert's ``w.weight`` becomes one parameter
+``experts.*.w.weight`` of shape ``[E, out, in]`` (``params.py`` stacks and
+splits them, so parameter files map to the state_dict both ways).
+"""
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.stateless import functional_call
+
+from .lowering import BLOCKS, Unsupported
+from .tracer import RECOGNIZERS
+
+#: Agreement required between the module and the MoE definition (float64).
+_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A module shaped like a MoE block: its router and experts."""
+
+    gate_name: str
+    gate: nn.Linear
+    experts_name: str
+    experts: nn.ModuleList
+
+    def describe(self) -> str:
+        return (f"router '{self.gate_name}' Linear({self.gate.in_features}, "
+                f"{self.gate.out_features}) and {len(self.experts)} experts "
+                f"'{self.experts_name}'")
+
+
+@dataclass(frozen=True)
+class MoEBlock:
+    """A recognized block: what the lowering needs."""
+
+    candidate: Candidate
+    act: str  # the expert's Linear under the SiLU (w1, gate_proj)
+    up: str  # the other H -> F Linear (w3, up_proj)
+    down: str  # the F -> H Linear (w2, down_proj)
+    top_k: int
+    normalize: bool
+    sigmoid: bool
+    returns_logits: bool  # forward returns (output, router_logits)
+
+
+def candidate(module: nn.Module) -> Optional[Candidate]:
+    """A child Linear with E outputs beside a child ModuleList of E modules."""
+    children = list(module.named_children())
+    lists = [(n, c) for n, c in children if isinstance(c, nn.ModuleList) and len(c) >= 2]
+    for gate_name, gate in children:
+        if not isinstance(gate, nn.Linear):
+            continue
+        for experts_name, experts in lists:
+            if len(experts) == gate.out_features:
+                return Candidate(gate_name, gate, experts_name, experts)
+    return None
+
+
+def structure(module: nn.Module, cand: Candidate) -> Tuple[Optional[List[str]], str]:
+    """The names of the experts' (first up, second up, down) Linears when
+    ``module`` is a router plus SwiGLU experts and nothing else; otherwise
+    (None, why not)."""
+    gate, hidden = cand.gate, cand.gate.in_features
+    if gate.bias is not None:
+        return None, f"the router '{cand.gate_name}' has a bias"
+    kinds = {type(e) for e in cand.experts}
+    if len(kinds) != 1:
+        return None, "the experts are not all of one class"
+    first = cand.experts[0]
+    linears = [(n, c) for n, c in first.named_children() if isinstance(c, nn.Linear)]
+    if len(linears) != 3 or len(list(first.parameters())) != 3:
+        return None, (f"an expert ({type(first).__name__}) is not three bias-free Linear "
+                      f"layers (a SwiGLU: silu(w1 x) * w3 x, then w2)")
+    if any(c.bias is not None for _, c in linears):
+        return None, "an expert's Linear layers have biases"
+    ups = [n for n, c in linears if c.in_features == hidden]
+    downs = [n for n, c in linears if c.out_features == hidden and c.in_features != hidden]
+    if len(ups) != 2 or len(downs) != 1:
+        return None, (f"an expert's Linear layers are not two {hidden} -> F and one "
+                      f"F -> {hidden}")
+    width = getattr(first, ups[0]).out_features
+    if getattr(first, ups[1]).out_features != width or \
+            getattr(first, downs[0]).in_features != width:
+        return None, "an expert's Linear layers disagree on the expert width"
+    shapes = [tuple(p.shape) for p in first.parameters()]
+    for index, expert in enumerate(cand.experts):
+        if [tuple(p.shape) for p in expert.parameters()] != shapes:
+            return None, f"expert {index} has other shapes than expert 0"
+    own = {id(p) for p in gate.parameters()} | {id(p) for p in cand.experts.parameters()}
+    extra = [n for n, p in module.named_parameters() if id(p) not in own]
+    if extra:
+        return None, (f"it has parameters beside the router and the experts "
+                      f"({', '.join(extra[:3])}): shared experts or other layers")
+    return ups + downs, ""
+
+
+def _reference_outputs(x, gate_w, experts_w, names):
+    """Every expert's output on every token, for both choices of the SiLU
+    input: {(act, up): [E, ..., H]}."""
+    a, b, down = names
+    outs = {}
+    for act, up in ((a, b), (b, a)):
+        outs[(act, up)] = torch.stack([
+            F.linear(F.silu(F.linear(x, w[act])) * F.linear(x, w[up]), w[down])
+            for w in experts_w])
+    return outs
+
+
+def _routings(logits, experts_count):
+    """(sigmoid, top_k, normalize, gates [..., E]) for every routing."""
+    for sigmoid in (False, True):
+        scores = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, -1)
+        for k in range(1, experts_count + 1):
+            top, chosen = torch.topk(scores, k, dim=-1)
+            for normalize in (False, True):
+                if normalize and k == experts_count and not sigmoid:
+                    continue  # the softmax already sums to 1
+                weights = top / top.sum(-1, keepdim=True) if normalize else top
+                yield sigmoid, k, normalize, torch.zeros_like(scores).scatter(
+                    -1, chosen, weights)
+
+
+def identify(module: nn.Module, cand: Candidate, names: List[str], example_shape,
+             seed: int = 0) -> Tuple[Optional[MoEBlock], str]:
+    """Runs ``module.forward`` on random data and finds the routing it
+    computes; (block, "") or (None, why not)."""
+    gen = torch.Generator().manual_seed(seed)
+    state = {}
+    for name, p in module.named_parameters():
+        fan_in = p.shape[-1] if p.dim() > 1 else 1
+        scale = 2.0 if p is cand.gate.weight else 1.0 / math.sqrt(fan_in)
+        state[name] = torch.randn(p.shape, generator=gen, dtype=torch.float64) * scale
+    for name, buf in module.named_buffers():
+        state[name] = buf.double() if buf.is_floating_point() else buf
+    tokens = math.prod(example_shape[:-1])
+    shape = tuple(example_shape) if tokens <= 512 else (1, 512, example_shape[-1])
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    try:
+        with torch.no_grad():
+            output = functional_call(module, state, (x,))
+    except Exception as err:  # its forward needs more than one tensor argument
+        return None, f"its forward failed on a random [{', '.join(map(str, shape))}] " \
+                     f"input: {type(err).__name__}: {err}"
+    returns_logits = False
+    if isinstance(output, (tuple, list)):
+        if len(output) != 2:
+            return None, f"its forward returns {len(output)} values"
+        output, logits_out = output
+        returns_logits = True
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != shape:
+        return None, "its forward does not return a tensor of its input's shape"
+    gate_w = state[f"{cand.gate_name}.weight"]
+    logits = F.linear(x, gate_w)
+    if returns_logits and not (isinstance(logits_out, torch.Tensor) and
+                               logits_out.numel() == logits.numel() and torch.allclose(
+                                   logits_out.double().reshape(logits.shape), logits)):
+        return None, "the second value its forward returns is not the router logits"
+    prefix = cand.experts_name
+    experts_w = [{n: state[f"{prefix}.{e}.{n}.weight"] for n in names}
+                 for e in range(len(cand.experts))]
+    outs = _reference_outputs(x, gate_w, experts_w, names)
+    scale = max(output.abs().max().item(), 1e-30)
+    for sigmoid, k, normalize, gates in _routings(logits, len(cand.experts)):
+        for (act, up), expert_out in outs.items():
+            y = torch.einsum("...e,e...h->...h", gates, expert_out)
+            if (y - output.double()).abs().max().item() <= _RTOL * scale:
+                return MoEBlock(cand, act, up, names[2], k, normalize, sigmoid,
+                                returns_logits), ""
+    return None, ("its output is not a top-k mixture of its SwiGLU experts under a softmax "
+                  "or sigmoid router (with or without renormalized gates)")
+
+
+def recognize(module: nn.Module, example_shape) -> Tuple[Optional[MoEBlock], str]:
+    """(block, "") for a MoE block; (None, "") for a module that does not
+    look like one; (None, why not) for one that looks like one but is not
+    recognized."""
+    cand = candidate(module)
+    if cand is None or not example_shape or example_shape[-1] != cand.gate.in_features:
+        return None, ""
+    names, reason = structure(module, cand)
+    block = None
+    if names is not None:
+        block, reason = identify(module, cand, names, example_shape)
+    if block is None:
+        reason = f"{type(module).__name__} has {cand.describe()}, but {reason}"
+    return block, reason
+
+
+# Lowering ---------------------------------------------------------------------
+
+def _groups(shape) -> Tuple[int, int]:
+    """(G, S): one group per sequence of a [B, S, H] input."""
+    lead = shape[:-1]
+    if len(lead) == 1:
+        return 1, lead[0]
+    return math.prod(lead[:-1]), lead[-1]
+
+
+def lower_block(cx, x, *, block: MoEBlock):
+    """The block as moe_router (dropless), moe_dispatch, batched SwiGLU
+    experts over stacked weights and moe_combine."""
+    out = cx.out[0] if block.returns_logits else cx.out
+    out_t = cx.out_type(out)
+    if not out_t.is_float:
+        raise Unsupported("a mixture of experts on integer tensors")
+    x = cx.value(x, out_t.dtype)
+    b, cand = cx.b, block.candidate
+    hidden, experts = x.shape[-1], len(cand.experts)
+    groups, seq = _groups(x.shape)
+    tokens = b.reshape(x, (groups, seq, hidden))
+    gate = cx.param(cand.gate.weight)
+    logits = b.matmul(tokens, gate, transpose_rhs=True)
+    routing_t = logits.type.with_shape((groups, seq, experts, seq))
+    attrs = {"top_k": block.top_k, "normalize": block.normalize, "sigmoid": block.sigmoid}
+    combine, dispatch = b.create("moe_router", [logits], attrs, [routing_t, routing_t])
+    buffer_t = x.type.with_shape((experts, groups, seq, hidden))
+    buffer = b.create1("moe_dispatch", [tokens, dispatch], {}, buffer_t)
+    flat = b.reshape(buffer, (experts, groups * seq, hidden))
+
+    def stacked(name):
+        return cx.lowering.stacked_param_value(
+            [getattr(e, name).weight for e in cand.experts])
+    act = b.matmul(flat, stacked(block.act), transpose_rhs=True)
+    up = b.matmul(flat, stacked(block.up), transpose_rhs=True)
+    product = b.binary("mul", b.unary("silu", act), up)
+    expert_out = b.reshape(b.matmul(product, stacked(block.down), transpose_rhs=True),
+                           buffer_t.shape)
+    y = b.create1("moe_combine", [combine, expert_out], {},
+                  x.type.with_shape((groups, seq, hidden)))
+    y = b.reshape(y, out_t.shape)
+    if not block.returns_logits:
+        return y
+    return (y, b.reshape(logits, cx.out_type(cx.out[1]).shape))
+
+
+RECOGNIZERS.append(recognize)
+BLOCKS[MoEBlock] = lower_block
