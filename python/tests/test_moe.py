@@ -249,6 +249,18 @@ class BlockRecognitionTest(unittest.TestCase):
                                         r"%p.moe.experts._.w3.weight \{transpose_rhs\}.*\n"
                                         r".*\n.*cleave.silu %\1 ")
 
+    def test_blocks_of_one_class_with_other_settings(self):
+        # One probe per class, shapes and attributes: top_k differs here.
+        torch.manual_seed(0)
+        model = nn.Sequential(SparseMoeBlock(16, 24, 5, 1, False),
+                              SparseMoeBlock(16, 24, 5, 2, True))
+        exported = export(model, {"input": self.X}, F.mse_loss, {"y": self.Y})
+        routers = re.findall(r"cleave.moe_router %\d+ (\{[^}]*\})", exported.mlir)
+        self.assertEqual(routers, ["{top_k = 1 : i64}", "{normalize, top_k = 2 : i64}"])
+        support.assert_close_relative(
+            self, F.mse_loss(model(self.X), self.Y).detach(),
+            exported.evaluate({"input": self.X, "y": self.Y}), 1e-6, "loss")
+
     def check_rejected(self, block, reason):
         with self.assertRaises(ExportError) as caught:
             self.export_block(block)

@@ -34,6 +34,7 @@ stacked weights: each expert's ``w.weight`` becomes one parameter
 splits them, so parameter files map to the state_dict both ways).
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -50,6 +51,8 @@ from .tracer import RECOGNIZERS
 #: weights; Hugging Face computes the softmax in float32 whatever the input).
 #: Two different routings differ by far more.
 _RTOL = 1e-5
+#: Tokens of the random input ``identify`` runs the block on.
+_PROBE_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -172,8 +175,12 @@ def identify(module: nn.Module, cand: Candidate, names: List[str], example_shape
             fan_in)
     for name, buf in module.named_buffers():
         state[name] = buf.double() if buf.is_floating_point() else buf
-    tokens = math.prod(example_shape[:-1])
-    shape = tuple(example_shape) if tokens <= 512 else (1, 512, example_shape[-1])
+    # At most _PROBE_TOKENS tokens, keeping the input's rank: enough to tell
+    # the routings apart, cheap for a long sequence.
+    lead = [1] * (len(example_shape) - 1)
+    if lead:
+        lead[-1] = min(example_shape[-2], _PROBE_TOKENS)
+    shape = tuple(lead) + (example_shape[-1],)
     x = torch.randn(shape, generator=gen, dtype=torch.float64)
     try:
         with torch.no_grad():
@@ -210,17 +217,34 @@ def identify(module: nn.Module, cand: Candidate, names: List[str], example_shape
                   "or sigmoid router (with or without renormalized gates)")
 
 
-def recognize(module: nn.Module, example_shape) -> Tuple[Optional[MoEBlock], str]:
+def _signature(module: nn.Module, cand: Candidate, example_shape):
+    """What ``identify``'s answer depends on: the classes, the parameter
+    shapes, the plain attributes (``top_k``, flags) and the input's rank.
+    Blocks with equal signatures (the layers of a model) are probed once."""
+    def plain(m):
+        return tuple(sorted((k, v) for k, v in vars(m).items()
+                            if isinstance(v, (bool, int, float, str))))
+    return (type(module), type(cand.experts[0]), plain(module), plain(cand.experts[0]),
+            tuple((n, tuple(p.shape)) for n, p in module.named_parameters()),
+            len(example_shape))
+
+
+def recognize(module: nn.Module, example_shape, cache) -> Tuple[Optional[MoEBlock], str]:
     """(block, "") for a MoE block; (None, "") for a module that does not
     look like one; (None, why not) for one that looks like one but is not
-    recognized."""
+    recognized. ``cache`` (one per trace) holds the routings found."""
     cand = candidate(module)
     if cand is None or not example_shape or example_shape[-1] != cand.gate.in_features:
         return None, ""
     names, reason = structure(module, cand)
     block = None
     if names is not None:
-        block, reason = identify(module, cand, names, example_shape)
+        key = _signature(module, cand, example_shape)
+        if key not in cache:
+            cache[key] = identify(module, cand, names, example_shape)
+        found, reason = cache[key]
+        if found is not None:
+            block = dataclasses.replace(found, candidate=cand)
     if block is None:
         reason = f"{type(module).__name__} has {cand.describe()}, but {reason}"
     return block, reason

@@ -44,12 +44,13 @@ _META_METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension",
                            "is_contiguous", "is_floating_point", "stride",
                            "element_size", "get_device"})
 
-#: Recognizers of whole modules (``moe.recognize``): ``(module, input shape) ->
-#: (block, reason)``. A module a recognizer returns a block for is a leaf of
+#: Recognizers of whole modules (``moe.recognize``): ``(module, input shape,
+#: cache) -> (block, reason)``, ``cache`` a dict for the recognizer's use,
+#: one per trace. A module a recognizer returns a block for is a leaf of
 #: the trace (one ``call_module`` node with ``meta["cleave_block"]``), lowered
 #: by ``lowering.BLOCKS``; a reason says why a module that looks like such a
 #: block was not recognized (reported if the export then fails).
-RECOGNIZERS: List[Callable[[torch.nn.Module, Tuple[int, ...]], Tuple[Any, str]]] = []
+RECOGNIZERS: List[Callable[[torch.nn.Module, Tuple[int, ...], Dict], Tuple[Any, str]]] = []
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -212,6 +213,7 @@ class ConcreteTracer(torch.fx.Tracer):
         self._constants: Dict[int, Tuple[torch.Tensor, Node]] = {}
         self._params: Dict[str, torch.nn.Parameter] = {}
         self._blocks: Dict[str, Any] = {}
+        self._recognizer_caches: Dict[int, Dict] = {}
         #: Modules that look like a recognized block but are not one:
         #: (path, location of the call, why not).
         self.rejected: List[Tuple[str, Optional[Location], str]] = []
@@ -300,7 +302,8 @@ class ConcreteTracer(torch.fx.Tracer):
             return
         with self._evaluation():
             for recognizer in RECOGNIZERS:
-                block, reason = recognizer(m, tuple(example.shape))
+                cache = self._recognizer_caches.setdefault(id(recognizer), {})
+                block, reason = recognizer(m, tuple(example.shape), cache)
                 if block is not None:
                     self._blocks[path] = block
                     return
