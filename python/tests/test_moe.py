@@ -4,8 +4,9 @@ with the mask-style block and with Hugging Face's block gives PyTorch's loss
 and gradients and trains equal to PyTorch for a few AdamW steps; the routing
 (top_k, renormalization, softmax or sigmoid) is the one the block computes;
 the stacked expert weights map to the state_dict both ways; blocks that look
-like MoE but are not recognized fail naming the module and the reason; the
-interpreter's router follows docs/moe.md (ties, slot priority, capacity).
+like MoE but are not recognized fail naming the module and the reason;
+Mixtral's load-balancing loss exports to moe_aux_loss; the interpreter's
+router follows docs/moe.md (ties, slot priority, capacity).
 
 Weights are random, so router scores do not tie: torch.topk orders ties its
 own way, Cleave gives them to the lower expert index (docs/moe.md)."""
@@ -135,6 +136,28 @@ class MixtralTest(unittest.TestCase):
             cli.load_weights(fresh, path)
             for name, tensor in fresh.state_dict().items():
                 self.assertTrue(torch.equal(tensor, state[name]), name)
+
+    def test_load_balancing_loss(self):
+        """Mixtral's load_balancing_loss_func over both layers' router logits
+        (returned by Hugging Face's block) is moe_aux_loss of the
+        concatenated logits, times top_k / E."""
+        torch.manual_seed(0)
+        model = make_mixtral(block="hf", aux_loss_coef=0.5)
+        exported = export(model, INPUTS)
+        support.verify(self, exported.mlir)
+        self.assertRegex(exported.mlir, r"cleave.moe_aux_loss %\d+ \{top_k = 2 : i64\} : "
+                                        r"\(tensor<1x64x4xf32>\) -> tensor<f32>")
+        names = list(exported.parameters)
+        expected_loss, expected_grads = _loss_and_grads(model, INPUTS, None, {}, names)
+        loss, grads = support.exported_loss_and_grads(exported, INPUTS)
+        support.assert_close_relative(self, expected_loss, loss, 1e-6, "loss")
+        for name in names:
+            support.assert_close_relative(self, expected_grads[name], grads[name], 1e-5, name)
+        # The balance loss's own gradient reaches the routers.
+        without = export(make_mixtral(block="hf"), INPUTS)
+        _, plain = support.exported_loss_and_grads(without, INPUTS)
+        gate = "layers.0.feed_forward.gate.weight"
+        self.assertFalse(torch.allclose(plain[gate], grads[gate]))
 
     def test_untraceable_unrecognized_block_names_the_module(self):
         model = self.build("gelu")
@@ -280,6 +303,25 @@ class BlockRecognitionTest(unittest.TestCase):
     def test_rejects_shared_experts(self):
         self.check_rejected(SharedExpertBlock(16, 24, 5, 2, False),
                             "parameters beside the router and the experts (shared.w1.weight")
+
+
+class TopKElsewhere(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        values, _ = torch.topk(F.softmax(self.fc(x), -1), 2)
+        return values.sum()
+
+
+class TopKErrorTest(unittest.TestCase):
+    def test_other_uses_of_topk_are_refused(self):
+        with self.assertRaises(ExportError) as caught:
+            export(TopKElsewhere(), {"x": torch.randn(12, 16)})
+        self.assertIn("torch.topk is exported only as the expert choice of a load-balancing "
+                      "loss", str(caught.exception))
+        self.assertIn("another use of its values", str(caught.exception))
 
 
 def _naive_router(logits, top_k, normalize, capacity):

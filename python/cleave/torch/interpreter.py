@@ -94,18 +94,39 @@ def _cross_entropy(logits, labels, count, op):
     return total / count.to(total.dtype)
 
 
+def _moe_choice(logits, top_k):
+    """(rank, selected): an expert's rank is the number of experts with a
+    higher logit, or an equal one and a lower index (docs/moe.md)."""
+    index = torch.arange(logits.shape[-1])
+    higher = logits.unsqueeze(-2) > logits.unsqueeze(-1)  # [g, s, e, f]: f above e
+    tied = (logits.unsqueeze(-2) == logits.unsqueeze(-1)) & (index < index[:, None])
+    rank = (higher | tied).sum(-1)
+    return rank, rank < top_k
+
+
+def _moe_aux_loss(logits, op):
+    """sum_g E sum_e f[g,e] P[g,e]: f the share of the group's S * top_k
+    selections choosing e (a constant), P the mean router probability."""
+    top_k = op.attrs["top_k"]
+    seq, experts = logits.shape[1], logits.shape[2]
+    _, selected = _moe_choice(logits, top_k)
+    share = selected.sum(1).to(logits.dtype) / (seq * top_k)
+    if op.attrs.get("sigmoid"):
+        scores = torch.sigmoid(logits)
+        probs = scores / scores.sum(-1, keepdim=True)
+    else:
+        probs = torch.softmax(logits, -1)
+    return experts * (share * probs.mean(1)).sum()
+
+
 def _moe_router(logits, op, capacity):
     """(combine, dispatch), docs/moe.md: an expert's rank is the number of
     experts with a higher logit, or an equal one and a lower index; the
     selections take slots first choices first, in token order; a selection
     finding its expert's ``capacity`` slots taken is dropped."""
     a = op.attrs
-    groups, seq, experts = logits.shape
-    index = torch.arange(experts)
-    higher = logits.unsqueeze(-2) > logits.unsqueeze(-1)  # [g, s, e, f]: f above e
-    tied = (logits.unsqueeze(-2) == logits.unsqueeze(-1)) & (index < index[:, None])
-    rank = (higher | tied).sum(-1)
-    selected = rank < a["top_k"]
+    seq = logits.shape[1]
+    rank, selected = _moe_choice(logits, a["top_k"])
     scores = torch.sigmoid(logits) if a.get("sigmoid") else torch.softmax(logits, -1)
     gates = scores * selected
     if a.get("normalize"):
@@ -182,6 +203,8 @@ def evaluate_op(op: Op, args):
         return _moe_router(args[0], op, out.shape[-1])
     if n == "moe_dispatch":  # buf[e,g,c,h] = sum_s w[g,s,e,c] x[g,s,h]
         return torch.einsum("gsec,gsh->egch", args[1], args[0])
+    if n == "moe_aux_loss":
+        return _moe_aux_loss(args[0], op)
     if n == "moe_combine":  # y[g,s,h] = sum_{e,c} w[g,s,e,c] out[e,g,c,h]
         return torch.einsum("gsec,egch->gsh", args[0], args[1])
     raise InterpreterError(f"cannot evaluate cleave.{n}")

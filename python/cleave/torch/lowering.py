@@ -37,6 +37,26 @@ class _Poison:
 
 POISON = _Poison()
 
+
+class Pending:
+    """The value of a node that has no cleave value of its own but begins a
+    known computation (``torch.topk``'s indices in a load-balancing loss,
+    moe.py): every node that reads it calls ``lower``, which continues the
+    computation (another ``Pending`` or a ``Value``) or raises
+    ``Unsupported``."""
+
+    def lower(self, cx: "NodeContext", args, kwargs):
+        raise Unsupported(self.expected())
+
+    def expected(self) -> str:
+        raise NotImplementedError
+
+
+def _pending_operand(args, kwargs) -> Optional[Pending]:
+    found = []
+    map_aggregate((args, kwargs), lambda v: found.append(v) if isinstance(v, Pending) else None)
+    return found[0] if found else None
+
 #: Methods whose result may share memory with their input.
 VIEW_METHODS = {"view", "view_as", "reshape", "reshape_as", "transpose", "permute", "t",
                 "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
@@ -299,6 +319,15 @@ class Lowering:
             return concrete(node)
         if not node.users and not self._mutates(node):
             return POISON  # dead (e.g. only branched on): nothing to lower
+        args = map_aggregate(node.args, lambda n: self.env[n] if isinstance(n, Node) else n)
+        kwargs = map_aggregate(node.kwargs,
+                               lambda n: self.env[n] if isinstance(n, Node) else n)
+        pending = _pending_operand(args, kwargs)
+        if pending is not None:
+            if node.target is operator.getitem and isinstance(args[0], (tuple, list)):
+                return args[0][args[1]]
+            return self._guard(node, lambda: pending.lower(NodeContext(self, node), args,
+                                                           kwargs))
         handler = self._handler(node)
         if handler is None:
             what = describe_target(node, self.root)
@@ -306,9 +335,6 @@ class Lowering:
                 return self.fail(node, f"data-dependent {what}: it reads a traced value "
                                        f"into Python")
             return self.fail(node, f"unsupported {what}")
-        args = map_aggregate(node.args, lambda n: self.env[n] if isinstance(n, Node) else n)
-        kwargs = map_aggregate(node.kwargs,
-                               lambda n: self.env[n] if isinstance(n, Node) else n)
         if _contains_poison(args) or _contains_poison(kwargs):
             return POISON
         return self._guard(node, lambda: self._call(handler, node, args, kwargs))

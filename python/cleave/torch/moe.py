@@ -44,7 +44,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.stateless import functional_call
 
-from .lowering import BLOCKS, Unsupported
+from .ir import Value
+from .lowering import BLOCKS, Pending, Unsupported, lowers
 from .tracer import RECOGNIZERS
 
 #: Agreement required between the module and the MoE definition (float64
@@ -295,6 +296,88 @@ def lower_block(cx, x, *, block: MoEBlock):
     if not block.returns_logits:
         return y
     return (y, b.reshape(logits, cx.out_type(cx.out[1]).shape))
+
+
+
+# The load-balancing loss ----------------------------------------------------------
+
+def _op_name(node) -> str:
+    if node.op == "call_method":
+        return node.target
+    return getattr(node.target, "__name__", "")
+
+
+def _strip_reshapes(value: Value) -> Value:
+    while value.op is not None and value.op.name == "reshape":
+        value = value.op.operands[0]
+    return value
+
+
+@dataclass(frozen=True)
+class _RouterChoice(Pending):
+    """``torch.topk(scores, k)`` with ``scores = softmax(logits, -1)`` of
+    ``[N, E]`` router logits, followed through Hugging Face's
+    ``load_balancing_loss_func``: ``part`` is where the computation is."""
+
+    scores: Value
+    k: int
+    part: str  # values, indices, mask, shares (mean over tokens), terms (x probs)
+
+    def expected(self) -> str:
+        return ("torch.topk is exported only as the expert choice of a load-balancing "
+                "loss (Hugging Face's load_balancing_loss_func): sum(one_hot(topk(p, k)"
+                ".indices, E).float().mean(0) * p.mean(0)) with p = softmax(logits, -1) "
+                "of [tokens, E] router logits; this is another use of its "
+                f"{self.part}")
+
+    def lower(self, cx, args, kwargs):
+        name = _op_name(cx.node)
+        experts = self.scores.shape[-1]
+        if self.part == "indices" and name == "one_hot":
+            classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+            if classes == experts:
+                return dataclasses.replace(self, part="mask")
+        elif self.part == "mask" and name in ("float", "to", "type", "double") \
+                and args[0] is self and cx.out.is_floating_point():
+            return self
+        elif self.part == "mask" and name == "mean" and args[0] is self:
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            if dim in (0, (0,), [0]) and not kwargs.get("keepdim", False):
+                return dataclasses.replace(self, part="shares")
+        elif self.part == "shares" and name == "mul" and len(args) == 2:
+            other = args[1] if args[0] is self else args[0]
+            mean = _strip_reshapes(other) if isinstance(other, Value) else None
+            if (mean is not None and mean.op is not None and mean.op.name == "reduce_mean"
+                    and mean.op.operands[0] is self.scores and mean.op.attrs["dims"] == [0]):
+                return dataclasses.replace(self, part="terms")
+        elif self.part == "terms" and name == "sum" and args[0] is self and len(args) == 1 \
+                and not kwargs:
+            return self._aux_loss(cx)
+        raise Unsupported(self.expected())
+
+    def _aux_loss(self, cx) -> Value:
+        """sum_{j,e} share[j,e] P[e] = k * moe_aux_loss / E (the op is
+        E sum_e f[e] P[e] with f the share of the N * k selections)."""
+        b = cx.b
+        logits = self.scores.op.operands[0]
+        tokens, experts = logits.shape
+        grouped = b.reshape(logits, (1, tokens, experts))
+        out_t = cx.out_type()
+        aux = b.create1("moe_aux_loss", [grouped], {"top_k": self.k}, out_t)
+        return b.binary("mul", aux, b.splat(self.k / experts, out_t))
+
+
+@lowers(torch.topk, "topk")
+def _topk(cx, input, k, dim=-1, largest=True, sorted=True):
+    scores = input if isinstance(input, Value) else None
+    if scores is None or scores.op is None or scores.op.name != "softmax" \
+            or scores.type.rank != 2 or scores.op.attrs["dim"] != 1:
+        raise Unsupported("torch.topk is exported only over softmax(router logits, -1) of "
+                          "[tokens, E] logits, in a load-balancing loss (docs/"
+                          "pytorch-frontend.md, Mixture-of-experts blocks)")
+    if dim not in (-1, 1) or not largest:
+        raise Unsupported(f"torch.topk with dim={dim}, largest={largest}")
+    return (_RouterChoice(scores, int(k), "values"), _RouterChoice(scores, int(k), "indices"))
 
 
 RECOGNIZERS.append(recognize)

@@ -13,6 +13,9 @@ Three ways to write the block:
   (the token lists depend on the data);
 - ``GeluMoeBlock``: the Hugging Face style with GELU experts, which Cleave
   does not recognize: its export fails naming the block.
+
+With ``aux_loss_coef`` (Hugging Face's block), the loss adds Mixtral's
+load-balancing loss of all layers' router logits.
 """
 
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ class MixtralConfig(LlamaConfig):
     normalize: bool = True
     expert_hidden_dim: int = 48
     block: str = "mask"  # mask, hf or gelu
+    aux_loss_coef: float = 0.0  # Mixtral's router_aux_loss_coef (hf and gelu blocks)
 
 
 class SparseMoeBlock(nn.Module):
@@ -117,17 +121,49 @@ class MixtralBlock(TransformerBlock):
 
     def forward(self, x, cos, sin, mask):
         h = x + self.attention(self.attention_norm(x), cos, sin, mask)
+        router_logits = None
         if isinstance(self.feed_forward, HFSparseMoeBlock):
-            out, _router_logits = self.feed_forward(self.ffn_norm(h))
+            out, router_logits = self.feed_forward(self.ffn_norm(h))
         else:
             out = self.feed_forward(self.ffn_norm(h))
-        return h + out
+        return h + out, router_logits
+
+
+def load_balancing_loss_func(gate_logits, num_experts, top_k=2):
+    """transformers' Mixtral load_balancing_loss_func (without attention_mask)."""
+    compute_device = gate_logits[0].device
+    concatenated_gate_logits = torch.cat([layer_gate.to(compute_device)
+                                          for layer_gate in gate_logits], dim=0)
+    routing_weights = torch.nn.functional.softmax(concatenated_gate_logits, dim=-1)
+    _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
+    expert_mask = torch.nn.functional.one_hot(selected_experts, num_experts)
+    tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    overall_loss = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
+    return overall_loss * num_experts
 
 
 class Mixtral(Llama):
     def __init__(self, config):
         super().__init__(config)
         self.layers = nn.ModuleList([MixtralBlock(config) for _ in range(config.n_layers)])
+
+    def forward(self, tokens, targets):
+        B, T = tokens.shape
+        h = self.tok_embeddings(tokens)
+        cos, sin = self.rotary(T)
+        mask = torch.triu(torch.full((T, T), float("-inf"), device=tokens.device), diagonal=1)
+        router_logits = []
+        for layer in self.layers:
+            h, layer_logits = layer(h, cos, sin, mask)
+            router_logits.append(layer_logits)
+        logits = self.output(self.norm(h)).float()
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        if self.config.aux_loss_coef:
+            aux = load_balancing_loss_func(tuple(router_logits), self.config.experts,
+                                           self.config.top_k)
+            loss = loss + self.config.aux_loss_coef * aux
+        return loss
 
 
 def make_mixtral(**overrides):
