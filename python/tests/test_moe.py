@@ -180,7 +180,7 @@ class Wrapped(nn.Module):
 
     def forward(self, x):
         if isinstance(self.moe, HFSparseMoeBlock):  # returns (output, router_logits)
-            out, _logits = self.moe(x)
+            out, _logits = self.moe(hidden_states=x)
             return out
         return self.moe(x)
 

@@ -235,7 +235,7 @@ def recognize(module: nn.Module, example_shape, cache) -> Tuple[Optional[MoEBloc
     look like one; (None, why not) for one that looks like one but is not
     recognized. ``cache`` (one per trace) holds the routings found."""
     cand = candidate(module)
-    if cand is None or not example_shape or example_shape[-1] != cand.gate.in_features:
+    if cand is None or len(example_shape) < 2 or example_shape[-1] != cand.gate.in_features:
         return None, ""
     names, reason = structure(module, cand)
     block = None
@@ -261,9 +261,11 @@ def _groups(shape) -> Tuple[int, int]:
     return math.prod(lead[:-1]), lead[-1]
 
 
-def lower_block(cx, x, *, block: MoEBlock):
+def lower_block(cx, *args, block: MoEBlock, **kwargs):
     """The block as moe_router (dropless), moe_dispatch, batched SwiGLU
-    experts over stacked weights and moe_combine."""
+    experts over stacked weights and moe_combine. Its one tensor argument
+    (the tracer checked) may be passed by keyword."""
+    (x,) = list(args) + list(kwargs.values())
     out = cx.out[0] if block.returns_logits else cx.out
     out_t = cx.out_type(out)
     if not out_t.is_float:

@@ -292,12 +292,14 @@ class ConcreteTracer(torch.fx.Tracer):
             m, module_qualified_name)
 
     def _recognize(self, m, args, kwargs) -> None:
-        """Runs the recognizers on a module called with one traced tensor."""
+        """Runs the recognizers on a module called with one traced tensor
+        (positional or by keyword)."""
         path = self.path_of_module(m)
-        if not RECOGNIZERS or path in self._blocks or kwargs or len(args) != 1 \
-                or not isinstance(args[0], Proxy):
+        operands = list(args) + list(kwargs.values())
+        if not RECOGNIZERS or path in self._blocks or len(operands) != 1 \
+                or not isinstance(operands[0], Proxy):
             return
-        example = concrete(args[0])
+        example = concrete(operands[0])
         if not isinstance(example, torch.Tensor) or any(p == path for p, _, _ in self.rejected):
             return
         with self._evaluation():
