@@ -6,7 +6,12 @@ Every fx node becomes one of:
 - a Python/torch constant when it does not (a mask buffer, ``torch.arange``,
   shape arithmetic): constants are materialized as ``cleave.constant`` only
   where a dynamic op consumes them;
-- a tuple/list of those (``split``, ``chunk``).
+- a tuple/list of those (``split``, ``chunk``);
+- a ``Pending`` value: the start of a computation lowered as a whole when it
+  ends (``torch.topk`` in a load-balancing loss, moe.py).
+
+A module the tracer recognized whole (a mixture-of-experts block) is one
+``call_module`` node lowered by ``BLOCKS``.
 
 Ops are lowered by handlers registered per fx target in ``ops_*.py``. A
 handler receives a ``NodeContext`` and the node's arguments with dynamic
