@@ -66,6 +66,8 @@ class MixtralTest(unittest.TestCase):
         self.assertEqual(mlir.count("cleave.moe_combine"), 2)
         self.assertEqual(mlir.count("cleave.silu"), 2)  # one batched SwiGLU per layer
         self.assertNotIn("capacity_factor", mlir, "the router is dropless")
+        self.assertEqual(exported.rewrites["moe_router"], 2)
+        self.assertEqual(exported.rewrites["moe_aux_loss"], 0)
         self.assertEqual(exported.unused_parameters, [])
         params = re.findall(r'cleave.param = "([^"]+)"', mlir)
         self.assertEqual(params, list(exported.parameters))

@@ -230,6 +230,8 @@ def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
         raise ExportError(subject, sorted(problems + _rejected_blocks(tracer),
                                           key=_problem_order))
     rewrites = patterns.rewrite(program) if recognize_patterns else {}
+    for name in ("moe_router", "moe_aux_loss"):  # MoE blocks and balance losses
+        rewrites[name] = sum(op.name == name for op in program.ops)
     simplify(program)
     _drop_unused_parameters(program)
     used = set()
