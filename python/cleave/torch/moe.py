@@ -21,10 +21,16 @@ Recognition has two parts:
   recognized; the routing found is the one exported. ``forward`` may return
   the output alone or ``(output, router_logits)`` (Hugging Face Mixtral).
 
-A module that has the structure but not the semantics (a GELU expert, a
-router with a bias, shared experts, jitter...) is traced through as usual;
-if that fails, the export error names the module and why it was not
-recognized.
+A module with a router beside a list of experts that fails either part (a
+GELU expert, a router with a bias, shared experts, jitter...) is traced
+through as usual; if that fails, the export error names the module and why
+it was not recognized.
+
+Mixtral's load-balancing loss (Hugging Face's ``load_balancing_loss_func``
+over the router logits the blocks return) is traced: ``torch.topk`` gives a
+``Pending`` value followed through ``one_hot``, the mean over tokens and the
+product with the mean router probability to its ``sum``, which becomes
+``cleave.moe_aux_loss`` (``_RouterChoice``).
 
 Lowering (docs/moe.md): the tokens are grouped as ``[G, S, H]`` (one group
 per sequence of a ``[B, S, H]`` input, one group for ``[N, H]``), the router
