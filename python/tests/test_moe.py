@@ -274,6 +274,18 @@ class BlockRecognitionTest(unittest.TestCase):
                                         r"%p.moe.experts._.w3.weight \{transpose_rhs\}.*\n"
                                         r".*\n.*cleave.silu %\1 ")
 
+    def test_long_sequences_are_routed_in_groups(self):
+        # [2, 96] tokens: groups of 48 (the largest divisor of 96 up to 64).
+        torch.manual_seed(0)
+        model = Wrapped(SparseMoeBlock(16, 24, 5, 2, True))
+        x = torch.randn(2, 96, 16, generator=torch.Generator().manual_seed(8))
+        y = torch.randn(2, 96, 16, generator=torch.Generator().manual_seed(9))
+        exported = export(model, {"x": x}, F.mse_loss, {"y": y})
+        self.assertIn("{normalize, top_k = 2 : i64} : (tensor<4x48x5xf32>) -> "
+                      "(tensor<4x48x5x48xf32>, tensor<4x48x5x48xf32>)", exported.mlir)
+        support.assert_close_relative(self, F.mse_loss(model(x), y).detach(),
+                                      exported.evaluate({"x": x, "y": y}), 1e-6, "loss")
+
     def test_blocks_of_one_class_with_other_settings(self):
         # One probe per class, shapes and attributes: top_k differs here.
         torch.manual_seed(0)

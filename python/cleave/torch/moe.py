@@ -60,6 +60,8 @@ from .tracer import RECOGNIZERS
 _RTOL = 1e-5
 #: Tokens of the random input ``identify`` runs the block on.
 _PROBE_TOKENS = 64
+#: The most tokens per routing group of the export (``_groups``).
+_GROUP_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -260,11 +262,15 @@ def recognize(module: nn.Module, example_shape, cache) -> Tuple[Optional[MoEBloc
 # Lowering ---------------------------------------------------------------------
 
 def _groups(shape) -> Tuple[int, int]:
-    """(G, S): one group per sequence of a [B, S, H] input."""
+    """(G, S) for a [B, T, H] input ([T, H]: B = 1): each sequence split into
+    groups of S tokens, S the largest divisor of T up to _GROUP_TOKENS.
+    Dropless routing is per token, so any grouping computes the same; short
+    groups keep the routing tensors ([G, S, E, S]) and the dispatch linear in
+    T, and the batch dimension stays outermost (data parallelism splits G)."""
     lead = shape[:-1]
-    if len(lead) == 1:
-        return 1, lead[0]
-    return math.prod(lead[:-1]), lead[-1]
+    batch, length = math.prod(lead[:-1]), lead[-1]
+    size = max(d for d in range(1, min(length, _GROUP_TOKENS) + 1) if length % d == 0)
+    return batch * (length // size), size
 
 
 def lower_block(cx, *args, block: MoEBlock, **kwargs):
