@@ -329,7 +329,25 @@ class TopKElsewhere(nn.Module):
         return values.sum()
 
 
+class NotABlock(nn.Module):
+    """A Linear(H, 2) beside a list of two modules that are no experts."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(16, 2)
+        self.blocks = nn.ModuleList([nn.Tanh(), nn.Tanh()])
+
+    def forward(self, x):
+        return torch.erf(self.blocks[1](self.blocks[0](self.head(x)))).sum()
+
+
 class TopKErrorTest(unittest.TestCase):
+    def test_other_modules_are_not_called_moe_blocks(self):
+        with self.assertRaises(ExportError) as caught:
+            export(nn.Sequential(NotABlock()), {"input": torch.randn(12, 16)})
+        self.assertIn("unsupported function torch.erf", str(caught.exception))
+        self.assertNotIn("mixture-of-experts", str(caught.exception))
+
     def test_other_uses_of_topk_are_refused(self):
         with self.assertRaises(ExportError) as caught:
             export(TopKElsewhere(), {"x": torch.randn(12, 16)})

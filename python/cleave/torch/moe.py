@@ -93,15 +93,23 @@ class MoEBlock:
     returns_logits: bool  # forward returns (output, router_logits)
 
 
+def _reads_hidden(expert: nn.Module, hidden: int) -> bool:
+    """An expert-like module: a child Linear reading the hidden size."""
+    return any(isinstance(c, nn.Linear) and c.in_features == hidden
+               for c in expert.children())
+
+
 def candidate(module: nn.Module) -> Optional[Candidate]:
-    """A child Linear with E outputs beside a child ModuleList of E modules."""
+    """A child Linear(H, E) beside a child ModuleList of E modules that each
+    have a Linear reading H: what looks like a MoE block."""
     children = list(module.named_children())
     lists = [(n, c) for n, c in children if isinstance(c, nn.ModuleList) and len(c) >= 2]
     for gate_name, gate in children:
         if not isinstance(gate, nn.Linear):
             continue
         for experts_name, experts in lists:
-            if len(experts) == gate.out_features:
+            if len(experts) == gate.out_features and all(
+                    _reads_hidden(e, gate.in_features) for e in experts):
                 return Candidate(gate_name, gate, experts_name, experts)
     return None
 
