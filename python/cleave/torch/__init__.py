@@ -5,7 +5,7 @@ See docs/pytorch-frontend.md for the API, the command line
 """
 
 from .export import ExportError, ExportedProgram, InputSpec, export
-from .params import load_tensors, save_batches, save_parameters
+from .params import load_tensors, save_batches, save_parameters, split_stacked, stack_like
 
 __all__ = ["export", "ExportError", "ExportedProgram", "InputSpec", "save_batches",
-           "save_parameters", "load_tensors"]
+           "save_parameters", "load_tensors", "split_stacked", "stack_like"]

@@ -151,7 +151,7 @@ def load_weights(model: torch.nn.Module, path: str) -> None:
         state = torch.load(path, map_location="cpu")
         model.load_state_dict(state)
         return
-    tensors = params_io.load_tensors(path)
+    tensors = params_io.split_stacked(params_io.load_tensors(path))
     named = dict(model.named_parameters())
     for name, tensor in tensors.items():
         if name not in named:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .. import tensorfile
-from . import ops_math, ops_nn, ops_shape  # noqa: F401  (register the handlers)
+from . import moe, ops_math, ops_nn, ops_shape  # noqa: F401  (register the handlers)
 from . import patterns
 from .interpreter import evaluate
 from .ir import Program, simplify
@@ -172,8 +172,19 @@ def _trace(module, model_args, loss, loss_inputs):
     except Exception as err:  # the user's code failed under tracing
         where = traceback_location(err.__traceback__) or user_location()
         tracer.problems.append(Problem(where, f"tracing failed: {type(err).__name__}: {err}"))
-        return None, tracer.problems, list(inputs)
-    return graph, tracer.problems, list(inputs)
+        graph = None
+    return graph, tracer, list(inputs)
+
+
+def _rejected_blocks(tracer) -> List[Problem]:
+    """Why modules that look like a mixture-of-experts block were traced
+    through instead (reported when the export fails)."""
+    return [Problem(location, f"module '{path}' is not exported as a mixture-of-experts "
+                              f"block: {reason}. The front-end recognizes a router "
+                              f"nn.Linear(H, E, bias=False) with softmax or sigmoid top-k "
+                              f"gating over an nn.ModuleList of E SwiGLU experts "
+                              f"(docs/pytorch-frontend.md)")
+            for path, location, reason in tracer.rejected]
 
 
 def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
@@ -206,20 +217,28 @@ def export(module: torch.nn.Module, example_inputs, loss: LossArg = None,
     if loss_inputs and not callable(loss):
         raise TypeError("loss_inputs needs a callable loss=")
     model_args = _bind_inputs(module, example_inputs)
-    graph, problems, input_names = _trace(module, model_args, loss, loss_inputs)
+    graph, tracer, input_names = _trace(module, model_args, loss, loss_inputs)
+    problems = tracer.problems
     if graph is None:
-        raise ExportError(subject, problems)
+        raise ExportError(subject, problems + _rejected_blocks(tracer))
     if "dropout_seed" in input_names:
         raise ValueError("'dropout_seed' is reserved for the dropout seed input")
     lowering = Lowering(graph, module, dropout, user_location())
     program = lowering.run()
     problems = problems + lowering.problems
     if problems:
-        raise ExportError(subject, sorted(problems, key=_problem_order))
+        raise ExportError(subject, sorted(problems + _rejected_blocks(tracer),
+                                          key=_problem_order))
     rewrites = patterns.rewrite(program) if recognize_patterns else {}
+    for name in ("moe_router", "moe_aux_loss"):  # MoE blocks and balance losses
+        rewrites[name] = sum(op.name == name for op in program.ops)
     simplify(program)
     _drop_unused_parameters(program)
-    used = {a.arg_attrs["cleave.param"] for a in program.args if "cleave.param" in a.arg_attrs}
+    used = set()
+    for arg in program.args:
+        if "cleave.param" in arg.arg_attrs:
+            name = arg.arg_attrs["cleave.param"]
+            used.update(lowering.stacks.get(name, [name]))
     parameters = OrderedDict(
         (arg.arg_attrs["cleave.param"],
          lowering.used_params[arg.arg_attrs["cleave.param"]].detach().clone())

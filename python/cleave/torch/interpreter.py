@@ -94,6 +94,54 @@ def _cross_entropy(logits, labels, count, op):
     return total / count.to(total.dtype)
 
 
+def _moe_choice(logits, top_k):
+    """(rank, selected): an expert's rank is the number of experts with a
+    higher logit, or an equal one and a lower index (docs/moe.md)."""
+    index = torch.arange(logits.shape[-1])
+    higher = logits.unsqueeze(-2) > logits.unsqueeze(-1)  # [g, s, e, f]: f above e
+    tied = (logits.unsqueeze(-2) == logits.unsqueeze(-1)) & (index < index[:, None])
+    rank = (higher | tied).sum(-1)
+    return rank, rank < top_k
+
+
+def _moe_aux_loss(logits, op):
+    """sum_g E sum_e f[g,e] P[g,e]: f the share of the group's S * top_k
+    selections choosing e (a constant), P the mean router probability."""
+    top_k = op.attrs["top_k"]
+    seq, experts = logits.shape[1], logits.shape[2]
+    _, selected = _moe_choice(logits, top_k)
+    share = selected.sum(1).to(logits.dtype) / (seq * top_k)
+    if op.attrs.get("sigmoid"):
+        scores = torch.sigmoid(logits)
+        probs = scores / scores.sum(-1, keepdim=True)
+    else:
+        probs = torch.softmax(logits, -1)
+    return experts * (share * probs.mean(1)).sum()
+
+
+def _moe_router(logits, op, capacity):
+    """(combine, dispatch), docs/moe.md: an expert's rank is the number of
+    experts with a higher logit, or an equal one and a lower index; the
+    selections take slots first choices first, in token order; a selection
+    finding its expert's ``capacity`` slots taken is dropped."""
+    a = op.attrs
+    seq = logits.shape[1]
+    rank, selected = _moe_choice(logits, a["top_k"])
+    scores = torch.sigmoid(logits) if a.get("sigmoid") else torch.softmax(logits, -1)
+    gates = scores * selected
+    if a.get("normalize"):
+        gates = gates / gates.sum(-1, keepdim=True)
+    tokens = torch.arange(seq)
+    mine, other = rank.unsqueeze(2), rank.unsqueeze(1)  # [g, s, 1, e], [g, 1, t, e]
+    earlier = (tokens < tokens[:, None])[None, :, :, None]  # t before s
+    before = selected.unsqueeze(1) & ((other < mine) | ((other == mine) & earlier))
+    slot = before.sum(2)
+    kept = selected & (slot < capacity)
+    dispatch = ((slot.unsqueeze(-1) == torch.arange(capacity)) & kept.unsqueeze(-1)).to(
+        logits.dtype)
+    return gates.unsqueeze(-1) * dispatch, dispatch
+
+
 def _label_count(labels, op, out):
     kept = labels != op.attrs["ignore_index"]
     return kept.sum().to(ELEMENT_TO_TORCH[out.dtype])
@@ -151,6 +199,14 @@ def evaluate_op(op: Op, args):
         return _attention(*args, op)
     if n == "rotary":
         return _rotary(args[0], op)
+    if n == "moe_router":
+        return _moe_router(args[0], op, out.shape[-1])
+    if n == "moe_dispatch":  # buf[e,g,c,h] = sum_s w[g,s,e,c] x[g,s,h]
+        return torch.einsum("gsec,gsh->egch", args[1], args[0])
+    if n == "moe_aux_loss":
+        return _moe_aux_loss(args[0], op)
+    if n == "moe_combine":  # y[g,s,h] = sum_{e,c} w[g,s,e,c] out[e,g,c,h]
+        return torch.einsum("gsec,egch->gsh", args[0], args[1])
     raise InterpreterError(f"cannot evaluate cleave.{n}")
 
 
@@ -173,10 +229,13 @@ def evaluate(program: Program, inputs: Dict[str, torch.Tensor],
         env[id(arg)] = tensor
     for op in program.ops:
         args = [env[id(v)] for v in op.operands]
-        result = evaluate_op(op, args)
-        if tuple(result.shape) != op.results[0].shape:
-            raise InterpreterError(f"cleave.{op.name} produced {list(result.shape)}, "
-                                   f"its type says {op.results[0].type}")
-        env[id(op.results[0])] = result
+        results = evaluate_op(op, args)
+        if not isinstance(results, tuple):
+            results = (results,)
+        for result, value in zip(results, op.results, strict=True):
+            if tuple(result.shape) != value.shape:
+                raise InterpreterError(f"cleave.{op.name} produced {list(result.shape)}, "
+                                       f"its type says {value.type}")
+            env[id(value)] = result
     return env[id(program.result)]
 

@@ -6,7 +6,12 @@ Every fx node becomes one of:
 - a Python/torch constant when it does not (a mask buffer, ``torch.arange``,
   shape arithmetic): constants are materialized as ``cleave.constant`` only
   where a dynamic op consumes them;
-- a tuple/list of those (``split``, ``chunk``).
+- a tuple/list of those (``split``, ``chunk``);
+- a ``Pending`` value: the start of a computation lowered as a whole when it
+  ends (``torch.topk`` in a load-balancing loss, moe.py).
+
+A module the tracer recognized whole (a mixture-of-experts block) is one
+``call_module`` node lowered by ``BLOCKS``.
 
 Ops are lowered by handlers registered per fx target in ``ops_*.py``. A
 handler receives a ``NodeContext`` and the node's arguments with dynamic
@@ -15,6 +20,7 @@ express exactly. After each node the lowered type is checked against the
 shape and dtype PyTorch computed on the example inputs.
 """
 
+import functools
 import inspect
 import operator
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -36,6 +42,26 @@ class _Poison:
 
 POISON = _Poison()
 
+
+class Pending:
+    """The value of a node that has no cleave value of its own but begins a
+    known computation (``torch.topk``'s indices in a load-balancing loss,
+    moe.py): every node that reads it calls ``lower``, which continues the
+    computation (another ``Pending`` or a ``Value``) or raises
+    ``Unsupported``."""
+
+    def lower(self, cx: "NodeContext", args, kwargs):
+        raise Unsupported(self.expected())
+
+    def expected(self) -> str:
+        raise NotImplementedError
+
+
+def _pending_operand(args, kwargs) -> Optional[Pending]:
+    found = []
+    map_aggregate((args, kwargs), lambda v: found.append(v) if isinstance(v, Pending) else None)
+    return found[0] if found else None
+
 #: Methods whose result may share memory with their input.
 VIEW_METHODS = {"view", "view_as", "reshape", "reshape_as", "transpose", "permute", "t",
                 "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
@@ -45,6 +71,9 @@ VIEW_METHODS = {"view", "view_as", "reshape", "reshape_as", "transpose", "permut
 FUNCTIONS: Dict[Any, Callable] = {}
 METHODS: Dict[str, Callable] = {}
 MODULES: Dict[type, Callable] = {}
+#: Handlers of modules the tracer recognized as a whole (``tracer.RECOGNIZERS``),
+#: by the type of what the recognizer returned (``node.meta["cleave_block"]``).
+BLOCKS: Dict[type, Callable] = {}
 
 #: Methods that read a traced value into Python.
 DATA_DEPENDENT = {"item", "tolist", "numpy", "nonzero", "unique", "any", "all",
@@ -194,7 +223,9 @@ class Lowering:
         self.env: Dict[Node, Any] = {}
         self.param_order = {id(p): i for i, (_, p) in enumerate(root.named_parameters())}
         self.param_names = {id(p): n for n, p in root.named_parameters()}
-        self.params: Dict[int, Value] = {}
+        self.params: Dict[Any, Value] = {}
+        #: Stacked parameters: name -> the names of its slices (in order).
+        self.stacks: Dict[str, List[str]] = {}
         self.used_params: Dict[str, torch.nn.Parameter] = {}
         self.inputs: List[Value] = []
         self.seed: Optional[Value] = None
@@ -207,7 +238,15 @@ class Lowering:
         key = id(parameter)
         if key in self.params:
             return self.params[key]
-        name = self.param_names.get(key)
+        name = self._checked_name(parameter)
+        value = self.program.add_arg(type_of(parameter), "p." + _ssa_safe(name),
+                                     {"cleave.param": name}, requires_grad=True)
+        self.params[key] = value
+        self.used_params[name] = parameter
+        return value
+
+    def _checked_name(self, parameter) -> str:
+        name = self.param_names.get(id(parameter))
         if name is None:
             raise Unsupported("uses a parameter that is not registered in the module")
         if not parameter.requires_grad:
@@ -216,10 +255,28 @@ class Lowering:
         if parameter.dtype != torch.float32:
             raise Unsupported(f"parameter '{name}' is {parameter.dtype}; the front-end "
                               f"exports float32 parameters")
-        value = self.program.add_arg(type_of(parameter), "p." + _ssa_safe(name),
+        return name
+
+    def stacked_param_value(self, parameters: Sequence[torch.nn.Parameter]) -> Value:
+        """One argument holding ``torch.stack(parameters)``: parameters whose
+        names differ only in one index (``experts.0.w1.weight``,
+        ``experts.1.w1.weight``, ...) are named with ``*`` in its place
+        (``experts.*.w1.weight``); ``params.split_stacked`` splits them."""
+        key = tuple(id(p) for p in parameters)
+        if key in self.params:
+            return self.params[key]
+        names = [self._checked_name(p) for p in parameters]
+        name = stacked_name(names)
+        if name is None or len({tuple(p.shape) for p in parameters}) != 1:
+            raise Unsupported(f"cannot stack parameters {names[0]}, ..., {names[-1]}: their "
+                              f"names must differ in one index 0..{len(names) - 1}, their "
+                              f"shapes must be equal")
+        stacked = torch.stack([p.detach() for p in parameters])
+        value = self.program.add_arg(type_of(stacked), "p." + _ssa_safe(name),
                                      {"cleave.param": name}, requires_grad=True)
         self.params[key] = value
-        self.used_params[name] = parameter
+        self.used_params[name] = stacked
+        self.stacks[name] = names
         return value
 
     def dropout_seed(self) -> Value:
@@ -230,7 +287,10 @@ class Lowering:
 
     def _order_args(self) -> None:
         """Inputs, the dropout seed, then parameters in named_parameters order."""
-        params = sorted(self.params.items(), key=lambda item: self.param_order[item[0]])
+        def order(item):
+            key = item[0]
+            return self.param_order[key[0] if isinstance(key, tuple) else key]
+        params = sorted(self.params.items(), key=order)
         seed = [self.seed] if self.seed else []
         self.program.args = self.inputs + seed + [value for _, value in params]
 
@@ -264,6 +324,15 @@ class Lowering:
             return concrete(node)
         if not node.users and not self._mutates(node):
             return POISON  # dead (e.g. only branched on): nothing to lower
+        args = map_aggregate(node.args, lambda n: self.env[n] if isinstance(n, Node) else n)
+        kwargs = map_aggregate(node.kwargs,
+                               lambda n: self.env[n] if isinstance(n, Node) else n)
+        pending = _pending_operand(args, kwargs)
+        if pending is not None:
+            if node.target is operator.getitem and isinstance(args[0], (tuple, list)):
+                return args[0][args[1]]
+            return self._guard(node, lambda: pending.lower(NodeContext(self, node), args,
+                                                           kwargs))
         handler = self._handler(node)
         if handler is None:
             what = describe_target(node, self.root)
@@ -271,9 +340,6 @@ class Lowering:
                 return self.fail(node, f"data-dependent {what}: it reads a traced value "
                                        f"into Python")
             return self.fail(node, f"unsupported {what}")
-        args = map_aggregate(node.args, lambda n: self.env[n] if isinstance(n, Node) else n)
-        kwargs = map_aggregate(node.kwargs,
-                               lambda n: self.env[n] if isinstance(n, Node) else n)
         if _contains_poison(args) or _contains_poison(kwargs):
             return POISON
         return self._guard(node, lambda: self._call(handler, node, args, kwargs))
@@ -325,6 +391,9 @@ class Lowering:
                 return None
         if node.op == "call_method":
             return METHODS.get(node.target)
+        if node.op == "call_module" and "cleave_block" in node.meta:
+            block = node.meta["cleave_block"]
+            return functools.partial(BLOCKS[type(block)], block=block)
         if node.op == "call_module":
             for cls in type(self.root.get_submodule(node.target)).__mro__:
                 if cls in MODULES:
@@ -390,6 +459,20 @@ def _contains_poison(value) -> bool:
     found = []
     map_aggregate(value, lambda v: found.append(v) if v is POISON else None)
     return bool(found)
+
+
+def stacked_name(names: Sequence[str]) -> Optional[str]:
+    """``a.*.b`` when ``names`` are ``a.0.b``, ``a.1.b``, ..., else None."""
+    parts = [n.split(".") for n in names]
+    if not parts or len({len(p) for p in parts}) != 1:
+        return None
+    differ = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
+    if len(parts) == 1 or len(differ) != 1:
+        return None
+    at = differ[0]
+    if [p[at] for p in parts] != [str(i) for i in range(len(parts))]:
+        return None
+    return ".".join(parts[0][:at] + ["*"] + parts[0][at + 1:])
 
 
 def _ssa_safe(name: str) -> str:

@@ -44,6 +44,51 @@ def from_file_tensor(tensor: Tensor) -> torch.Tensor:
     return raw.view(dtype).reshape(tensor.shape).clone()
 
 
+#: The index of a stacked parameter's name: ``experts.*.w1.weight`` holds
+#: ``experts.0.w1.weight``, ``experts.1.w1.weight``, ... along dimension 0.
+STACKED = "*"
+
+
+def split_stacked(params: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Cleave parameter names to the module's (state_dict) names: a stacked
+    ``a.*.b`` of shape ``[E, ...]`` becomes ``a.0.b``, ..., ``a.{E-1}.b``
+    (views of it); other tensors keep their names. Order is kept."""
+    out: Dict[str, torch.Tensor] = {}
+    for name, tensor in params.items():
+        parts = name.split(".")
+        if parts.count(STACKED) != 1:
+            out[name] = tensor
+            continue
+        if tensor.dim() == 0:
+            raise TensorFileError(f"stacked parameter '{name}' is a scalar")
+        at = parts.index(STACKED)
+        for index, part in enumerate(tensor.unbind(0)):
+            out[".".join(parts[:at] + [str(index)] + parts[at + 1:])] = part
+    return out
+
+
+def stack_like(names, params: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """The inverse of ``split_stacked``: the tensors of ``params`` (by the
+    module's names) under the cleave ``names``, stacking ``a.*.b`` from
+    ``a.0.b``, ``a.1.b``, ... (as many as ``params`` has)."""
+    out: Dict[str, torch.Tensor] = {}
+    for name in names:
+        parts = name.split(".")
+        if parts.count(STACKED) != 1:
+            out[name] = params[name]
+            continue
+        at, slices = parts.index(STACKED), []
+        while True:
+            key = ".".join(parts[:at] + [str(len(slices))] + parts[at + 1:])
+            if key not in params:
+                break
+            slices.append(params[key])
+        if not slices:
+            raise KeyError(f"no parameter to stack as '{name}'")
+        out[name] = torch.stack(slices)
+    return out
+
+
 def save_parameters(path: str, params: Mapping[str, torch.Tensor]) -> None:
     """Writes a parameter file: F32 tensors in mapping order."""
     tensorfile.write(path, {name: to_file_tensor(t, torch.float32) for name, t in params.items()},

@@ -13,7 +13,8 @@ _UNARY = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu
 _BINARY = {"add", "sub", "mul", "div", "max", "min", "pow"}
 _REDUCE = {"reduce_sum", "reduce_mean", "reduce_max"}
 _GENERIC = {"matmul", "layer_norm", "rms_norm", "embedding", "cross_entropy", "label_count",
-            "attention", "dropout"}
+            "attention", "dropout", "moe_router", "moe_dispatch", "moe_combine",
+            "moe_aux_loss"}
 _BITS = {"f32": ("<f", "<I", 8), "f64": ("<d", "<Q", 16)}
 
 

@@ -112,12 +112,13 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
           recipe: Recipe = Recipe()):
     """Trains ``model`` in place; returns (per-step losses, final parameters)."""
     named = dict(model.named_parameters())
-    for name, tensor in initial.items():
+    split = params_io.split_stacked(initial)  # experts.*.w1.weight -> experts.{e}.w1.weight
+    for name, tensor in split.items():
         if name not in named:
             raise ValueError(f"parameter file: '{name}' is no parameter of the model")
         with torch.no_grad():
             named[name].copy_(tensor)
-    trained = [named[name] for name in initial]
+    trained = [named[name] for name in split]
     opt = make_optimizer(trained, optimizer, lr, tuple(betas), eps, weight_decay, recipe)
     inputs = [n for n in batches if n not in loss_inputs]
     for name in list(inputs) + list(loss_inputs):
@@ -144,7 +145,8 @@ def train(model: torch.nn.Module, initial: Mapping[str, torch.Tensor],
         set_lr(opt, recipe.lr_at(lr, step + 1))
         opt.step()
         losses.append(value.detach().float())
-    final = {name: named[name].detach().clone() for name in initial}
+    final = params_io.stack_like(initial, {name: named[name].detach().clone()
+                                           for name in split})
     return torch.stack(losses), final
 
 
@@ -156,7 +158,7 @@ def evaluate(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
     nanoGPT's ``estimate_loss`` and cleave-run's ``--val-data``."""
     named = dict(model.named_parameters())
     with torch.no_grad():
-        for name, tensor in params.items():
+        for name, tensor in params_io.split_stacked(params).items():
             if name not in named:
                 raise ValueError(f"parameter file: '{name}' is no parameter of the model")
             named[name].copy_(tensor)

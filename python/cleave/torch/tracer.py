@@ -44,6 +44,14 @@ _META_METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension",
                            "is_contiguous", "is_floating_point", "stride",
                            "element_size", "get_device"})
 
+#: Recognizers of whole modules (``moe.recognize``): ``(module, input shape,
+#: cache) -> (block, reason)``, ``cache`` a dict for the recognizer's use,
+#: one per trace. A module a recognizer returns a block for is a leaf of
+#: the trace (one ``call_module`` node with ``meta["cleave_block"]``), lowered
+#: by ``lowering.BLOCKS``; a reason says why a module that looks like such a
+#: block was not recognized (reported if the export then fails).
+RECOGNIZERS: List[Callable[[torch.nn.Module, Tuple[int, ...], Dict], Tuple[Any, str]]] = []
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = sysconfig.get_paths()["stdlib"] + os.sep
@@ -204,6 +212,11 @@ class ConcreteTracer(torch.fx.Tracer):
         self._evaluating = False
         self._constants: Dict[int, Tuple[torch.Tensor, Node]] = {}
         self._params: Dict[str, torch.nn.Parameter] = {}
+        self._blocks: Dict[str, Any] = {}
+        self._recognizer_caches: Dict[int, Dict] = {}
+        #: Modules that look like a recognized block but are not one:
+        #: (path, location of the call, why not).
+        self.rejected: List[Tuple[str, Optional[Location], str]] = []
 
     def report(self, message: str) -> None:
         self.problems.append(Problem(user_location(), message))
@@ -242,6 +255,8 @@ class ConcreteTracer(torch.fx.Tracer):
             or any(is_dynamic(n) for n in node.all_input_nodes))
         node.meta["cleave_value"] = self._evaluate(kind, target, args, kwargs,
                                                    node.meta["cleave_dynamic"])
+        if kind == "call_module" and target in self._blocks:
+            node.meta["cleave_block"] = self._blocks[target]
         return proxy
 
     def create_arg(self, a):
@@ -269,7 +284,33 @@ class ConcreteTracer(torch.fx.Tracer):
             # A module built inside forward() (e.g. nn.CrossEntropyLoss()(y, t)):
             # trace through it; its functional calls are recorded.
             return forward(*args, **kwargs)
+        self._recognize(m, args, kwargs)
         return super().call_module(m, forward, args, kwargs)
+
+    def is_leaf_module(self, m, module_qualified_name):
+        return module_qualified_name in self._blocks or super().is_leaf_module(
+            m, module_qualified_name)
+
+    def _recognize(self, m, args, kwargs) -> None:
+        """Runs the recognizers on a module called with one traced tensor
+        (positional or by keyword)."""
+        path = self.path_of_module(m)
+        operands = list(args) + list(kwargs.values())
+        if not RECOGNIZERS or path in self._blocks or len(operands) != 1 \
+                or not isinstance(operands[0], Proxy):
+            return
+        example = concrete(operands[0])
+        if not isinstance(example, torch.Tensor) or any(p == path for p, _, _ in self.rejected):
+            return
+        with self._evaluation():
+            for recognizer in RECOGNIZERS:
+                cache = self._recognizer_caches.setdefault(id(recognizer), {})
+                block, reason = recognizer(m, tuple(example.shape), cache)
+                if block is not None:
+                    self._blocks[path] = block
+                    return
+                if reason:
+                    self.rejected.append((path, user_location(), reason))
 
     def getattr(self, attr, attr_val, parameter_proxy_cache):
         if self._evaluating:
