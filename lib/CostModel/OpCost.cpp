@@ -13,7 +13,7 @@ double AttentionShape::executedFlops(bool backward) const {
   // four more GEMMs of the same size (dV, dP, dQ, dK): 5 / 2 of forward.
   double f = 4 * batch * heads * seqQ * seqKV * headDim;
   if (causal)
-    f *= 0.5;
+    f *= causalShare;
   return backward ? 2.5 * f : f;
 }
 

@@ -160,11 +160,15 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
     return "plan.recompute_per_stage: " +
            std::to_string(p.recomputePerStage.size()) + " entries for " +
            std::to_string(p.pp) + " pipeline stages";
-  int64_t cpSplit = p.cp > 1 ? 2 * p.cp : 1;
+  int64_t cpSplit = p.cp > 1 ? (p.cpBalanced ? 2 : 1) * p.cp : 1;
   if (m.seqLen % cpSplit != 0)
     return "plan.cp: the sequence length " + std::to_string(m.seqLen) +
-           " must be divisible by 2 x cp = " + std::to_string(cpSplit) +
-           " (the load-balanced layout: rank r holds chunks r and 2cp-1-r)";
+           (p.cpBalanced
+                ? " must be divisible by 2 x cp = " + std::to_string(cpSplit) +
+                      " (the load-balanced layout: rank r holds chunks r and "
+                      "2cp-1-r)"
+                : " must be divisible by cp = " + std::to_string(cpSplit) +
+                      " (the contiguous layout)");
   return "";
 }
 
@@ -192,6 +196,7 @@ std::string validatePlan(const ParallelPlan &p, const ModelConfig &m,
 std::string describe(const ParallelPlan &p) {
   std::ostringstream os;
   os << "tp=" << p.tp << " pp=" << p.pp << " dp=" << p.dp << " cp=" << p.cp
+     << (p.cp > 1 && !p.cpBalanced ? " contiguous" : "")
      << (p.sequenceParallel ? " sp" : "") << " mbs=" << p.microBatchSize
      << " m=" << p.numMicroBatches << " " << toString(p.schedule);
   if (p.schedule == Schedule::Interleaved1F1B)

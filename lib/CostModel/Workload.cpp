@@ -52,6 +52,8 @@ namespace {
 struct Dims {
   double b, s, sq, tokens, tokensSp, h, heads, kvHeads, headDim, ffn, vocab;
   double act; ///< bytes per activation element
+  /// Share of the causal scores the busiest context-parallel rank computes.
+  double causalShare;
   double tp;
   DType dtype;
   bool sp, dropout, flash, llama;
@@ -62,6 +64,10 @@ Dims dimsOf(const ModelConfig &m, const ParallelPlan &p) {
   d.b = double(p.microBatchSize);
   d.s = double(m.seqLen);
   d.sq = d.s / p.cp;
+  // Contiguous blocks: the last rank's queries see (2cp-1)/2cp of the keys
+  // on average, and every rank waits for it at the next collective.
+  d.causalShare =
+      p.cp > 1 && !p.cpBalanced ? (2.0 * p.cp - 1) / (2.0 * p.cp) : 0.5;
   d.tokens = d.b * d.sq;
   d.tp = p.tp;
   d.sp = p.sequenceParallel && p.tp > 1;
@@ -135,7 +141,7 @@ public:
     items.push_back(it);
   }
   void flash(bool backward) {
-    AttentionShape a{d.b, d.heads, d.sq, d.s, d.headDim, true};
+    AttentionShape a{d.b, d.heads, d.sq, d.s, d.headDim, true, d.causalShare};
     WorkItem it =
         base("attention", backward ? Phase::Backward : Phase::Forward, true);
     it.kernel = Kernel::makeAttention(a, backward, DType::BF16);
@@ -168,7 +174,8 @@ void attentionCore(Builder &b, bool backward) {
   // path (the attention needs them at once), and dK, dV reduce-scattered
   // back after its backward. Sizes are the whole (gathered) K and V. With
   // the load-balanced layout (the default) every rank does the average
-  // causal work below.
+  // causal work below; with the contiguous one the last rank does most
+  // (Dims::causalShare).
   double cp = d.s / d.sq;
   double kvBytesFull = 2 * d.b * d.s * d.kvHeads * d.headDim * d.act;
   if (cp > 1 && !backward)

@@ -216,6 +216,7 @@ mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
   p.dp = int(o.dp);
   p.tp = int(o.tp);
   p.cp = int(o.cp);
+  p.cpBalanced = o.cpLayout != "contiguous";
   p.pp = int(o.pp);
   p.sequenceParallel = o.sp;
   p.zeroStage = int(o.zero);

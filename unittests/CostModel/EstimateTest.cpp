@@ -434,6 +434,34 @@ TEST(EstimateTest, DynamicLossScalingPaysUnscaleAndSharesTheNorm) {
 /// of the whole K and V over cp before each attention and one
 /// reduce-scatter of dK and dV after its backward, on the critical path
 /// (not ring attention's overlapped exchanges).
+/// cp-layout=contiguous: the last rank's queries see (2cp-1)/2cp of the
+/// keys, so its causal attention does (2cp-1)/cp times the balanced
+/// layout's average, and every rank waits for it.
+TEST(EstimateTest, ContiguousContextParallelPricesTheLastRank) {
+  ModelConfig m = test::model("llama3-8b");
+  ParallelPlan p = test::plan(1, 1, 1);
+  p.cp = 4;
+  p.attention = AttentionImpl::Flash;
+  auto attentionFlops = [&](bool balanced) {
+    p.cpBalanced = balanced;
+    double flops = 0;
+    for (const WorkItem &it : layerItems(m, p))
+      if (!it.isComm && it.kernel.kind == KernelKind::FlashAttention)
+        flops += it.kernel.attention.executedFlops(false);
+    return flops;
+  };
+  double balanced = attentionFlops(true), contiguous = attentionFlops(false);
+  EXPECT_GT(balanced, 0.0);
+  EXPECT_DOUBLE_EQ(contiguous / balanced, 7.0 / 4.0);
+  ClusterSpec c = test::preset("dgx-h100", 1);
+  p.cpBalanced = false;
+  m.seqLen = 4 * 1025; // divisible by cp, not by 2 cp
+  EXPECT_EQ(validatePlan(p, m, c), "");
+  p.cpBalanced = true;
+  EXPECT_NE(validatePlan(p, m, c).find("divisible by 2 x cp = 8"),
+            std::string::npos);
+}
+
 TEST(EstimateTest, ContextParallelIsAllGatherOfKV) {
   ModelConfig m = test::model("llama3-8b");
   ParallelPlan p = test::plan(1, 1, 1);

@@ -35,7 +35,12 @@ struct GemmShape {
 struct AttentionShape {
   double batch = 0, heads = 0, seqQ = 0, seqKV = 0, headDim = 0;
   bool causal = true;
-  /// FLOPs the kernel executes (QK^T and PV; causal skips half).
+  /// With `causal`, the share of the seqQ x seqKV scores the kernel
+  /// computes: half for a whole sequence and for every rank of the
+  /// load-balanced context-parallel layout; (2cp-1) / 2cp for the last rank
+  /// of a contiguous one, whose queries see nearly every key.
+  double causalShare = 0.5;
+  /// FLOPs the kernel executes (QK^T and PV; causal skips the masked share).
   double executedFlops(bool backward) const;
 };
 

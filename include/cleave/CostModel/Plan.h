@@ -53,6 +53,10 @@ enum class AttentionImpl {
 
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1, cp = 1;
+  /// The sequence layout over cp: load-balanced (rank r holds chunks r and
+  /// 2cp-1-r, cleave-run's default for causal programs) or contiguous
+  /// (rank r holds block r; the last rank does the most causal work).
+  bool cpBalanced = true;
   bool sequenceParallel = false;
   int64_t microBatchSize = 1;
   /// Micro-batches per data-parallel replica per step.
