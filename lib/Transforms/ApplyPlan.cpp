@@ -6,8 +6,10 @@
 // structure, and it knows ops only through their sharding rules and traits:
 // a contraction is an op whose rule contracts a weight dimension with
 // another operand, a sequence-parallel op carries the SequenceParallel
-// trait. Propagation is incremental (IncrementalPropagation): one walk in
-// program order serves every decision, so the pass is linear in the program.
+// trait, an expert weight is a batched GEMM's weight (its dimension 0 a
+// batch factor shared with the activations). Propagation is incremental
+// (IncrementalPropagation): one walk in program order serves every decision,
+// so the pass is linear in the program.
 //
 //===----------------------------------------------------------------------===//
 
