@@ -239,6 +239,8 @@ mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
 static std::string describeNamed(const PlanSpec &plan) {
   const CleaveApplyPlanPassOptions &o = plan.named;
   std::string s = "dp=" + std::to_string(o.dp) + ",tp=" + std::to_string(o.tp);
+  if (o.ep > 1)
+    s += ",ep=" + std::to_string(o.ep);
   if (o.cp > 1)
     s += ",cp=" + std::to_string(o.cp);
   if (o.cp > 1 && o.cpLayout != "auto")

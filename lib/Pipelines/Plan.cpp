@@ -9,7 +9,7 @@ using namespace mlir;
 using namespace mlir::cleave;
 
 const char *const mlir::cleave::kPlanSyntax =
-    "dp=N, tp=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, "
+    "dp=N, tp=N, ep=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, "
     "micro=N, "
     "schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, "
     "recompute=none|selective|full[/...], layers=N/N/...";
@@ -80,6 +80,7 @@ static bool parseNamedPart(llvm::StringRef part,
   }
   int64_t *field = key == "dp"        ? &o.dp
                    : key == "tp"      ? &o.tp
+                   : key == "ep"      ? &o.ep
                    : key == "cp"      ? &o.cp
                    : key == "zero"    ? &o.zero
                    : key == "pp"      ? &o.pp
@@ -142,8 +143,9 @@ mlir::cleave::parsePlan(llvm::StringRef text, int world, llvm::StringRef what) {
                      llvm::Twine(plan.layersPerStage.size()) +
                      " stages but the plan has " + llvm::Twine(plan.stages()) +
                      " (pp x virtual)");
-  if (!dpGiven && world > 0 && o.tp > 0 && o.cp > 0 && o.pp > 0 &&
-      world % (o.tp * o.cp * o.pp) == 0)
-    o.dp = world / (o.tp * o.cp * o.pp);
+  int64_t others = o.tp * o.ep * o.cp * o.pp;
+  if (!dpGiven && world > 0 && o.tp > 0 && o.ep > 0 && o.cp > 0 && o.pp > 0 &&
+      world % others == 0)
+    o.dp = world / others;
   return plan;
 }

@@ -6,8 +6,10 @@
 // structure, and it knows ops only through their sharding rules and traits:
 // a contraction is an op whose rule contracts a weight dimension with
 // another operand, a sequence-parallel op carries the SequenceParallel
-// trait. Propagation is incremental (IncrementalPropagation): one walk in
-// program order serves every decision, so the pass is linear in the program.
+// trait, an expert weight is a batched GEMM's weight (its dimension 0 a
+// batch factor shared with the activations). Propagation is incremental
+// (IncrementalPropagation): one walk in program order serves every decision,
+// so the pass is linear in the program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +29,8 @@ using namespace mlir::cleave;
 
 namespace {
 
-constexpr StringLiteral kDp = "dp", kCp = "cp", kTp = "tp", kPp = "pp",
-                        kMb = "mb";
+constexpr StringLiteral kDp = "dp", kEp = "ep", kCp = "cp", kTp = "tp",
+                        kPp = "pp", kMb = "mb";
 
 using DimAxes = SmallVector<SmallVector<StringRef>>;
 
@@ -42,8 +44,8 @@ DimAxes dimsOf(ShardingAttr s) {
 class PlanWriter {
 public:
   PlanWriter(ModuleOp module, const CleaveApplyPlanPassOptions &o)
-      : module(module), dp(o.dp), tp(o.tp), cp(o.cp), sp(o.sp), zero(o.zero),
-        pp(o.pp), micro(o.micro), schedule(o.schedule),
+      : module(module), dp(o.dp), tp(o.tp), ep(o.ep), cp(o.cp), sp(o.sp),
+        zero(o.zero), pp(o.pp), micro(o.micro), schedule(o.schedule),
         virtualStages(o.virtualStages), recompute(o.recompute),
         cpLayout(o.cpLayout) {}
   LogicalResult run();
@@ -76,17 +78,28 @@ private:
   /// Pipelining or micro-batching asked for: the mesh gets `pp` and the
   /// micro-batch axis `mb` (cleave-pipeline turns it into a loop).
   bool microBatched() const { return pp > 1 || micro > 1; }
-  /// The axes splitting the batch dimension of data: [dp, mb] (those used).
+  /// Whether the mesh has the axis `mb`. Not under ep, which runs one
+  /// micro-batch (validate): its all-to-all moves `ep` from the batch to the
+  /// experts, which needs `ep` to be the batch's minor axis, and
+  /// cleave-pipeline needs `mb` there.
+  bool mbAxis() const { return microBatched() && ep == 1; }
+  /// The axes splitting the batch dimension of data: [dp, mb] or [dp, ep]
+  /// (those used).
   DimAxes::value_type batchAxes() const {
     DimAxes::value_type axes;
     if (dp > 1)
       axes.push_back(kDp);
-    if (microBatched())
+    if (ep > 1)
+      axes.push_back(kEp);
+    if (mbAxis())
       axes.push_back(kMb);
     return axes;
   }
+  /// How many blocks the batch dimension of data splits into.
+  int64_t batchBlocks() const { return dp * micro * ep; }
   LogicalResult splitInputs(func::FuncOp f);
   LogicalResult splitContractions(func::FuncOp f);
+  LogicalResult splitExperts(func::FuncOp f);
   void pinSequence(func::FuncOp f);
   LogicalResult shardOptimizer(func::FuncOp f);
   /// `dims` with `dp` added to the first dimension that still divides.
@@ -97,7 +110,7 @@ private:
 
   ModuleOp module;
   MeshOp mesh;
-  int64_t dp, tp, cp;
+  int64_t dp, tp, ep, cp;
   bool sp;
   int64_t zero, pp, micro;
   std::string schedule;
@@ -116,15 +129,17 @@ LogicalResult PlanWriter::splitInputs(func::FuncOp f) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!name || !type || type.getRank() == 0)
       continue;
-    if (type.getDimSize(0) % (dp * micro) != 0) {
+    if (type.getDimSize(0) % batchBlocks() != 0) {
       // At the input: on a zoo model its location names it.
       InFlightDiagnostic diag = emitError(arg.getLoc())
                                 << "data parallelism over " << dp << " devices";
+      if (ep > 1)
+        diag << ", expert parallelism over " << ep;
       if (micro > 1)
         diag << " and " << micro << " micro-batches";
       return diag << " needs the batch of input '" << name.getValue() << "' ("
                   << type.getDimSize(0) << ") to be divisible by "
-                  << dp * micro;
+                  << batchBlocks();
     }
     DimAxes dims(type.getRank());
     dims[0] = batchAxes();
@@ -286,6 +301,154 @@ LogicalResult PlanWriter::splitContractions(func::FuncOp f) {
   return success();
 }
 
+/// The expert weight behind operand `i` of `op`, read off its rule: a
+/// parameter of rank 3 or more whose dimension 0 is a pass-through factor
+/// that another operand shares (the batch factor of a batched GEMM: the
+/// experts) and which is contracted with another operand along another
+/// dimension. A dense weight (rank 2) or an optimizer update (no
+/// contraction) is not one.
+BlockArgument expertWeightOf(func::FuncOp f, ShardingRuleOpInterface op,
+                             unsigned i) {
+  BlockArgument w = parameterOf(f, op->getOperand(i));
+  if (!w || cast<RankedTensorType>(w.getType()).getRank() < 3)
+    return {};
+  ShardingRule rule = op.getShardingRule();
+  const TensorFactors &tensor = rule.getOperand(i);
+  std::optional<int64_t> e = soleFactor(tensor, 0);
+  if (!e || rule.getFactorKind(*e) != FactorKind::PassThrough ||
+      !otherOperandHas(rule, i, *e))
+    return {};
+  for (int64_t d = 1, n = tensor.size(); d < n; ++d)
+    for (int64_t k : tensor[d])
+      if (rule.getFactorKind(k) == FactorKind::Reduction &&
+          otherOperandHas(rule, i, k))
+        return w;
+  return {};
+}
+
+/// The tensors of an op (operands, then results) with their factors.
+SmallVector<std::pair<Value, const TensorFactors *>>
+tensorsOf(Operation *op, const ShardingRule &rule) {
+  SmallVector<std::pair<Value, const TensorFactors *>> tensors;
+  for (auto [v, factors] :
+       llvm::zip(op->getOperands(), rule.getOperandFactors()))
+    tensors.push_back({v, &factors});
+  for (auto [v, factors] : llvm::zip(op->getResults(), rule.getResultFactors()))
+    tensors.push_back({v, &factors});
+  return tensors;
+}
+
+LogicalResult PlanWriter::splitExperts(func::FuncOp f) {
+  // The expert weights, each checked against ep.
+  llvm::SetVector<BlockArgument> experts;
+  for (auto op : f.getOps<ShardingRuleOpInterface>())
+    for (unsigned i = 0, e = op->getNumOperands(); i < e; ++i)
+      if (BlockArgument w = expertWeightOf(f, op, i))
+        experts.insert(w);
+  auto paramName = [&](BlockArgument w) {
+    return f
+        .getArgAttrOfType<StringAttr>(w.getArgNumber(),
+                                      CleaveDialect::kParamAttrName)
+        .getValue();
+  };
+  if (experts.empty())
+    return emitError(f.getLoc())
+           << "expert parallelism (ep=" << ep << ") needs expert weights, "
+           << "and '" << f.getSymName()
+           << "' has none (no mixture-of-experts layer: no parameter of "
+              "rank 3 or more whose dimension 0 is the batch of a batched "
+              "matmul)";
+  for (BlockArgument w : experts) {
+    int64_t count = cast<RankedTensorType>(w.getType()).getDimSize(0);
+    if (count % ep != 0)
+      return emitError(w.getLoc())
+             << "expert parallelism (ep=" << ep << ") needs ep to divide the "
+             << "experts, and parameter '" << paramName(w) << "' has " << count
+             << " experts (its dimension 0)";
+  }
+
+  // The token side: what the plan so far makes of every value.
+  storeArgAttrs(f);
+  auto tokens = propagateShardings(f, mesh);
+  if (failed(tokens))
+    return failure();
+  // The expert side: the values the expert factor reaches from the expert
+  // weights' split alone.
+  auto expertDims = [&](BlockArgument w) {
+    DimAxes dims(cast<RankedTensorType>(w.getType()).getRank());
+    dims[0].push_back(kEp);
+    return dims;
+  };
+  SmallVector<DictionaryAttr> onlyExperts;
+  for (BlockArgument arg : f.getArguments()) {
+    NamedAttrList attrs(argAttrs[arg.getArgNumber()]);
+    attrs.erase(CleaveDialect::kShardingAttrName);
+    if (experts.contains(arg))
+      attrs.set(CleaveDialect::kShardingAttrName, sharding(expertDims(arg)));
+    onlyExperts.push_back(attrs.getDictionary(module.getContext()));
+  }
+  f.setAllArgAttrs(onlyExperts);
+  auto expertSide = propagateShardings(f, mesh);
+  storeArgAttrs(f);
+  if (failed(expertSide))
+    return failure();
+  auto onExperts = [&](Value v) {
+    ShardingAttr s = expertSide->lookup(v);
+    if (!s || s.getRank() < 2)
+      return false;
+    SmallVector<StringRef> lead = s.getDimAxes(0);
+    return lead.size() == 1 && lead[0] == kEp;
+  };
+
+  // The boundaries: an op whose rule puts, in an expert-side tensor, the
+  // factor that leads a token-side tensor (the group) in dimension 1. The
+  // expert-side tensor is pinned: a result (tokens to experts) split by
+  // expert, an operand (experts back to tokens) as the token side has it.
+  SmallVector<std::pair<OpOperand *, ShardingAttr>> operandPins;
+  SmallVector<std::pair<Value, ShardingAttr>> resultPins;
+  for (auto op : f.getOps<ShardingRuleOpInterface>()) {
+    ShardingRule rule = op.getShardingRule();
+    auto tensors = tensorsOf(op, rule);
+    for (auto [i, entry] : llvm::enumerate(tensors)) {
+      auto [v, factors] = entry;
+      if (factors->size() < 2 || !onExperts(v))
+        continue;
+      std::optional<int64_t> group = soleFactor(*factors, 1);
+      bool boundary = group && llvm::any_of(tensors, [&](auto other) {
+                        return other.second->size() >= 1 &&
+                               soleFactor(*other.second, 0) == group &&
+                               !onExperts(other.first);
+                      });
+      ShardingAttr token = tokens->lookup(v);
+      if (!boundary || !token)
+        continue;
+      DimAxes dims = dimsOf(withoutPartial(token));
+      if (i < op->getNumOperands()) {
+        operandPins.push_back({&op->getOpOperand(i), sharding(dims)});
+        continue;
+      }
+      for (auto &axes : dims)
+        llvm::erase(axes, kEp);
+      dims[0].insert(dims[0].begin(), kEp);
+      resultPins.push_back({v, sharding(dims)});
+    }
+  }
+  for (auto [operand, s] : operandPins) {
+    OpBuilder b(operand->getOwner());
+    operand->set(b.create<ShardingConstraintOp>(operand->getOwner()->getLoc(),
+                                                operand->get(), s));
+  }
+  for (auto [v, s] : resultPins) {
+    OpBuilder b = OpBuilder::atBlockBegin(v.getParentBlock());
+    b.setInsertionPointAfterValue(v);
+    Value pinned = b.create<ShardingConstraintOp>(v.getLoc(), v, s);
+    v.replaceAllUsesExcept(pinned, pinned.getDefiningOp());
+  }
+  for (BlockArgument w : experts)
+    setArgSharding(f, w.getArgNumber(), expertDims(w));
+  return success();
+}
+
 void PlanWriter::pinSequence(func::FuncOp f) {
   SmallVector<Operation *> targets;
   f.walk([&](Operation *op) {
@@ -297,7 +460,7 @@ void PlanWriter::pinSequence(func::FuncOp f) {
     if (type.getRank() != 3 || type.getDimSize(1) % (cp * tp) != 0)
       continue;
     DimAxes dims(3);
-    if (type.getDimSize(0) % (dp * micro) == 0)
+    if (type.getDimSize(0) % batchBlocks() == 0)
       dims[0] = batchAxes();
     // The sequence is split over cp everywhere; sp splits each block again.
     if (cp > 1)
@@ -390,9 +553,17 @@ LogicalResult PlanWriter::validate() {
   if (!module.getOps<MeshOp>().empty())
     return module.emitError()
            << "cleave-apply-plan: the module already has a cleave.mesh";
-  if (dp < 1 || tp < 1 || cp < 1 || pp < 1 || micro < 1 || zero < 0 || zero > 3)
-    return module.emitError() << "cleave-apply-plan: dp, tp, cp, pp and micro "
-                                 "must be >= 1 and zero in 0..3";
+  if (dp < 1 || tp < 1 || ep < 1 || cp < 1 || pp < 1 || micro < 1 || zero < 0 ||
+      zero > 3)
+    return module.emitError() << "cleave-apply-plan: dp, tp, ep, cp, pp and "
+                                 "micro must be >= 1 and zero in 0..3";
+  if (ep > 1 && micro > 1)
+    return module.emitError()
+           << "cleave-apply-plan: expert parallelism (ep=" << ep
+           << ") runs one micro-batch per step, not micro=" << micro
+           << ": the all-to-all moving ep between the batch and the experts "
+              "needs ep as the batch's minor axis, and micro-batches need "
+              "that place (docs/moe.md)";
   if (sp && tp == 1)
     return module.emitError()
            << "cleave-apply-plan: sequence parallelism (sp) needs tp > 1";
@@ -437,10 +608,12 @@ void PlanWriter::createMesh() {
   };
   if (microBatched())
     add(kPp, pp, LinkKind::InfiniBand);
-  if (dp > 1 || (tp == 1 && cp == 1))
+  if (dp > 1 || (tp == 1 && cp == 1 && ep == 1))
     add(kDp, dp, LinkKind::InfiniBand);
   // Not devices: micro-batches, which cleave-pipeline runs one after another.
-  if (microBatched())
+  if (ep > 1)
+    add(kEp, ep, LinkKind::InfiniBand);
+  if (mbAxis())
     add(kMb, micro, LinkKind::Host);
   if (cp > 1)
     add(kCp, cp, LinkKind::InfiniBand);
@@ -487,7 +660,7 @@ void PlanWriter::writePlanAttribute() {
             f.getArgAttr(arg.getArgNumber(), CleaveDialect::kInputAttrName) &&
             !entries.get("micro_batch"))
           entries.set("micro_batch",
-                      b.getI64IntegerAttr(type.getDimSize(0) / (dp * micro)));
+                      b.getI64IntegerAttr(type.getDimSize(0) / batchBlocks()));
       }
   }
   module->setAttr(CleaveDialect::kPlanAttrName,
@@ -511,6 +684,8 @@ LogicalResult PlanWriter::run() {
       return failure();
     if (tp > 1 && failed(splitContractions(f)))
       return failure();
+    if (ep > 1 && failed(splitExperts(f)))
+      return failure();
     if (sp)
       pinSequence(f);
     if (zero > 0 && failed(shardOptimizer(f)))
@@ -528,6 +703,7 @@ struct CleaveApplyPlanPass final
     CleaveApplyPlanPassOptions o;
     o.dp = dp;
     o.tp = tp;
+    o.ep = ep;
     o.cp = cp;
     o.sp = sp;
     o.zero = zero;

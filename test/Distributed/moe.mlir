@@ -4,7 +4,7 @@
 // and the gathered parameters equal the single-process run. The router runs
 // on each device's sequences (the group factor follows the batch split);
 // the balance loss is a partial sum all-reduced like the cross entropy.
-// Expert parallelism (a named ep plan) is not done yet: docs/moe.md.
+// Expert parallelism (the named plan ep=N): moe-ep.mlir.
 // RUN: %python %S/equality.py --cleave-run cleave-run --model tiny-moe \
 // RUN:   2:dp=2 2:tp=2 4:dp=2,tp=2 | FileCheck %s
 // CHECK: tiny-moe: one process

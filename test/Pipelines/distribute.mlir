@@ -37,7 +37,7 @@
 // PIPE: cleave.all_reduce %{{.*}} on @mesh axes = [dp]  : tensor<129xf32>
 // PIPE-NOT: cleave.all_reduce
 
-// SPELL: cleave-distribute plan: cannot read 'fsdp' (expected dp=N, tp=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, micro=N, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, recompute=none|selective|full[/...], layers=N/N/...)
+// SPELL: cleave-distribute plan: cannot read 'fsdp' (expected dp=N, tp=N, ep=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, micro=N, schedule=gpipe|1f1b|interleaved|zb-h1, virtual=N, recompute=none|selective|full[/...], layers=N/N/...)
 // AUTO: cleave-distribute plan: 'auto' needs the planner: run cleave-auto-shard first, then cleave-distribute without a plan
 
 func.func @forward(%x: tensor<8x16xf32> {cleave.input = "x"},

@@ -12,12 +12,12 @@
 
 // SP: error: cleave-apply-plan: sequence parallelism (sp) needs tp > 1
 // ZERO: error: cleave-apply-plan: ZeRO shards over the data-parallel axis; it needs dp > 1
-// RANGE: error: cleave-apply-plan: dp, tp, cp, pp and micro must be >= 1 and zero in 0..3
+// RANGE: error: cleave-apply-plan: dp, tp, ep, cp, pp and micro must be >= 1 and zero in 0..3
 // CP: error: context parallelism (cp=3) needs the sequence (dimension 1) of input 'x' (16) to be divisible by 3
 
 // A plan whose mesh does not have as many devices as there are ranks.
 // WORLD: cleave-run: error: the plan's mesh (dp=2, tp=2) has 4 devices but there are 2 ranks (-n 2)
-// SPEC: --plan: cannot read 'fsdp' (expected dp=N, tp=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, micro=N
+// SPEC: --plan: cannot read 'fsdp' (expected dp=N, tp=N, ep=N, cp=N, cp-layout=balanced|contiguous, sp, zero=K, pp=N, micro=N
 
 // A batch that the data-parallel degree does not divide.
 // expected-error @below {{data parallelism over 3 devices needs the batch of input 'x' (4) to be divisible by 3}}

@@ -72,6 +72,11 @@ cl::opt<int64_t> batch("batch", cl::init(-1), cl::cat(modelCat),
                        cl::desc("Override: sequences per step"));
 cl::opt<double> dropout("dropout", cl::init(-1.0), cl::cat(modelCat),
                         cl::desc("Override: dropout rate"));
+cl::opt<double> capacityFactor(
+    "capacity-factor", cl::init(-1.0), cl::cat(modelCat),
+    cl::desc("Override of a mixture-of-experts model: expert slots per "
+             "sequence are ceil(factor * seq * top_k / experts), tokens "
+             "beyond them are dropped; 0: dropless (docs/moe.md)"));
 cl::opt<std::string> dtype("dtype", cl::init(""), cl::cat(modelCat),
                            cl::desc("Compute type: f32, bf16, f16 (master "
                                     "weights and optimizer state stay f32)"));
@@ -229,6 +234,14 @@ Expected<cleave::ModelConfig> zooConfig() {
     c->kvHeads = c->heads;
   if (dropout >= 0.0)
     c->dropout = dropout;
+  if (capacityFactor.getNumOccurrences()) {
+    if (c->experts == 0)
+      return createStringError(inconvertibleErrorCode(),
+                               "--capacity-factor: model '" + preset +
+                                   "' has no experts (a mixture-of-experts "
+                                   "preset such as tiny-moe has)");
+    c->capacityFactor = capacityFactor;
+  }
   // Each accumulated micro-batch has --batch sequences.
   c->batch *= accumulate;
   if (!dtype.empty()) {
@@ -472,9 +485,10 @@ std::string planTextFor(const std::map<int, std::string> &plans, int world,
   if (!orPlanner || planSpec.empty())
     return planSpec;
   Expected<PlanSpec> plan = parsePlan(planSpec, world, "--plan");
-  if (plan && (plan->automatic || plan->named.dp * plan->named.tp *
-                                          plan->named.cp * plan->named.pp ==
-                                      world))
+  if (plan &&
+      (plan->automatic || plan->named.dp * plan->named.tp * plan->named.ep *
+                                  plan->named.cp * plan->named.pp ==
+                              world))
     return planSpec;
   if (!plan)
     consumeError(plan.takeError());

@@ -51,6 +51,21 @@ TEST(PlanTest, DataParallelTakesTheRanksLeftOver) {
   EXPECT_EQ(parsed("dp=2,tp=2", 8).named.dp, 2);
 }
 
+TEST(PlanTest, ExpertParallelPlans) {
+  PlanSpec p = parsed("ep=2", 2);
+  EXPECT_EQ(p.named.ep, 2);
+  EXPECT_EQ(p.named.dp, 1);
+  // The batch splits over dp and ep: dp takes the ranks ep, tp and pp leave.
+  EXPECT_EQ(parsed("ep=2", 8).named.dp, 4);
+  EXPECT_EQ(parsed("ep=2,tp=2", 8).named.dp, 2);
+  EXPECT_EQ(parsed("ep=2,pp=2", 4).named.dp, 1);
+  EXPECT_EQ(parsed("ep=3", 8).named.dp, 1);
+  PlanSpec q = parsed("ep=2,dp=2,tp=2", 8);
+  EXPECT_EQ(q.named.ep, 2);
+  EXPECT_EQ(q.named.dp, 2);
+  EXPECT_EQ(q.named.tp, 2);
+}
+
 TEST(PlanTest, PipelinedPlans) {
   PlanSpec p = parsed("pp=2,dp=2,micro=4,schedule=1f1b", 4);
   EXPECT_TRUE(p.pipelines());

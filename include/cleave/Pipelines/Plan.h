@@ -49,7 +49,8 @@ struct PlanSpec {
 extern const char *const kPlanSyntax;
 
 /// Parses `text`. Without dp, a named plan is data parallel over the ranks
-/// that tensor and pipeline parallelism leave over of `world` (when `world`
+/// that tensor, expert, context and pipeline parallelism leave over of
+/// `world` (when `world`
 /// is known, i.e. > 0, and they divide it). Errors name the part that
 /// cannot be read and what was expected, after `what` (how the caller names
 /// the plan: "--plan" in cleave-run). The values are checked where the

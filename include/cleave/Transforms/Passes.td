@@ -312,7 +312,7 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
     The manual plans of Megatron-LM and ZeRO, as annotations in the form of
     docs/plans.md on a training step (`cleave-autodiff`'s output), for
     `cleave-propagate-sharding` and `cleave-partition` to carry out. Adds the
-    mesh `@mesh(dp = D : ib, cp = C : ib, tp = T : nvlink)` (axes of size 1
+    mesh `@mesh(dp = D : ib, ep = X : ib, cp = C : ib, tp = T : nvlink)` (axes of size 1
     left out) and:
 
     * `dp > 1` (data parallel): every data input splits its first (batch)
@@ -349,6 +349,29 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       `query_block` and `block` operands, written by the partitioner).
       With `sp`, the norms' sequence is split over `[cp, tp]`. A sequence
       that `cp` does not divide is an error naming `cp` and the input.
+    * `ep > 1` (expert parallel, GShard / DeepSpeed-MoE): the batch splits
+      over `[dp, ep]` and the expert weights over `ep` on their dimension 0
+      (the experts); everything else is replicated over `ep` as over `dp`,
+      so its gradients are all-reduced over both. An expert weight is read
+      off the sharding rules: a parameter of rank 3 or more whose dimension
+      0 is a pass-through factor it shares with an activation (the batch
+      factor of a batched GEMM) and that is contracted with an activation
+      along another dimension. The values that expert factor reaches
+      (propagation of the expert weights' split alone) form the expert side;
+      an op whose rule moves between the two sides (a tensor of the expert
+      side whose dimension 1 carries the factor that leads another,
+      token-side tensor: `cleave.moe_dispatch`'s result, `cleave.moe_combine`
+      and `cleave.moe_weights_grad`'s expert operand) gets its expert-side
+      tensor pinned: split by expert as it leaves the token side, by group as
+      it returns. The partitioner's generic resharding inserts one
+      `all_to_all` over `ep` at each pin, forward and backward. An `ep` that
+      does not divide an expert weight's dimension 0 (the experts) is an
+      error naming the weight, as is an `ep > 1` on a program without expert
+      weights. With ZeRO, the expert weights' state (and with 3 the weights)
+      are split over `dp` as well, after `ep` on the first dimension that
+      divides. With `pp`, a step is one micro-batch (`micro > 1` is an
+      error, docs/moe.md): the all-to-all moves the batch's minor axis,
+      which `ep` and the micro-batch axis cannot both be.
     * `zero = 1, 2, 3` (with `dp`): optimizer state (1), also gradients (2,
       a reduce-scatter instead of an all-reduce), also parameters (3, an
       all-gather before every use, FSDP) are split over `dp` on their first
@@ -381,6 +404,8 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel degree">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel degree">,
+    Option<"ep", "ep", "int64_t", /*default=*/"1",
+           "Expert-parallel degree (splits the batch and the experts)">,
     Option<"cp", "cp", "int64_t", /*default=*/"1",
            "Context-parallel degree (splits the sequence)">,
     Option<"cpLayout", "cp-layout", "std::string", /*default=*/"\"auto\"",
