@@ -35,6 +35,11 @@ struct CleavePrepareBufferizationPass final
       barrier.getResult().replaceAllUsesWith(barrier.getInput());
       barrier.erase();
     });
+    // Function boundaries, private ones too, have identity layouts.
+    getOperation().walk([](Operation *op) {
+      if (isa<func::CallOp, func::ReturnOp>(op))
+        copyStridedViews(op);
+    });
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || func.isPrivate())
         continue;
@@ -68,21 +73,65 @@ struct CleavePrepareBufferizationPass final
     }
   }
 
+  /// Whether `v` bufferizes to a view whose layout is not the identity: a
+  /// slice (through reshapes) other than a leading block of whole rows. A
+  /// function boundary has identity layouts, and memref.cast cannot drop a
+  /// static offset, so such a value needs a copy there (the bucketed
+  /// collectives' members are slices of one buffer, passed to stage calls).
+  static bool isStridedView(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, tensor::CastOp>(
+              def)) {
+        v = def->getOperand(0);
+        continue;
+      }
+      auto slice = dyn_cast<tensor::ExtractSliceOp>(def);
+      if (!slice)
+        return false;
+      RankedTensorType source = slice.getSourceType();
+      if (!slice.hasUnitStride() || !slice.hasZeroOffset())
+        return true;
+      ArrayRef<int64_t> sizes = slice.getStaticSizes();
+      for (int64_t d = 1, e = source.getRank(); d < e; ++d)
+        if (sizes[d] != source.getDimSize(d))
+          return true;
+      return false;
+    }
+    return false;
+  }
+
+  static void copyInto(OpBuilder &b, OpOperand &operand) {
+    auto type = cast<RankedTensorType>(operand.get().getType());
+    Location loc = operand.getOwner()->getLoc();
+    Value init =
+        b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
+    operand.set(
+        b.create<linalg::CopyOp>(loc, operand.get(), init).getResult(0));
+  }
+
   void copyDuplicates(func::ReturnOp ret) {
     OpBuilder b(ret);
     llvm::SmallPtrSet<Value, 16> seen;
     for (OpOperand &operand : ret->getOpOperands()) {
       Value v = operand.get();
-      auto type = dyn_cast<RankedTensorType>(v.getType());
+      if (!isa<RankedTensorType>(v.getType()))
+        continue;
       // Function arguments are copied too: out-parameter promotion in LLVM
       // 19 crashes on a returned argument when hoisting static allocations.
       bool fresh = seen.insert(v).second && !isa<BlockArgument>(v);
-      if (!type || fresh)
+      if (fresh)
         continue;
-      Value init = b.create<tensor::EmptyOp>(ret.getLoc(), type.getShape(),
-                                             type.getElementType());
-      operand.set(b.create<linalg::CopyOp>(ret.getLoc(), v, init).getResult(0));
+      copyInto(b, operand);
     }
+  }
+
+  /// Copies the strided views that `op` (a call or a return) passes.
+  static void copyStridedViews(Operation *op) {
+    OpBuilder b(op);
+    for (OpOperand &operand : op->getOpOperands())
+      if (isa<RankedTensorType>(operand.get().getType()) &&
+          isStridedView(operand.get()))
+        copyInto(b, operand);
   }
 };
 

@@ -105,3 +105,36 @@ func.func @single_use_fill(%a: tensor<4x4xf32>, %init: tensor<4x4xf32>) -> tenso
   %0 = linalg.matmul ins(%a, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// A slice that bufferizes to a view with an offset or strides (the members
+// of a bucketed collective are slices of one buffer) is copied where it
+// crosses a function boundary, a call or a return, private functions too:
+// boundaries have identity layouts, which a cast cannot reach. A leading
+// block of whole rows is already one, and is passed as it is.
+// CHECK-LABEL: func.func private @stage
+// CHECK: %[[S:.*]] = tensor.extract_slice %{{.*}}[1] [1] [1] : tensor<4xf32> to tensor<1xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<1xf32>
+// CHECK: %[[C:.*]] = linalg.copy ins(%[[S]] : tensor<1xf32>) outs(%[[E]] : tensor<1xf32>)
+// CHECK: return %[[C]]
+func.func private @stage(%x: tensor<f32>, %b: tensor<4xf32>) -> tensor<1xf32> {
+  %s = tensor.extract_slice %b[1] [1] [1] : tensor<4xf32> to tensor<1xf32>
+  return %s : tensor<1xf32>
+}
+// CHECK-LABEL: func.func @bucket_members
+// CHECK: %[[S1:.*]] = tensor.extract_slice %{{.*}}[1] [1] [1] : tensor<4xf32> to tensor<1xf32>
+// CHECK: %[[R1:.*]] = tensor.collapse_shape %[[S1]] [] : tensor<1xf32> into tensor<f32>
+// CHECK: %[[S0:.*]] = tensor.extract_slice %{{.*}}[0, 0] [1, 4] [1, 1] : tensor<2x4xf32> to tensor<1x4xf32>
+// CHECK: %[[R0:.*]] = tensor.collapse_shape %[[S0]] {{\[}}[0, 1]] : tensor<1x4xf32> into tensor<4xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<f32>
+// CHECK: %[[C:.*]] = linalg.copy ins(%[[R1]] : tensor<f32>) outs(%[[E]] : tensor<f32>)
+// CHECK: call @stage(%[[C]], %[[R0]])
+func.func @bucket_members(%b: tensor<4xf32>, %m: tensor<2x4xf32>) -> tensor<1xf32> {
+  %s1 = tensor.extract_slice %b[1] [1] [1] : tensor<4xf32> to tensor<1xf32>
+  %r1 = tensor.collapse_shape %s1 [] : tensor<1xf32> into tensor<f32>
+  %s0 = tensor.extract_slice %m[0, 0] [1, 4] [1, 1] : tensor<2x4xf32> to tensor<1x4xf32>
+  %r0 = tensor.collapse_shape %s0 [[0, 1]] : tensor<1x4xf32> into tensor<4xf32>
+  %y = call @stage(%r1, %r0) : (tensor<f32>, tensor<4xf32>) -> tensor<1xf32>
+  return %y : tensor<1xf32>
+}

@@ -146,7 +146,11 @@ def CleavePrepareBufferizationPass
     outputs after each step), and copies results that a function returns
     more than once (for example the same gradient for two parameters of an
     addition) or that are its own arguments, so that every result bufferizes
-    to its own out-parameter. Finally it gives every user of a shared
+    to its own out-parameter. It copies the slices that would bufferize to
+    a view with an offset or strides (the members of a bucketed collective)
+    where a call or a return, of any function, passes them: boundaries have
+    identity layouts, and a `memref.cast` cannot drop a static offset.
+    Finally it gives every user of a shared
     `linalg.fill` (CSE merges the zero fills that GEMMs accumulate into) its
     own fill: bufferization would otherwise fill once and copy the buffer
     for every user. It replaces every `cleave.optimization_barrier` by its
