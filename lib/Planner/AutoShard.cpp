@@ -167,6 +167,7 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   // Plans for this machine's processes are run: only what cleave-run
   // executes.
   so.space.zeroOverDpOnly = pc.host;
+  so.space.expertParallelMicroBatches = !pc.host;
   so.memoryHeadroom = o.memoryHeadroom;
   so.topK = o.topK;
   so.progress = o.progress;
@@ -278,6 +279,18 @@ std::optional<ModelConfig> derivedModel(const ForwardView &view) {
   return std::nullopt;
 }
 
+/// The model derived from the module's ops when they price it, or none: a
+/// mixture-of-experts preset is priced by the preset formulas, which know
+/// expert parallelism, the experts' load and the all-to-alls (the op-derived
+/// items do not split the experts over ep).
+std::optional<ModelConfig>
+pricedFromOps(const ForwardView &view,
+              const std::optional<ModelConfig> &model) {
+  if (model && model->isMoE())
+    return std::nullopt;
+  return derivedModel(view);
+}
+
 /// Transformer mode: the plan search on the cost model, then the ILP of
 /// each stage of the chosen plan.
 cost::Result<bool> planTransformer(const Problem &p, const AutoShardOptions &o,
@@ -334,7 +347,7 @@ cost::Result<Pricing> price(ModuleOp module, const AutoShardOptions &o) {
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
     return P::failure(error);
-  std::optional<ModelConfig> derived = derivedModel(p->view);
+  std::optional<ModelConfig> derived = pricedFromOps(p->view, model);
   if (derived || model) {
     // A matching preset's configuration (fitted to the module) still sizes
     // the search space and the memory model; the time comes from the ops.
@@ -454,7 +467,7 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
     return E::failure(error);
-  std::optional<ModelConfig> derived = derivedModel(p->view);
+  std::optional<ModelConfig> derived = pricedFromOps(p->view, model);
   if (!model && !derived)
     return E::failure("function @" + p->func.getSymName().str() +
                       " has no repeated blocks and matches no transformer "
