@@ -317,7 +317,9 @@ static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
     *options.plannerPrediction = {
         e->stepTime, e->mfu,
         "--predict, " + ::cleave::cost::describe(priced) +
-            " priced from the module's ops on local-cpu, " +
+            (options.model && options.model->isMoE() && priced.ep > 1
+                 ? " priced by the preset's formulas on local-cpu, "
+                 : " priced from the module's ops on local-cpu, ") +
             std::to_string(options.world) + " rank" +
             (options.world == 1 ? "" : "s")};
   if (options.log)

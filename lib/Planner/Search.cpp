@@ -2,6 +2,7 @@
 
 #include "Space.h"
 
+#include "cleave/CostModel/Report.h"
 #include "cleave/Planner/Explain.h"
 
 #include <algorithm>
@@ -220,6 +221,21 @@ void explainExpertParallel(const ModelConfig &model,
   c.lostBecause = explainLoss(c, *r.best, r.memoryLimit);
   r.expertParallel = chosen + "; the best plan " + kind + " (" +
                      cost::describe(c.plan) + ") lost: " + c.lostBecause;
+  // What expert parallelism costs in the plan that has it: the exposed
+  // all-to-alls and the busiest rank's expert load.
+  const Candidate &withEp = ep > 1 ? *r.best : c;
+  const cost::CostConstants &k =
+      options.constants ? *options.constants : cost::defaultConstants();
+  r.expertParallel +=
+      "; under ep=" + std::to_string(withEp.plan.ep) + " the all-to-alls " +
+      "expose " +
+      cost::formatSeconds(
+          withEp.breakdown.exposedComm[size_t(cost::Axis::EP)]) +
+      " and the busiest rank computes " +
+      cost::formatPercent(cost::expertLoadFactor(model, withEp.plan, k), 0) +
+      " of the mean expert load" +
+      (model.capacityFactor > 0 ? " (capacity factor)"
+                                : " (dropless: the imbalance prior)");
   r.expertAlternative = std::move(c);
 }
 

@@ -175,7 +175,8 @@ void Space::enumerateMesh(int32_t index) {
   if (mesh.pp > 1 && s.recomputePerStage)
     modes.push_back(RecomputeMode::PerStage);
   std::vector<int> zeros = s.zeroStages;
-  if (s.zeroOverDpOnly && mesh.dp == 1)
+  // cleave-apply-plan's dp excludes the expert-parallel ranks.
+  if (s.zeroOverDpOnly && mesh.dp / mesh.ep == 1)
     zeros.erase(
         std::remove_if(zeros.begin(), zeros.end(), [](int z) { return z > 0; }),
         zeros.end());
