@@ -183,12 +183,7 @@ int32_t Builder::push(Task t, std::vector<TaskRef> deps,
 }
 
 double Builder::dpTime(CollectiveKind kind, double bytes, double expert) const {
-  if (p.ep <= 1 || expert <= 0)
-    return collectiveCost(kind, bytes, axisGroup(Axis::DP, p, cl), cl, c).time;
-  return collectiveCost(kind, bytes * (1 - expert), axisGroup(Axis::DP, p, cl),
-                        cl, c)
-             .time +
-         collectiveCost(kind, bytes * expert, expertDpGroup(p, cl), cl, c).time;
+  return dataParallelTime(kind, bytes, expert, p, cl, c);
 }
 
 double Builder::stageExpertParams() const {
@@ -551,10 +546,7 @@ void Builder::finishRank() {
   // ZeRO shards the dense parameters' state over dp x cp and the routed
   // experts' over their expert-data-parallel group (dp / ep x cp).
   auto sharded = [&](bool byZero) {
-    if (!byZero)
-      return params;
-    return params * (1 - expert) / (double(p.dp) * p.cp) +
-           params * expert / (double(p.expertDp()) * p.cp);
+    return zeroShard(params, expert, byZero, p);
   };
   // ZeRO-2 and -3 keep only the rank's shard of the gradients.
   double gradShard = sharded(p.zeroStage >= 2);

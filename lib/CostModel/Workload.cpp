@@ -59,6 +59,24 @@ GroupPlacement expertDpGroup(const ParallelPlan &p, const ClusterSpec &cl) {
   return placeGroup(p.expertDp() * p.cp, p.tp * p.ep, cl.gpusPerNode);
 }
 
+double dataParallelTime(CollectiveKind kind, double bytes, double expert,
+                        const ParallelPlan &p, const ClusterSpec &cl,
+                        const CostConstants &c) {
+  GroupPlacement dp = axisGroup(Axis::DP, p, cl);
+  if (p.ep <= 1 || expert <= 0)
+    return collectiveCost(kind, bytes, dp, cl, c).time;
+  return collectiveCost(kind, bytes * (1 - expert), dp, cl, c).time +
+         collectiveCost(kind, bytes * expert, expertDpGroup(p, cl), cl, c).time;
+}
+
+double zeroShard(double params, double expert, bool sharded,
+                 const ParallelPlan &p) {
+  if (!sharded)
+    return params;
+  return params * (1 - expert) / (double(p.dp) * p.cp) +
+         params * expert / (double(p.expertDp()) * p.cp);
+}
+
 double moeLayerShare(const ModelConfig &m) {
   if (!m.isMoE() || m.layers <= 0)
     return 0;

@@ -61,6 +61,8 @@ std::vector<Instance> instances() {
          o.gpus = 4;
          o.fixedTp = 2;
        }},
+      // Expert parallelism (ep 1, 2, 4 on dp up to 8) with every ZeRO stage.
+      {"tiny-moe", "dgx-h100", 8, 16, nullptr},
   };
 }
 

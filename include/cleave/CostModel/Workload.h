@@ -157,6 +157,17 @@ GroupPlacement axisGroup(Axis axis, const ParallelPlan &plan,
 /// (times cp) that hold the same experts, `ep` data-parallel ranks apart.
 GroupPlacement expertDpGroup(const ParallelPlan &plan,
                              const ClusterSpec &cluster);
+/// Seconds of a data-parallel collective of `bytes` of parameters or
+/// gradients of which the share `expertShare` is routed experts': under ep
+/// those run over expertDpGroup after the rest over the DP group.
+double dataParallelTime(CollectiveKind kind, double bytes, double expertShare,
+                        const ParallelPlan &plan, const ClusterSpec &cluster,
+                        const CostConstants &c);
+/// Parameters per rank after ZeRO's sharding of `params` of which the share
+/// `expertShare` is routed experts' (sharded over dp / ep x cp, the rest
+/// over dp x cp); `params` itself if `sharded` is false.
+double zeroShard(double params, double expertShare, bool sharded,
+                 const ParallelPlan &plan);
 
 } // namespace cleave::cost
 
