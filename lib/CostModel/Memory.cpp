@@ -70,8 +70,9 @@ double moeActivationBytes(const ModelConfig &m, const ParallelPlan &p) {
       d.tokens * double(m.topK) * expertLoadFactor(m, p, defaultConstants());
   double f = double(m.expertFfnHidden);
   double shared = double(m.sharedExperts) * f / p.tp;
-  // Router: the whole tokens (gathered under SP), fp32 scores and gates.
-  double bytes = d.w * d.tokens * d.h + 8 * d.tokens * double(m.experts);
+  // Router: fp32 scores and gates (its input, the norm output, is the
+  // up-projection input layerActivationBytes counts).
+  double bytes = 8 * d.tokens * double(m.experts);
   // Routed experts: the dispatched input, the SwiGLU's two inputs and its
   // output, the expert output before the combine.
   bytes += d.w * slots * (2 * d.h + 3 * f);
@@ -136,6 +137,10 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
   double largest =
       std::max(d.w * d.tokens * d.ffn * (m.arch == Architecture::Llama ? 2 : 1),
                d.w * d.tokens * d.h);
+  if (m.isMoE()) // the rank's expert rows entering the down projection
+    largest = std::max(largest, d.w * d.tokens * double(m.topK) *
+                                    expertLoadFactor(m, p, defaultConstants()) *
+                                    2 * double(m.expertFfnHidden));
   if (p.attention == AttentionImpl::Unfused)
     largest = std::max(largest, d.w * d.scores);
   layer += 2 * largest;

@@ -59,7 +59,7 @@ struct MemoryBreakdown {
 /// recompute, 2 s b h (/ t with SP) with full recompute.
 double layerActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
 /// Of a MoE layer, what its feed-forward block keeps for the backward pass
-/// on one rank: the router's input and scores, the expert rows this rank
+/// on one rank beyond its input: the router's scores, the expert rows this rank
 /// computes (tokens x top-k x the load factor: dispatched input, SwiGLU
 /// inputs and output, expert output) and the shared experts' SwiGLU.
 double moeActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
