@@ -257,6 +257,9 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
     double largest =
         std::max(3 * h * h, (m.arch == Architecture::Llama ? 2 : 1) * f * h) /
         p.tp;
+    if (m.isMoE()) // one of the rank's expert weight stacks [E/ep, H, F]
+      largest = std::max(largest, double(m.experts) / p.ep * h *
+                                      double(m.expertFfnHidden));
     mem.communication += std::min(2 * std::min(largest, w.layerParams),
                                   params * (1 - 1 / shard)) *
                          paramBytes;
