@@ -88,8 +88,10 @@ double moeLayerShare(const ModelConfig &m) {
 
 double expertLoadFactor(const ModelConfig &m, const ParallelPlan &p,
                         const CostConstants &c) {
+  // C = min(S, c S k / E) slots per expert and sequence: at most E / k
+  // times the mean share (every expert takes every token).
   if (m.capacityFactor > 0)
-    return m.capacityFactor;
+    return std::min(m.capacityFactor, double(m.experts) / double(m.topK));
   return p.ep > 1 ? c.moeDroplessImbalance : 1.0;
 }
 

@@ -138,6 +138,18 @@ TEST(MoETest, CapacityFactorCostsComputeAndCommunication) {
   EXPECT_GT(e125->breakdown.exposedComm[size_t(Axis::EP)], 0);
 }
 
+TEST(MoETest, LoadFactorFromCapacityOrTheDroplessPrior) {
+  const CostConstants &c = defaultConstants();
+  ModelConfig m = test::model("mixtral-8x7b"); // dropless, E 8, top-2
+  EXPECT_EQ(expertLoadFactor(m, mixtralPlan(1, 1, 8, 1), c), 1.0);
+  EXPECT_EQ(expertLoadFactor(m, mixtralPlan(1, 1, 8, 8), c), 1.25);
+  m.capacityFactor = 1.5;
+  EXPECT_EQ(expertLoadFactor(m, mixtralPlan(1, 1, 8, 1), c), 1.5);
+  // Capacity is at most the sequence: E / k = 4 times the mean share.
+  m.capacityFactor = 6;
+  EXPECT_EQ(expertLoadFactor(m, mixtralPlan(1, 1, 8, 8), c), 4.0);
+}
+
 TEST(MoETest, ExpertGradientsReduceOverExpertDataParallelOnly) {
   ClusterSpec cl = test::preset("dgx-h100", 8);
   ParallelPlan p = mixtralPlan(1, 1, 64, 8);
