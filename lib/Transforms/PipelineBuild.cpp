@@ -432,10 +432,9 @@ LogicalResult PipelineBuilder::emitMain(int64_t rank) {
       // with the micro-batch count instead of one accumulator).
       if (Value sum = rf.step.lookupOrNull(v)) {
         Value added = rf.builder.create<AddOp>(v.getLoc(), sum, result);
-        rf.step.map(v, rf.builder.create<OptimizationBarrierOp>(v.getLoc(),
-                                                                added));
-      }
-      else
+        rf.step.map(
+            v, rf.builder.create<OptimizationBarrierOp>(v.getLoc(), added));
+      } else
         rf.step.map(v, result);
     }
   }
