@@ -50,6 +50,9 @@ emit tiny-gpt-dp2-tp2 --model tiny-gpt -n 4 --plan dp=2,tp=2
 emit tiny-gpt-f32-attn8 --model tiny-gpt --attention-tile 8
 emit tiny-llama-bf16-attn8 --model tiny-llama --dtype bf16 --attention-tile 8
 emit tiny-gpt-f32-attn0 --model tiny-gpt --attention-tile 0
+# GPT-2 small's throughput with the materialised attention, against the
+# tiled default above (8 tiles a sequence: many more launches).
+emit gpt2-small-bf16-attn0 --model gpt2-small --dtype bf16 --batch 4 --steps 30 --attention-tile 0
 
 # One lib/ and bin/ for all: the bundles were made by the same build.
 mv "$out/tiny-gpt-f32/lib" "$out/lib"
