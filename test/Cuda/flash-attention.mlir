@@ -28,6 +28,11 @@
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/gpt-bf16.json --label gpt-bf16 --max-registers 128 | FileCheck %s --check-prefix=GPT16
 // RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff | cleave-opt --cleave-lower-to-cuda="attention-tile=8 ptxas-report=%t/llama-f32.json" -o /dev/null
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama-f32.json --label llama --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMA
+// Context parallelism (cp 2, the balanced layout): the key tile bounds
+// come from the rank's query block on the host (no load of device memory).
+// RUN: cleave-models --model tiny-gpt | cleave-opt --cleave-distribute="plan=cp=2 ranks=2" | cleave-opt --cleave-lower-to-cuda="attention-tile=8" --mlir-print-ir-after=cleave-cuda-map-to-gpu -o %t/cp-host.mlir 2> %t/cp-kernels.mlir
+// RUN: FileCheck %s --check-prefix=CP < %t/cp-kernels.mlir
+// RUN: mlir-translate --mlir-to-llvmir %t/cp-host.mlir -o %t/cp-host.ll
 // RUN: cleave-run --model tiny-llama --backend cuda --attention-tile 8 --emit-object %t/step.o
 // RUN: nm -u %t/step.o | FileCheck %s --check-prefix=UNDEF
 // RUN: not cleave-run --model tiny-gpt --backend cuda --attention-tile -1 --emit-object %t/bad.o 2>&1 | FileCheck %s --check-prefix=BAD
@@ -45,6 +50,21 @@
 // TILED: gpu.launch_func @cleave_kernels::@{{.*}} args(%[[J2]] : index, %[[I]] : index,
 // TILED-NOT: x4096x4096x
 // TILED: gpu.module @cleave_kernels
+
+// The first rows' positions: b S/2 + i in the first chunk of query block
+// b, (2n-1-b) S/2 + i - S/2 in the second; the bound is their tile.
+// CP-LABEL: func.func @train_step(
+// CP-NOT: memref.load
+// CP: %[[BLOCK:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CP-NOT: memref.load
+// CP: scf.for %{{.*}} = %c0{{.*}} to %c2{{.*}} step %c1
+// CP: arith.muli %[[BLOCK]], %c8
+// CP: arith.subi %c2{{.*}}, %[[BLOCK]] : index
+// CP: arith.ceildivui
+// CP: scf.for
+// CP: call @cleave_rt_gemm(
+// CP-NOT: memref.load
+// CP: gpu.module @cleave_kernels
 
 // SIZES: gpt-4096: {{[0-9]+}} buffers, largest 4096x256xf32 (1048576 elements, 4194304 bytes), peak {{[0-9]+}} bytes
 // FULL: gpt-4096-materialised: buffers over 16777215 elements: 4x4096x4096xf32
