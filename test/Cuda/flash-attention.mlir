@@ -28,6 +28,14 @@
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/gpt-bf16.json --label gpt-bf16 --max-registers 128 | FileCheck %s --check-prefix=GPT16
 // RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff | cleave-opt --cleave-lower-to-cuda="attention-tile=8 ptxas-report=%t/llama-f32.json" -o /dev/null
 // RUN: %python %S/Inputs/check_ptxas_report.py %t/llama-f32.json --label llama --max-registers 128 --max-spill-bytes 8 | FileCheck %s --check-prefix=LLAMA
+// The tensor-level IR that the CUDA pipeline lowers is the CPU pipeline's,
+// whose numbers FlashAttentionTest and CudaProgram.TiledReference* check
+// (tiny-llama: GQA, 4 tiles a sequence).
+// RUN: cleave-models --model tiny-llama | cleave-opt --cleave-autodiff -o %t/llama-small.mlir
+// RUN: cleave-opt %t/llama-small.mlir --cleave-lower-to-cpu="attention-tile=8" --mlir-print-ir-after=cleave-fuse-elementwise -o /dev/null 2> %t/cpu-tensors.mlir
+// RUN: cleave-opt %t/llama-small.mlir --cleave-lower-to-cuda="attention-tile=8" --mlir-print-ir-after=cleave-fuse-elementwise -o /dev/null 2> %t/cuda-tensors.mlir
+// RUN: diff %t/cpu-tensors.mlir %t/cuda-tensors.mlir
+// RUN: FileCheck %s --check-prefix=TENSORS < %t/cuda-tensors.mlir
 // Context parallelism (cp 2, the balanced layout): the key tile bounds
 // come from the rank's query block on the host (no load of device memory).
 // RUN: cleave-models --model tiny-gpt | cleave-opt --cleave-distribute="plan=cp=2 ranks=2" | cleave-opt --cleave-lower-to-cuda="attention-tile=8" --mlir-print-ir-after=cleave-cuda-map-to-gpu -o %t/cp-host.mlir 2> %t/cp-kernels.mlir
@@ -65,6 +73,10 @@
 // CP: call @cleave_rt_gemm(
 // CP-NOT: memref.load
 // CP: gpu.module @cleave_kernels
+
+// TENSORS-LABEL: func.func @train_step(
+// TENSORS: scf.for {{.*}} = %c0 to %c4 step %c1 iter_args(
+// TENSORS: linalg.batch_matmul_transpose_b
 
 // SIZES: gpt-4096: {{[0-9]+}} buffers, largest 4096x256xf32 (1048576 elements, 4194304 bytes), peak {{[0-9]+}} bytes
 // FULL: gpt-4096-materialised: buffers over 16777215 elements: 4x4096x4096xf32
