@@ -26,6 +26,7 @@ const NumberField kNumbers[] = {
     {"dp_bucket_params", &CostConstants::dpBucketParams},
     {"runtime_reserved_bytes", &CostConstants::runtimeReservedBytes},
     {"nccl_channels", &CostConstants::ncclChannels},
+    {"moe_dropless_imbalance", &CostConstants::moeDroplessImbalance},
 };
 
 struct BoolField {

@@ -57,8 +57,27 @@ double layerActivationBytes(const ModelConfig &m, const ParallelPlan &p) {
   // MLP block: norm input, up-projection input, activation input(s) and
   // output, dropout mask.
   bytes += 2 * d.w * d.tokensSp * d.h;
-  bytes += d.w * d.tokens * d.ffn * (llama ? 3 : 2);
   bytes += d.mask * d.tokensSp * d.h;
+  double dense = d.w * d.tokens * d.ffn * (llama ? 3 : 2);
+  double share = moeLayerShare(m);
+  return bytes + (1 - share) * dense + share * moeActivationBytes(m, p);
+}
+
+double moeActivationBytes(const ModelConfig &m, const ParallelPlan &p) {
+  ActDims d = actDims(m, p);
+  // Every rank holds the expert rows it computes: load x its mean share.
+  double slots =
+      d.tokens * double(m.topK) * expertLoadFactor(m, p, defaultConstants());
+  double f = double(m.expertFfnHidden);
+  double shared = double(m.sharedExperts) * f / p.tp;
+  // Router: fp32 scores and gates (its input, the norm output, is the
+  // up-projection input layerActivationBytes counts).
+  double bytes = 8 * d.tokens * double(m.experts);
+  // Routed experts: the dispatched input, the SwiGLU's two inputs and its
+  // output, the expert output before the combine.
+  bytes += d.w * slots * (2 * d.h + 3 * f);
+  // Shared experts: the SwiGLU's inputs and output.
+  bytes += d.w * d.tokens * shared * 3;
   return bytes;
 }
 
@@ -118,6 +137,10 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
   double largest =
       std::max(d.w * d.tokens * d.ffn * (m.arch == Architecture::Llama ? 2 : 1),
                d.w * d.tokens * d.h);
+  if (m.isMoE()) // the rank's expert rows entering the down projection
+    largest = std::max(largest, d.w * d.tokens * double(m.topK) *
+                                    expertLoadFactor(m, p, defaultConstants()) *
+                                    2 * double(m.expertFfnHidden));
   if (p.attention == AttentionImpl::Unfused)
     largest = std::max(largest, d.w * d.scores);
   layer += 2 * largest;
@@ -139,7 +162,8 @@ double ncclBufferBytes(const ParallelPlan &p, const CostConstants &c) {
   // Point-to-point: NCCL_NCHANNELS_PER_NET_PEER (2) channels per peer, each
   // with one Simple buffer of at most NCCL_BUFFSIZE.
   constexpr double kP2pChannelsPerPeer = 2;
-  int collectives = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1);
+  int collectives = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.ep > 1) +
+                    (p.ep > 1 && p.expertDp() * p.cp > 1);
   double perCollective = c.ncclChannels * (kSimple + kLL128 + kLL);
   double p2pPeers = p.pp > 1 ? 2 : 0; // the previous and the next stage
   return collectives * perCollective + p2pPeers * kP2pChannelsPerPeer * kSimple;
@@ -159,7 +183,18 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   double gradBytes = double(bytesOf(p.gradDType()));
   double optimizerBytes = mixed ? 12 : 8; // fp32 master + m + v, or m + v
   double shard = double(p.dp) * p.cp;
-  mem.parameters = params * paramBytes / (p.zeroStage >= 3 ? shard : 1);
+  // The routed experts' share: split over ep already (Workload), sharded by
+  // ZeRO over the dp / ep ranks that hold the same experts.
+  double layersHere = 0;
+  for (int ch = 0; ch < p.chunks(); ++ch)
+    layersHere += double(layersInChunk(m, p, ch * p.pp + stage));
+  double expert = params > 0 ? layersHere * w.layerExpertParams / params : 0;
+  double expertShard = double(p.expertDp()) * p.cp;
+  auto sharded = [&](double total, bool byZero) {
+    return byZero ? total * (1 - expert) / shard + total * expert / expertShard
+                  : total;
+  };
+  mem.parameters = sharded(params * paramBytes, p.zeroStage >= 3);
   if (p.dtype == DType::F8E4M3) {
     // Transformer Engine keeps each fp8 linear's weight cast for the step,
     // row- and column-major (1 + 1 bytes per layer parameter).
@@ -169,9 +204,8 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
     mem.parameters +=
         layers * w.layerParams * 2 / (p.zeroStage >= 3 ? shard : 1);
   }
-  mem.gradients = params * gradBytes / (p.zeroStage >= 2 ? shard : 1);
-  mem.optimizerStates =
-      params * optimizerBytes / (p.zeroStage >= 1 ? shard : 1);
+  mem.gradients = sharded(params * gradBytes, p.zeroStage >= 2);
+  mem.optimizerStates = sharded(params * optimizerBytes, p.zeroStage >= 1);
 
   double live = peakOnStage(orders[stage], p, [&](int c) {
     return double(layersInChunk(m, p, c * p.pp + stage));
@@ -202,8 +236,9 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
                                  w.headActivationBytes.value_or(0));
 
   // A device without NCCL (a local CPU rank) states its own buffers.
-  int communicators =
-      (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) + (p.pp > 1 ? 2 : 0);
+  int communicators = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) +
+                      (p.pp > 1 ? 2 : 0) + (p.ep > 1) +
+                      (p.ep > 1 && p.expertDp() * p.cp > 1);
   mem.communication = cl.gpu.communicatorBufferBytes
                           ? communicators * *cl.gpu.communicatorBufferBytes
                           : ncclBufferBytes(p, c);
@@ -222,6 +257,9 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
     double largest =
         std::max(3 * h * h, (m.arch == Architecture::Llama ? 2 : 1) * f * h) /
         p.tp;
+    if (m.isMoE()) // one of the rank's expert weight stacks [E/ep, H, F]
+      largest = std::max(largest, double(m.experts) / p.ep * h *
+                                      double(m.expertFfnHidden));
     mem.communication += std::min(2 * std::min(largest, w.layerParams),
                                   params * (1 - 1 / shard)) *
                          paramBytes;

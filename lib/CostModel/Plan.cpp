@@ -86,6 +86,7 @@ std::string checkSizes(const ParallelPlan &p) {
   for (auto [field, v] :
        {std::pair{"tp", int64_t(p.tp)}, std::pair{"pp", int64_t(p.pp)},
         std::pair{"dp", int64_t(p.dp)}, std::pair{"cp", int64_t(p.cp)},
+        std::pair{"ep", int64_t(p.ep)},
         std::pair{"micro_batch", p.microBatchSize},
         std::pair{"micro_batches", p.numMicroBatches},
         std::pair{"virtual_stages", int64_t(p.virtualStages)}})
@@ -111,6 +112,23 @@ std::string checkSizes(const ParallelPlan &p) {
            " model chunks need the interleaved schedule, not " +
            toString(p.schedule);
   }
+  return "";
+}
+
+/// Expert parallelism: a MoE model, ep dividing the experts and dp.
+std::string checkExperts(const ParallelPlan &p, const ModelConfig &m) {
+  if (p.ep == 1)
+    return "";
+  if (!m.isMoE())
+    return "plan.ep: expert parallelism (ep=" + std::to_string(p.ep) +
+           ") needs a mixture of experts, and " + m.name + " has no experts";
+  if (m.experts % p.ep != 0)
+    return "plan.ep: " + std::to_string(p.ep) + " does not divide the " +
+           std::to_string(m.experts) + " experts";
+  if (p.dp % p.ep != 0)
+    return "plan.ep: " + std::to_string(p.ep) +
+           " does not divide dp = " + std::to_string(p.dp) +
+           " (the expert-parallel ranks are data-parallel ranks)";
   return "";
 }
 
@@ -160,6 +178,8 @@ std::string checkModel(const ParallelPlan &p, const ModelConfig &m) {
     return "plan.recompute_per_stage: " +
            std::to_string(p.recomputePerStage.size()) + " entries for " +
            std::to_string(p.pp) + " pipeline stages";
+  if (std::string err = checkExperts(p, m); !err.empty())
+    return err;
   int64_t cpSplit = p.cp > 1 ? (p.cpBalanced ? 2 : 1) * p.cp : 1;
   if (m.seqLen % cpSplit != 0)
     return "plan.cp: the sequence length " + std::to_string(m.seqLen) +
@@ -195,8 +215,10 @@ std::string validatePlan(const ParallelPlan &p, const ModelConfig &m,
 
 std::string describe(const ParallelPlan &p) {
   std::ostringstream os;
-  os << "tp=" << p.tp << " pp=" << p.pp << " dp=" << p.dp << " cp=" << p.cp
-     << (p.cp > 1 && !p.cpBalanced ? " contiguous" : "")
+  os << "tp=" << p.tp << " pp=" << p.pp << " dp=" << p.dp;
+  if (p.ep > 1)
+    os << " ep=" << p.ep;
+  os << " cp=" << p.cp << (p.cp > 1 && !p.cpBalanced ? " contiguous" : "")
      << (p.sequenceParallel ? " sp" : "") << " mbs=" << p.microBatchSize
      << " m=" << p.numMicroBatches << " " << toString(p.schedule);
   if (p.schedule == Schedule::Interleaved1F1B)

@@ -49,9 +49,7 @@ int32_t Program::add(int32_t rank, Task task,
 
 namespace {
 
-PassCost scaled(const PassCost &c, double k) {
-  return {c.compute * k, c.tpComm * k, c.cpComm * k};
-}
+PassCost scaled(const PassCost &c, double k) { return c.scaled(k); }
 
 /// A dependency on the pipeline send of another stage, resolved once every
 /// rank's tasks exist.
@@ -95,7 +93,16 @@ private:
   int layersOf(int chunk) const {
     return int(layersInChunk(m, p, chunk * p.pp + cur.stage));
   }
-  double dpTime(CollectiveKind kind, double bytes) const;
+  /// A data-parallel collective of `bytes` of parameters or gradients, of
+  /// which the share `expert` is routed experts': those run over the
+  /// expert-data-parallel group (dp / ep ranks), after the rest.
+  double dpTime(CollectiveKind kind, double bytes, double expert) const;
+  /// The share of one layer's parameters that are routed experts'.
+  double layerExpertShare() const {
+    return w.layerParams > 0 ? w.layerExpertParams / w.layerParams : 0;
+  }
+  /// Routed experts' parameters of the current rank's stage.
+  double stageExpertParams() const;
   /// Parameters per data-parallel bucket: Megatron-Core's DDP default,
   /// max(40M, 1M x the data-parallel size), so that large data-parallel
   /// groups still move large messages.
@@ -175,8 +182,15 @@ int32_t Builder::push(Task t, std::vector<TaskRef> deps,
   return int32_t(list.size() - 1);
 }
 
-double Builder::dpTime(CollectiveKind kind, double bytes) const {
-  return collectiveCost(kind, bytes, axisGroup(Axis::DP, p, cl), cl, c).time;
+double Builder::dpTime(CollectiveKind kind, double bytes, double expert) const {
+  return dataParallelTime(kind, bytes, expert, p, cl, c);
+}
+
+double Builder::stageExpertParams() const {
+  double layers = 0;
+  for (int ch = 0; ch < p.chunks(); ++ch)
+    layers += layersOf(ch);
+  return layers * w.layerExpertParams;
 }
 
 Task Builder::commTask(Stream stream, double duration, int32_t group) const {
@@ -225,6 +239,7 @@ Task Builder::computeTask(PassKind kind, double layers, bool embed,
   t.recompute = recompute;
   t.tp = pc.tpComm;
   t.cp = pc.cpComm;
+  t.ep = pc.epComm;
   return t;
 }
 
@@ -301,7 +316,8 @@ void Builder::emitParamGathers() {
       if (params < bucketParams() && l + 1 < n)
         continue;
       Task t = commTask(kDpGatherStream,
-                        dpTime(CollectiveKind::AllGather, params * paramBytes),
+                        dpTime(CollectiveKind::AllGather, params * paramBytes,
+                               layerExpertShare()),
                         dpGroup());
       t.chunk = ch;
       t.layer = l;
@@ -372,7 +388,7 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
     if (splitRecompute) {
       Task rc = t;
       rc.duration = rc.recompute = stageRecompute();
-      rc.tp = rc.cp = 0;
+      rc.tp = rc.cp = rc.ep = 0;
       t.duration -= rc.duration;
       t.recompute = 0;
       emitLayerTask(rc, zero3Gather(r, l), firstRecv);
@@ -387,9 +403,10 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
     emitLayerTask(t, deps, firstRecv);
     if (zero3 && gradPass) {
       double bytes = w.layerParams * gradBytes;
-      Task rs =
-          commTask(kDpReduceStream,
-                   dpTime(CollectiveKind::ReduceScatter, bytes), dpGroup());
+      Task rs = commTask(
+          kDpReduceStream,
+          dpTime(CollectiveKind::ReduceScatter, bytes, layerExpertShare()),
+          dpGroup());
       rs.microBatch = r.microBatch;
       rs.layer = l;
       cur.lastReduce = push(rs, {ref(cur.lastCompute)});
@@ -406,8 +423,9 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
 /// compute stream (the layer running and the one prefetched).
 std::vector<TaskRef> Builder::zero3Gather(const PassRef &r, int l) {
   double bytes = w.layerParams * paramBytes;
-  Task g = commTask(kDpGatherStream, dpTime(CollectiveKind::AllGather, bytes),
-                    dpGroup());
+  Task g = commTask(
+      kDpGatherStream,
+      dpTime(CollectiveKind::AllGather, bytes, layerExpertShare()), dpGroup());
   g.microBatch = r.microBatch;
   g.chunk = r.chunk;
   g.layer = l;
@@ -433,7 +451,8 @@ void Builder::reduceBucket(double params, bool force, int32_t after) {
     return;
   CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                          : CollectiveKind::ReduceScatter;
-  Task t = commTask(kDpGatherStream, dpTime(kind, cur.bucket * gradBytes),
+  Task t = commTask(kDpGatherStream,
+                    dpTime(kind, cur.bucket * gradBytes, layerExpertShare()),
                     dpGroup());
   cur.lastDp = push(t, {ref(after)});
   cur.bucket = 0;
@@ -496,6 +515,7 @@ double Builder::gradNormTime() const {
 
 void Builder::finishRank() {
   double params = stageParameters(m, p, w, cur.stage);
+  double expert = params > 0 ? stageExpertParams() / params : 0;
   if (!zero3 && !reduceOverlap && p.dp * p.cp > 1) {
     CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                            : CollectiveKind::ReduceScatter;
@@ -503,9 +523,9 @@ void Builder::finishRank() {
     // (the CPU runtime's cleave-bucket-collectives): each pays its latency.
     double bucket = std::max(1.0, c.dpBucketParams);
     double full = std::floor(params / bucket), rest = params - full * bucket;
-    double time = full * dpTime(kind, bucket * gradBytes);
+    double time = full * dpTime(kind, bucket * gradBytes, expert);
     if (rest > 0 || full == 0)
-      time += dpTime(kind, rest * gradBytes);
+      time += dpTime(kind, rest * gradBytes, expert);
     Task t = commTask(kDpGatherStream, time, dpGroup());
     cur.lastDp = push(t, {ref(cur.lastCompute)});
   }
@@ -523,19 +543,24 @@ void Builder::finishRank() {
     t.links = pair.nodes > 1 ? (kNicOut | kNicIn) : 0;
     cur.lastEmbed = push(t, {ref(cur.lastCompute)});
   }
-  double shard = p.zeroStage >= 1 ? double(p.dp) * p.cp : 1;
+  // ZeRO shards the dense parameters' state over dp x cp and the routed
+  // experts' over their expert-data-parallel group (dp / ep x cp).
+  auto sharded = [&](bool byZero) {
+    return zeroShard(params, expert, byZero, p);
+  };
   // ZeRO-2 and -3 keep only the rank's shard of the gradients.
-  double gradShard = p.zeroStage >= 2 ? double(p.dp) * p.cp : 1;
+  double gradShard = sharded(p.zeroStage >= 2);
   Task opt;
   opt.category = TaskCategory::Optimizer;
-  opt.duration = c.kernelOverhead * 8 +
-                 memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
+  opt.duration =
+      c.kernelOverhead * 8 +
+      memoryTime(sharded(p.zeroStage >= 1) * c.adamBytesPerParam, cl.gpu);
   // No gradients, nothing to clip or check.
   if (params > 0 && (p.clipGradients || p.dynamicLossScaling))
     opt.duration += gradNormTime();
   if (params > 0 && p.dynamicLossScaling)
-    opt.duration += c.kernelOverhead +
-                    memoryTime(params / gradShard * gradBytes * 2, cl.gpu);
+    opt.duration +=
+        c.kernelOverhead + memoryTime(gradShard * gradBytes * 2, cl.gpu);
   // fp8 (Transformer Engine): cast-transpose every weight once per step
   // (read 16-bit, write fp8 twice) and update the amax histories and
   // scales (one fused kernel per step).
@@ -548,9 +573,10 @@ void Builder::finishRank() {
   cur.lastCompute = push(opt, deps);
   if ((p.zeroStage == 1 || p.zeroStage == 2) && !gatherOverlap &&
       p.dp * p.cp > 1) {
-    Task t = commTask(kDpGatherStream,
-                      dpTime(CollectiveKind::AllGather, params * paramBytes),
-                      dpGroup());
+    Task t =
+        commTask(kDpGatherStream,
+                 dpTime(CollectiveKind::AllGather, params * paramBytes, expert),
+                 dpGroup());
     cur.lastDp = push(t, {ref(cur.lastCompute)});
   }
 }

@@ -382,7 +382,8 @@ void attributeBusy(TimeBreakdown &b, const Task &tk, double busy) {
   b.recompute += tk.recompute * scale;
   b.exposedComm[size_t(Axis::TP)] += tk.tp * scale;
   b.exposedComm[size_t(Axis::CP)] += tk.cp * scale;
-  double rest = busy - (tk.recompute + tk.tp + tk.cp) * scale;
+  b.exposedComm[size_t(Axis::EP)] += tk.ep * scale;
+  double rest = busy - (tk.recompute + tk.tp + tk.cp + tk.ep) * scale;
   switch (tk.category) {
   case TaskCategory::Forward:
     b.forward += rest;

@@ -107,6 +107,8 @@ void writeChromeTrace(const Program &prog, const SimulationResult &res,
         args["recompute_us"] = t.recompute * 1e6;
       if (t.tp > 0)
         args["tp_comm_us"] = t.tp * 1e6;
+      if (t.ep > 0)
+        args["ep_comm_us"] = t.ep * 1e6;
       events.push_back({{"name", taskLabel(t)},
                         {"cat", toString(t.category)},
                         {"ph", "X"},

@@ -26,6 +26,8 @@ const char *toString(Axis axis) {
     return "dp";
   case Axis::PP:
     return "pp";
+  case Axis::EP:
+    return "ep";
   }
   return "?";
 }
@@ -42,8 +44,55 @@ GroupPlacement axisGroup(Axis axis, const ParallelPlan &p,
     return placeGroup(p.dp * p.cp, p.tp, g);
   case Axis::PP:
     return placeGroup(p.pp, p.tp * p.cp * p.dp, g);
+  case Axis::EP:
+    return placeGroup(p.ep, p.tp * p.cp, g);
   }
   return {};
+}
+
+GroupPlacement expertDpGroup(const ParallelPlan &p, const ClusterSpec &cl) {
+  if (p.ep <= 1)
+    return axisGroup(Axis::DP, p, cl);
+  // dp / ep members ep ranks apart on the DP axis; under cp the cp ranks
+  // beside each (an approximation: a group at the wider stride, which
+  // spans at least as many nodes as the real one).
+  return placeGroup(p.expertDp() * p.cp, p.tp * p.ep, cl.gpusPerNode);
+}
+
+double dataParallelTime(CollectiveKind kind, double bytes, double expert,
+                        const ParallelPlan &p, const ClusterSpec &cl,
+                        const CostConstants &c) {
+  GroupPlacement dp = axisGroup(Axis::DP, p, cl);
+  if (p.ep <= 1 || expert <= 0)
+    return collectiveCost(kind, bytes, dp, cl, c).time;
+  return collectiveCost(kind, bytes * (1 - expert), dp, cl, c).time +
+         collectiveCost(kind, bytes * expert, expertDpGroup(p, cl), cl, c).time;
+}
+
+double zeroShard(double params, double expert, bool sharded,
+                 const ParallelPlan &p) {
+  if (!sharded)
+    return params;
+  return params * (1 - expert) / (double(p.dp) * p.cp) +
+         params * expert / (double(p.expertDp()) * p.cp);
+}
+
+double moeLayerShare(const ModelConfig &m) {
+  if (!m.isMoE() || m.layers <= 0)
+    return 0;
+  int64_t moe = 0;
+  for (int64_t l = 0; l < m.layers; ++l)
+    moe += m.isMoELayer(l);
+  return double(moe) / double(m.layers);
+}
+
+double expertLoadFactor(const ModelConfig &m, const ParallelPlan &p,
+                        const CostConstants &c) {
+  // C = min(S, c S k / E) slots per expert and sequence: at most E / k
+  // times the mean share (every expert takes every token).
+  if (m.capacityFactor > 0)
+    return std::min(m.capacityFactor, double(m.experts) / double(m.topK));
+  return p.ep > 1 ? c.moeDroplessImbalance : 1.0;
 }
 
 namespace {
@@ -55,6 +104,9 @@ struct Dims {
   /// Share of the causal scores the busiest context-parallel rank computes.
   double causalShare;
   double tp;
+  /// Mixture of experts: experts, top-k, expert width, shared experts'
+  /// width per TP rank, expert parallelism, the load factor.
+  double experts, topK, expertFfn, sharedFfn, ep, load;
   DType dtype;
   bool sp, dropout, flash, llama;
 };
@@ -83,6 +135,12 @@ Dims dimsOf(const ModelConfig &m, const ParallelPlan &p) {
   d.dropout = m.dropout > 0;
   d.flash = p.attention == AttentionImpl::Flash;
   d.llama = m.arch == Architecture::Llama;
+  d.experts = double(m.experts);
+  d.topK = double(m.topK);
+  d.expertFfn = double(m.expertFfnHidden);
+  d.sharedFfn = double(m.sharedExperts * m.expertFfnHidden) / p.tp;
+  d.ep = p.ep;
+  d.load = 1;
   return d;
 }
 
@@ -315,15 +373,136 @@ void mlpBlock(Builder &b, bool backward) {
   norm(b, "mlp_norm", true);
 }
 
-} // namespace
+/// The shared experts: one dense SwiGLU of width sharedExperts x F, split
+/// over tp like the dense MLP.
+void sharedExperts(Builder &b, bool backward) {
+  const Dims &d = b.d;
+  if (d.sharedFfn <= 0)
+    return;
+  double actIn = d.tokens * 2 * d.sharedFfn * d.act,
+         actOut = d.tokens * d.sharedFfn * d.act;
+  if (!backward) {
+    b.linear("shared_expert_up", false, 2 * d.sharedFfn, d.h);
+    b.memory("shared_expert_swiglu", Phase::Forward, actIn + actOut);
+    b.linear("shared_expert_down", false, d.h, d.sharedFfn);
+    return;
+  }
+  b.linear("shared_expert_down", true, d.h, d.sharedFfn);
+  b.memory("shared_expert_swiglu", Phase::Backward, 2 * actIn + actOut);
+  b.linear("shared_expert_up", true, 2 * d.sharedFfn, d.h);
+}
 
-std::vector<WorkItem> layerItems(const ModelConfig &m, const ParallelPlan &p) {
-  Builder b(dimsOf(m, p));
+/// The routed experts' SwiGLU on one rank: its ep-th of the experts, each
+/// with `load` x its mean share of the tokens (grouped GEMMs, batch = local
+/// experts). Convention FLOPs: the routed tokens (top-k per token), without
+/// the load factor.
+void expertGemms(Builder &b, bool backward) {
+  const Dims &d = b.d;
+  double local = d.experts / d.ep;
+  double slots = d.tokens * d.topK * d.load; // this rank's expert rows
+  double rows = slots / local, f = d.expertFfn, h = d.h;
+  double useful = 1 / d.load;
+  auto gemm = [&](const char *name, Phase ph, double m, double n, double k) {
+    b.gemm(name, ph, m, n, k, local);
+    b.items.back().conventionFlops *= useful;
+  };
+  double actIn = slots * 2 * f * d.act, actOut = slots * f * d.act;
+  if (!backward) {
+    gemm("expert_up", Phase::Forward, rows, 2 * f, h);
+    b.memory("expert_swiglu", Phase::Forward, actIn + actOut);
+    gemm("expert_down", Phase::Forward, rows, h, f);
+    return;
+  }
+  gemm("expert_down", Phase::Backward, rows, f, h);
+  gemm("expert_down", Phase::WeightGrad, f, h, rows);
+  b.memory("expert_swiglu", Phase::Backward, 2 * actIn + actOut);
+  gemm("expert_up", Phase::Backward, rows, h, 2 * f);
+  gemm("expert_up", Phase::WeightGrad, h, 2 * f, rows);
+}
+
+/// A MoE feed-forward block as the executor runs it (docs/moe.md): the
+/// router and the routed experts are not split over tp (every TP rank
+/// routes and computes the whole micro-batch's tokens; under SP they are
+/// gathered first), the shared experts are. Under ep each rank holds
+/// experts / ep experts and exchanges the dispatched tokens with one
+/// all-to-all over the EP group before the experts and one after them,
+/// forward and backward: tokens x top-k x load x hidden each.
+void moeBlock(Builder &b, bool backward) {
+  const Dims &d = b.d;
+  double slots = d.tokens * d.topK * d.load;
+  double buffer = slots * d.h * d.act;
+  double logits = d.tokens * d.experts;
+  bool tpRegion = d.sharedFfn > 0; // partial sums to reduce over tp
+  Phase ph = backward ? Phase::Backward : Phase::Forward;
+  if (!backward) {
+    norm(b, "mlp_norm", false);
+    enterTp(b, "moe_all_gather", false);
+    sharedExperts(b, false);
+    b.linear("router", false, d.experts, d.h);
+    // fp32 softmax (or sigmoid) and top-k over the logits.
+    b.memory("router_top_k", ph, logits * (d.act + 4 + 4));
+    b.memory("moe_dispatch", ph, 2 * buffer);
+    if (d.ep > 1)
+      b.comm("moe_dispatch_all_to_all", ph, CollectiveKind::AllToAll, buffer,
+             Axis::EP);
+    expertGemms(b, false);
+    if (d.ep > 1)
+      b.comm("moe_combine_all_to_all", ph, CollectiveKind::AllToAll, buffer,
+             Axis::EP);
+    b.memory("moe_combine", ph, 2 * buffer + d.tokens * d.h * d.act);
+    if (tpRegion)
+      exitTp(b, "moe_output_reduce", false);
+    residual(b, "mlp_residual", false);
+    return;
+  }
+  residual(b, "mlp_residual", true);
+  if (tpRegion)
+    exitTp(b, "moe_output_grad_all_gather", true);
+  // The expert outputs' gradient (gates times dY) and the gates' (dY . out).
+  b.memory("moe_combine", ph, 3 * buffer);
+  if (d.ep > 1)
+    b.comm("moe_combine_grad_all_to_all", ph, CollectiveKind::AllToAll, buffer,
+           Axis::EP);
+  expertGemms(b, true);
+  if (d.ep > 1)
+    b.comm("moe_dispatch_grad_all_to_all", ph, CollectiveKind::AllToAll, buffer,
+           Axis::EP);
+  b.memory("moe_dispatch", ph, 2 * buffer + d.tokens * d.h * d.act);
+  b.memory("router_top_k", ph, logits * (4 + 4 + d.act));
+  b.linear("router", true, d.experts, d.h);
+  sharedExperts(b, true);
+  if (d.sp)
+    b.comm("moe_input_all_gather", Phase::Backward, CollectiveKind::AllGather,
+           d.tokens * d.h * d.act, Axis::TP, true);
+  if (tpRegion || d.sp)
+    enterTp(b, "moe_input_grad_reduce", true);
+  norm(b, "mlp_norm", true);
+}
+
+/// A dense or MoE layer with the expert load factor `load`.
+std::vector<WorkItem> layerItemsOf(const ModelConfig &m, const ParallelPlan &p,
+                                   bool moe, double load) {
+  Dims d = dimsOf(m, p);
+  d.load = load;
+  Builder b(d);
+  auto ffn = moe ? moeBlock : mlpBlock;
   attentionBlock(b, false);
-  mlpBlock(b, false);
-  mlpBlock(b, true);
+  ffn(b, false);
+  ffn(b, true);
   attentionBlock(b, true);
   return std::move(b.items);
+}
+
+} // namespace
+
+std::vector<WorkItem> layerItems(const ModelConfig &m, const ParallelPlan &p,
+                                 bool moe) {
+  return layerItemsOf(m, p, moe,
+                      moe ? expertLoadFactor(m, p, defaultConstants()) : 1.0);
+}
+
+std::vector<WorkItem> layerItems(const ModelConfig &m, const ParallelPlan &p) {
+  return layerItems(m, p, m.isMoE());
 }
 
 std::vector<WorkItem> embeddingItems(const ModelConfig &m,
@@ -400,7 +579,9 @@ PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
                 c.overlapSlowdown * std::min(t, previous);
     else if (p.overlapTpComm && it.commAxis == Axis::TP)
       exposed = t * c.tpOverlapExposed;
-    (it.commAxis == Axis::CP ? cost.cpComm : cost.tpComm) += exposed;
+    (it.commAxis == Axis::CP   ? cost.cpComm
+     : it.commAxis == Axis::EP ? cost.epComm
+                               : cost.tpComm) += exposed;
   }
   return cost;
 }
@@ -431,13 +612,28 @@ PassCost recomputeCost(const std::vector<WorkItem> &items,
 namespace {
 
 /// Parameters of one layer on one rank (after TP); norms and the biases of
-/// row-parallel layers are replicated.
-double layerParamsPerRank(const ModelConfig &m, const ParallelPlan &p) {
+/// row-parallel layers are replicated. A MoE layer's are its attention, its
+/// router (replicated), its shared experts (split over tp) and
+/// `expertParams`.
+double layerParamsPerRank(const ModelConfig &m, const ParallelPlan &p,
+                          bool moe) {
   double h = m.hidden, f = m.ffnHidden, t = p.tp, d = m.headDim();
   if (m.arch == Architecture::GPT)
     return (4 * h * h + 3 * h + 2 * h * f + f) / t + 6 * h;
   double kv = std::max(1.0, double(m.kvHeads) / t) * d;
-  return (2 * h * m.heads * d + 3 * h * f) / t + 2 * h * kv + 2 * h;
+  double attention = 2 * h * m.heads * d / t + 2 * h * kv + 2 * h;
+  if (!moe)
+    return attention + 3 * h * f / t;
+  double fe = double(m.expertFfnHidden);
+  return attention + double(m.experts) * h +
+         3 * h * fe * double(m.sharedExperts) / t;
+}
+
+/// The routed experts' parameters of a MoE layer on one rank: experts / ep
+/// whole SwiGLUs (the executor does not split them over tp).
+double expertParamsPerRank(const ModelConfig &m, const ParallelPlan &p) {
+  return double(m.experts) / p.ep * 3 * double(m.hidden) *
+         double(m.expertFfnHidden);
 }
 
 void setFlops(Workload &w, const ModelConfig &m, const ParallelPlan &p) {
@@ -446,9 +642,15 @@ void setFlops(Workload &w, const ModelConfig &m, const ParallelPlan &p) {
   whole.tp = whole.cp = 1;
   whole.sequenceParallel = false;
   whole.microBatchSize = 1;
-  std::vector<WorkItem> layer = layerItems(m, whole);
+  whole.ep = 1;
+  double share = moeLayerShare(m);
+  std::vector<WorkItem> layer = layerItems(m, whole, false);
   std::vector<WorkItem> head = headItems(m, whole);
   double layerFwd = conventionFlops(layer, Phase::Forward, false);
+  if (share > 0) // MoE layers: routed experts' top-k, shared, router
+    layerFwd = (1 - share) * layerFwd +
+               share * conventionFlops(layerItems(m, whole, true),
+                                       Phase::Forward, false);
   double headFwd = conventionFlops(head, Phase::Forward, false);
   double perSeq = 3 * (m.layers * layerFwd + headFwd);
   auto recomputeFlops = [&](Recompute kind) {
@@ -473,14 +675,29 @@ void setFlops(Workload &w, const ModelConfig &m, const ParallelPlan &p) {
 Workload buildWorkload(const ModelConfig &m, const ClusterSpec &cl,
                        const ParallelPlan &p, const CostConstants &c) {
   Workload w;
-  std::vector<WorkItem> layer = layerItems(m, p);
   bool splitW = p.schedule == Schedule::ZeroBubbleH1;
-  w.layerForward = costPhase(layer, Phase::Forward, cl, p, c);
-  w.layerBackward = costPhase(layer, Phase::Backward, cl, p, c);
-  w.layerWeightGrad = costPhase(layer, Phase::WeightGrad, cl, p, c);
-  for (Recompute kind :
-       {Recompute::None, Recompute::Selective, Recompute::Full})
-    w.layerRecomputeOf[size_t(kind)] = recomputeCost(layer, cl, p, kind, c);
+  // An average layer: MoE layers weighted by their share of the layers.
+  double share = moeLayerShare(m);
+  for (bool moe : {false, true}) {
+    double weight = moe ? share : 1 - share;
+    if (weight <= 0)
+      continue;
+    std::vector<WorkItem> layer =
+        layerItemsOf(m, p, moe, moe ? expertLoadFactor(m, p, c) : 1.0);
+    w.layerForward += costPhase(layer, Phase::Forward, cl, p, c).scaled(weight);
+    w.layerBackward +=
+        costPhase(layer, Phase::Backward, cl, p, c).scaled(weight);
+    w.layerWeightGrad +=
+        costPhase(layer, Phase::WeightGrad, cl, p, c).scaled(weight);
+    for (Recompute kind :
+         {Recompute::None, Recompute::Selective, Recompute::Full})
+      w.layerRecomputeOf[size_t(kind)] +=
+          recomputeCost(layer, cl, p, kind, c).scaled(weight);
+    w.layerParams += weight * layerParamsPerRank(m, p, moe);
+    if (moe)
+      w.layerExpertParams = weight * expertParamsPerRank(m, p);
+  }
+  w.layerParams += w.layerExpertParams;
   w.layerRecompute = w.layerRecomputeOf[size_t(p.recompute)];
   std::vector<WorkItem> embed = embeddingItems(m, p);
   w.embeddingForward = costPhase(embed, Phase::Forward, cl, p, c);
@@ -497,7 +714,6 @@ Workload buildWorkload(const ModelConfig &m, const ClusterSpec &cl,
     w.headWeightGrad = {};
   }
   double h = m.hidden, vt = std::ceil(double(m.vocab) / p.tp);
-  w.layerParams = layerParamsPerRank(m, p);
   w.embeddingParams =
       vt * h + (m.arch == Architecture::GPT ? double(m.seqLen) * h : 0);
   double norms = m.arch == Architecture::GPT ? 2 * h : h;

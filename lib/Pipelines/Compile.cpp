@@ -189,7 +189,9 @@ static bool meshPipelines(MeshOp mesh) {
 static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
   PlanSpec spec;
   CleaveApplyPlanPassOptions &o = spec.named;
-  o.dp = p.dp;
+  // The cost model's dp counts the expert-parallel ranks too (Plan.h).
+  o.dp = p.dp / p.ep;
+  o.ep = p.ep;
   o.tp = p.tp;
   o.cp = p.cp;
   o.sp = p.sequenceParallel;
@@ -213,7 +215,10 @@ mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
                          const CleaveAutodiffPassOptions *step) {
   ::cleave::cost::ParallelPlan p;
   const CleaveApplyPlanPassOptions &o = spec.named;
-  p.dp = int(o.dp);
+  // The named plan's ep is a mesh axis of its own that splits the batch
+  // beside dp; the cost model counts it inside dp (Plan.h).
+  p.ep = int(std::max<int64_t>(1, o.ep));
+  p.dp = int(o.dp) * p.ep;
   p.tp = int(o.tp);
   p.cp = int(o.cp);
   p.cpBalanced = o.cpLayout != "contiguous";
@@ -312,7 +317,9 @@ static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
     *options.plannerPrediction = {
         e->stepTime, e->mfu,
         "--predict, " + ::cleave::cost::describe(priced) +
-            " priced from the module's ops on local-cpu, " +
+            (options.model && options.model->isMoE() && priced.ep > 1
+                 ? " priced by the preset's formulas on local-cpu, "
+                 : " priced from the module's ops on local-cpu, ") +
             std::to_string(options.world) + " rank" +
             (options.world == 1 ? "" : "s")};
   if (options.log)
@@ -347,7 +354,7 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
     // (stages, micro-batches, recomputation, context parallelism) the named
     // plan's passes execute.
     if (best->pp > 1 || best->numMicroBatches > 1 || best->cp > 1 ||
-        best->recompute != ::cleave::cost::Recompute::None) {
+        best->ep > 1 || best->recompute != ::cleave::cost::Recompute::None) {
       plan = namedPlanOf(*best);
       if (options.log)
         *options.log << "compiled as --plan " << describeNamed(*plan) << "\n";

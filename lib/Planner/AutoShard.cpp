@@ -167,6 +167,14 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   // Plans for this machine's processes are run: only what cleave-run
   // executes.
   so.space.zeroOverDpOnly = pc.host;
+  // cleave-run cannot pipeline micro-batches under ep; and its dense
+  // GShard MoE layer on this machine measured slower under ep than under
+  // dp alone (tiny-moe on 4 ranks: ep=4 40-43 ms, dp=2,ep=2 39-42 ms,
+  // dp=4 21-22 ms per step), a cost the formulas do not see: the plans for
+  // this machine's processes keep ep = 1 (a named plan may still use it).
+  so.space.expertParallelMicroBatches = !pc.host;
+  if (pc.host)
+    so.space.maxExpertParallel = 1;
   so.memoryHeadroom = o.memoryHeadroom;
   so.topK = o.topK;
   so.progress = o.progress;
@@ -278,6 +286,20 @@ std::optional<ModelConfig> derivedModel(const ForwardView &view) {
   return std::nullopt;
 }
 
+/// The model derived from the module's ops when they price it, or none: a
+/// mixture-of-experts preset is priced by the preset formulas, which know
+/// expert parallelism, the experts' load and the all-to-alls (the op-derived
+/// items do not split the experts over ep), except on this machine's
+/// processes (`host`) without ep: there the search does not try ep and the
+/// ops keep pricing the executor's dense GShard layer (docs/moe.md).
+std::optional<ModelConfig>
+pricedFromOps(const ForwardView &view, const std::optional<ModelConfig> &model,
+              bool host, int ep) {
+  if (model && model->isMoE() && (!host || ep > 1))
+    return std::nullopt;
+  return derivedModel(view);
+}
+
 /// Transformer mode: the plan search on the cost model, then the ILP of
 /// each stage of the chosen plan.
 cost::Result<bool> planTransformer(const Problem &p, const AutoShardOptions &o,
@@ -334,7 +356,8 @@ cost::Result<Pricing> price(ModuleOp module, const AutoShardOptions &o) {
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
     return P::failure(error);
-  std::optional<ModelConfig> derived = derivedModel(p->view);
+  std::optional<ModelConfig> derived =
+      pricedFromOps(p->view, model, p->cluster.host, 1);
   if (derived || model) {
     // A matching preset's configuration (fitted to the module) still sizes
     // the search space and the memory model; the time comes from the ops.
@@ -454,7 +477,8 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   std::optional<ModelConfig> model = modelOf(module, p->view, o, error);
   if (!error.empty())
     return E::failure(error);
-  std::optional<ModelConfig> derived = derivedModel(p->view);
+  std::optional<ModelConfig> derived =
+      pricedFromOps(p->view, model, p->cluster.host, plan.ep);
   if (!model && !derived)
     return E::failure("function @" + p->func.getSymName().str() +
                       " has no repeated blocks and matches no transformer "

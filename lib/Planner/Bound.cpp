@@ -29,25 +29,30 @@ StageTail stageTail(const ModelConfig &m, const cost::ClusterSpec &cl,
   StageTail t;
   double params = cost::stageParameters(m, p, w, stage);
   double group = double(p.dp) * p.cp;
-  double shard = p.zeroStage >= 1 ? group : 1;
-  t.optimizer = c.kernelOverhead * 8 +
-                cost::memoryTime(params / shard * c.adamBytesPerParam, cl.gpu);
+  // The routed experts' share (expert parallelism: their own group).
+  double layers = 0;
+  for (int ch = 0; ch < p.chunks(); ++ch)
+    layers += double(cost::layersInChunk(m, p, ch * p.pp + stage));
+  double expert = params > 0 ? layers * w.layerExpertParams / params : 0;
+  t.optimizer =
+      c.kernelOverhead * 8 +
+      cost::memoryTime(cost::zeroShard(params, expert, p.zeroStage >= 1, p) *
+                           c.adamBytesPerParam,
+                       cl.gpu);
   if (group == 1)
     return t;
   bool zero3 = p.zeroStage >= 3;
   bool zero12 = p.zeroStage == 1 || p.zeroStage == 2;
-  cost::GroupPlacement dp = cost::axisGroup(cost::Axis::DP, p, cl);
   if (!zero3 && !p.overlapGradReduce) {
     auto kind = p.zeroStage == 0 ? cost::CollectiveKind::AllReduce
                                  : cost::CollectiveKind::ReduceScatter;
     double bytes = params * double(bytesOf(p.gradDType()));
-    t.before = cost::collectiveCost(kind, bytes, dp, cl, c).time;
+    t.before = cost::dataParallelTime(kind, bytes, expert, p, cl, c);
   }
   if (zero12 && !p.overlapParamGather) {
     double bytes = params * (p.dtype == DType::F32 ? 4 : 2);
-    t.after =
-        cost::collectiveCost(cost::CollectiveKind::AllGather, bytes, dp, cl, c)
-            .time;
+    t.after = cost::dataParallelTime(cost::CollectiveKind::AllGather, bytes,
+                                     expert, p, cl, c);
   }
   return t;
 }
@@ -61,15 +66,14 @@ double zero3Streams(const cost::ClusterSpec &cl, const ParallelPlan &p,
                     const cost::CostConstants &c) {
   if (p.zeroStage < 3 || p.dp * p.cp == 1)
     return 0;
-  cost::GroupPlacement dp = cost::axisGroup(cost::Axis::DP, p, cl);
   double paramBytes = p.dtype == DType::F32 ? 4 : 2;
-  double gather = cost::collectiveCost(cost::CollectiveKind::AllGather,
-                                       w.layerParams * paramBytes, dp, cl, c)
-                      .time;
-  double reduce = cost::collectiveCost(
-                      cost::CollectiveKind::ReduceScatter,
-                      w.layerParams * double(bytesOf(p.gradDType())), dp, cl, c)
-                      .time;
+  double expert = w.layerParams > 0 ? w.layerExpertParams / w.layerParams : 0;
+  double gather =
+      cost::dataParallelTime(cost::CollectiveKind::AllGather,
+                             w.layerParams * paramBytes, expert, p, cl, c);
+  double reduce = cost::dataParallelTime(
+      cost::CollectiveKind::ReduceScatter,
+      w.layerParams * double(bytesOf(p.gradDType())), expert, p, cl, c);
   bool recompute = w.layerRecomputeOf[size_t(p.recomputeOf(stage))].total() > 0;
   double passes = double(p.numMicroBatches) * layers;
   return passes * std::max((recompute ? 3 : 2) * gather, reduce);

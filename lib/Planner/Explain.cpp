@@ -56,9 +56,12 @@ std::string runs(const std::vector<int64_t> &v) {
 /// Short form of a plan for the ranking table.
 std::string brief(const cost::ParallelPlan &p) {
   std::ostringstream os;
-  os << "pp" << p.pp << " dp" << p.dp << " cp" << p.cp << " tp" << p.tp
-     << (p.sequenceParallel ? " sp" : "") << " mbs" << p.microBatchSize << "x"
-     << p.numMicroBatches << " " << cost::toString(p.schedule);
+  os << "pp" << p.pp << " dp" << p.dp;
+  if (p.ep > 1)
+    os << " ep" << p.ep;
+  os << " cp" << p.cp << " tp" << p.tp << (p.sequenceParallel ? " sp" : "")
+     << " mbs" << p.microBatchSize << "x" << p.numMicroBatches << " "
+     << cost::toString(p.schedule);
   if (p.schedule == cost::Schedule::Interleaved1F1B)
     os << p.virtualStages;
   os << " z" << p.zeroStage << " "
@@ -150,6 +153,7 @@ json candidateToJson(const Candidate &c) {
   j["tp"] = p.tp;
   j["pp"] = p.pp;
   j["dp"] = p.dp;
+  j["ep"] = p.ep;
   j["cp"] = p.cp;
   j["sequence_parallel"] = p.sequenceParallel;
   j["micro_batch"] = p.microBatchSize;
@@ -206,6 +210,10 @@ json searchToJson(const SearchResult &r, const ModelConfig &model,
   for (const Candidate &c : r.overMemory)
     j["over_memory"].push_back(candidateToJson(c));
   j["infeasible"] = r.infeasible;
+  if (!r.expertParallel.empty())
+    j["expert_parallel"] = r.expertParallel;
+  if (r.expertAlternative)
+    j["expert_alternative"] = candidateToJson(*r.expertAlternative);
   return j;
 }
 
@@ -215,9 +223,11 @@ void formatChosen(std::ostream &os, const Candidate &c,
                   const ModelConfig &model) {
   const cost::ParallelPlan &p = c.plan;
   os << "chosen plan\n";
-  os << "  mesh         pp=" << p.pp << " dp=" << p.dp << " cp=" << p.cp
-     << " tp=" << p.tp << (p.sequenceParallel ? " (sequence parallel)" : "")
-     << "\n";
+  os << "  mesh         pp=" << p.pp << " dp=" << p.dp;
+  if (p.ep > 1)
+    os << " (ep=" << p.ep << " of them split the experts)";
+  os << " cp=" << p.cp << " tp=" << p.tp
+     << (p.sequenceParallel ? " (sequence parallel)" : "") << "\n";
   os << "  batching     micro-batch " << p.microBatchSize << " x "
      << p.numMicroBatches << " per replica, schedule "
      << cost::toString(p.schedule);
@@ -301,6 +311,8 @@ std::string formatSearch(const SearchResult &r, const ModelConfig &model,
     addRow(table, "-", c, c.lostBecause);
   os << "\n";
   table.print(os);
+  if (!r.expertParallel.empty())
+    os << "\nexpert parallelism: " << r.expertParallel << "\n";
   return os.str();
 }
 

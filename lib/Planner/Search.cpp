@@ -2,6 +2,7 @@
 
 #include "Space.h"
 
+#include "cleave/CostModel/Report.h"
 #include "cleave/Planner/Explain.h"
 
 #include <algorithm>
@@ -168,9 +169,92 @@ private:
 
 } // namespace
 
+namespace {
+
+/// The branch and bound alone (searchPlans adds the ep explanation).
+cost::Result<SearchResult> searchOnce(const ModelConfig &model,
+                                      const cost::ClusterSpec &cluster,
+                                      const PlannerOptions &options);
+
+/// Whether the search may try plans of the other expert-parallel kind than
+/// `chosen` (ep = 1 against ep > 1).
+bool otherEpAllowed(const SearchSpace &s, int chosen) {
+  return chosen > 1 ? s.minExpertParallel <= 1 : s.maxExpertParallel > 1;
+}
+
+/// Searches again with ep restricted to the other kind than the chosen
+/// plan's and states why the chosen one won.
+void explainExpertParallel(const ModelConfig &model,
+                           const cost::ClusterSpec &cluster,
+                           const PlannerOptions &options, SearchResult &r) {
+  if (!model.isMoE() || !r.best)
+    return;
+  int ep = r.best->plan.ep;
+  std::string chosen = ep > 1 ? "ep=" + std::to_string(ep) + " (experts " +
+                                    std::to_string(model.experts / ep) +
+                                    " per GPU)"
+                              : "no expert parallelism (ep=1)";
+  if (!otherEpAllowed(options.space, ep)) {
+    r.expertParallel = chosen + "; the search space has no other ep";
+    return;
+  }
+  PlannerOptions other = options;
+  other.topK = 1;
+  other.progress = nullptr;
+  if (ep > 1) {
+    other.space.maxExpertParallel = 1;
+    other.space.minExpertParallel = 1;
+  } else {
+    other.space.minExpertParallel = 2;
+  }
+  cost::Result<SearchResult> alt = searchOnce(model, cluster, other);
+  std::string kind = ep > 1 ? "without expert parallelism"
+                            : "with expert parallelism (ep > 1)";
+  if (!alt || !alt->best) {
+    std::string why = !alt                      ? alt.error()
+                      : alt->infeasible.empty() ? std::string("none fits")
+                                                : alt->infeasible.front();
+    r.expertParallel = chosen + "; no plan " + kind + ": " + why;
+    return;
+  }
+  Candidate c = *alt->best;
+  c.lostBecause = explainLoss(c, *r.best, r.memoryLimit);
+  r.expertParallel = chosen + "; the best plan " + kind + " (" +
+                     cost::describe(c.plan) + ") lost: " + c.lostBecause;
+  // What expert parallelism costs in the plan that has it: the exposed
+  // all-to-alls and the busiest rank's expert load.
+  const Candidate &withEp = ep > 1 ? *r.best : c;
+  const cost::CostConstants &k =
+      options.constants ? *options.constants : cost::defaultConstants();
+  r.expertParallel +=
+      "; under ep=" + std::to_string(withEp.plan.ep) + " the all-to-alls " +
+      "expose " +
+      cost::formatSeconds(
+          withEp.breakdown.exposedComm[size_t(cost::Axis::EP)]) +
+      " and the busiest rank computes " +
+      cost::formatPercent(cost::expertLoadFactor(model, withEp.plan, k), 0) +
+      " of the mean expert load" +
+      (model.capacityFactor > 0 ? " (capacity factor)"
+                                : " (dropless: the imbalance prior)");
+  r.expertAlternative = std::move(c);
+}
+
+} // namespace
+
 cost::Result<SearchResult> searchPlans(const ModelConfig &model,
                                        const cost::ClusterSpec &cluster,
                                        const PlannerOptions &options) {
+  cost::Result<SearchResult> r = searchOnce(model, cluster, options);
+  if (r)
+    explainExpertParallel(model, cluster, options, *r);
+  return r;
+}
+
+namespace {
+
+cost::Result<SearchResult> searchOnce(const ModelConfig &model,
+                                      const cost::ClusterSpec &cluster,
+                                      const PlannerOptions &options) {
   Clock::time_point start = Clock::now();
   Space space(model, cluster, options);
   if (std::string e = space.validateOptions(); !e.empty())
@@ -185,6 +269,8 @@ cost::Result<SearchResult> searchPlans(const ModelConfig &model,
   search.report();
   return result;
 }
+
+} // namespace
 
 cost::Result<SearchResult> searchExhaustive(const ModelConfig &model,
                                             const cost::ClusterSpec &cluster,

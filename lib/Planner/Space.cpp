@@ -76,6 +76,10 @@ std::string Space::validateOptions() const {
       s.maxContextParallel < 1)
     return "options.space: the largest micro-batch, virtual-stage count and "
            "context-parallel size must be at least 1";
+  if (s.minExpertParallel < 1 || s.maxExpertParallel < s.minExpertParallel)
+    return "options.space: the expert-parallel range [" +
+           str(s.minExpertParallel) + ", " + str(s.maxExpertParallel) +
+           "] is empty or below 1";
   return "";
 }
 
@@ -84,6 +88,7 @@ ParallelPlan Space::basePlan(const Mesh &m) const {
   p.tp = m.tp;
   p.cp = m.cp;
   p.dp = m.dp;
+  p.ep = m.ep;
   p.pp = m.pp;
   p.sequenceParallel = false;
   p.microBatchSize = 1;
@@ -124,19 +129,37 @@ void Space::enumerate() {
                  str(options.globalBatch));
           continue;
         }
-        if (std::string e = cost::validatePlan(basePlan(m), model, cluster);
-            !e.empty()) {
-          reject(e);
-          continue;
+        for (int ep : expertSizes(m.dp)) {
+          m.ep = ep;
+          if (std::string e = cost::validatePlan(basePlan(m), model, cluster);
+              !e.empty()) {
+            reject(e);
+            continue;
+          }
+          meshes.push_back(m);
+          enumerateMesh(int32_t(meshes.size() - 1));
         }
-        meshes.push_back(m);
-        enumerateMesh(int32_t(meshes.size() - 1));
       }
     }
   }
   stats.meshes = int64_t(meshes.size());
   stats.candidates = int64_t(candidates.size());
   stats.workloads = int64_t(workloads.size());
+}
+
+std::vector<int> Space::expertSizes(int dp) const {
+  const SearchSpace &s = options.space;
+  std::vector<int> out;
+  // Expert parallelism: divisors of dp that divide the experts (the
+  // validation names the others), within the space's range.
+  for (int64_t ep : divisors(dp)) {
+    if (ep > s.maxExpertParallel || ep < s.minExpertParallel)
+      continue;
+    if (ep > 1 && (!model.isMoE() || model.experts % ep != 0))
+      continue;
+    out.push_back(int(ep));
+  }
+  return out;
 }
 
 void Space::enumerateMesh(int32_t index) {
@@ -152,7 +175,8 @@ void Space::enumerateMesh(int32_t index) {
   if (mesh.pp > 1 && s.recomputePerStage)
     modes.push_back(RecomputeMode::PerStage);
   std::vector<int> zeros = s.zeroStages;
-  if (s.zeroOverDpOnly && mesh.dp == 1)
+  // cleave-apply-plan's dp excludes the expert-parallel ranks.
+  if (s.zeroOverDpOnly && mesh.dp / mesh.ep == 1)
     zeros.erase(
         std::remove_if(zeros.begin(), zeros.end(), [](int z) { return z > 0; }),
         zeros.end());
@@ -165,6 +189,9 @@ void Space::enumerateMesh(int32_t index) {
       break;
     int64_t m = perReplica / mbs;
     if (s.maxMicroBatches > 0 && m > s.maxMicroBatches)
+      continue;
+    // cleave-run runs expert parallelism with one micro-batch (docs/moe.md).
+    if (mesh.ep > 1 && m > 1 && !s.expertParallelMicroBatches)
       continue;
     std::vector<std::pair<Schedule, int>> schedules;
     if (mesh.pp == 1)
@@ -241,7 +268,8 @@ const cost::Workload &Space::cachedWorkload(const ParallelPlan &plan) {
                   plan.microBatchSize,
                   int(plan.recompute),
                   plan.schedule == Schedule::ZeroBubbleH1,
-                  plan.pp > 1};
+                  plan.pp > 1,
+                  plan.ep};
   auto it = workloads.find(key);
   if (it == workloads.end()) {
     ParallelPlan uniform = plan;

@@ -19,6 +19,8 @@ namespace cleave::planner::detail {
 
 struct Mesh {
   int tp = 1, cp = 1, dp = 1, pp = 1;
+  /// Expert parallelism, carved out of dp (cost::ParallelPlan::ep).
+  int ep = 1;
 };
 
 /// How a candidate's recomputation is chosen.
@@ -91,9 +93,11 @@ public:
   const cost::CostConstants &constants;
 
 private:
-  using WorkloadKey = std::tuple<int, int, bool, int64_t, int, bool, bool>;
+  using WorkloadKey = std::tuple<int, int, bool, int64_t, int, bool, bool, int>;
 
   void enumerateMesh(int32_t mesh);
+  /// The expert-parallel sizes to try with `dp` data-parallel ranks.
+  std::vector<int> expertSizes(int dp) const;
   void addCandidate(Candidate c);
   cost::ParallelPlan basePlan(const Mesh &m) const;
   /// The workload of `plan`: options.workload, or the preset formulas.

@@ -425,10 +425,16 @@ LogicalResult PipelineBuilder::emitMain(int64_t rank) {
       rf.perMb[{v, mb}] = result;
       if (!a.accumulated.contains(v))
         continue;
-      // Sums over micro-batches, in micro-batch order.
-      if (Value sum = rf.step.lookupOrNull(v))
-        rf.step.map(
-            v, rf.builder.create<AddOp>(v.getLoc(), sum, result).getResult());
+      // Sums over micro-batches, in micro-batch order, each right after its
+      // micro-batch: the barrier keeps cleave-fuse-elementwise from making
+      // the chain of adds one op after the last micro-batch, which would
+      // keep every micro-batch's gradients alive until then (memory growing
+      // with the micro-batch count instead of one accumulator).
+      if (Value sum = rf.step.lookupOrNull(v)) {
+        Value added = rf.builder.create<AddOp>(v.getLoc(), sum, result);
+        rf.step.map(v, rf.builder.create<OptimizationBarrierOp>(v.getLoc(),
+                                                                added));
+      }
       else
         rf.step.map(v, result);
     }

@@ -47,9 +47,15 @@
 // IR: %[[G0:.*]] = cleave.recv on @mesh axes = [pp] from 2 : tensor<2x64xf32>
 // IR: %[[B0:.*]]:3 = call @train_step_b1(%[[F0]]#0, %[[G0]],
 // IR: cleave.send %[[B0]]#1 on @mesh axes = [pp] to 0 : tensor<2x64xf32>
-// Gradients accumulate over micro-batches, then the optimizer runs once.
+// Gradients accumulate over micro-batches, each right after its backward
+// pass (a barrier keeps the fusion from merging the sums into one op after
+// the last micro-batch), then the optimizer runs once.
 // IR: %[[B1:.*]]:3 = call @train_step_b1(
 // IR: %[[SUM:.*]] = cleave.add %[[B0]]#2, %[[B1]]#2 : tensor<64x64xf32>
+// IR-NEXT: %[[ACC:.*]] = cleave.optimization_barrier %[[SUM]] : tensor<64x64xf32>
+// IR: %[[B2:.*]]:3 = call @train_step_b1(
+// IR: %[[SUM2:.*]] = cleave.add %[[ACC]], %[[B2]]#2 : tensor<64x64xf32>
+// IR-NEXT: cleave.optimization_barrier %[[SUM2]] : tensor<64x64xf32>
 // IR: cleave.adamw %{{.*}}, %{{.*}} : (tensor<64x64xf32>
 // Every rank returns the loss: rank 3 computes it, the others add zeros.
 // IR: %[[Z:.*]] = cleave.constant dense<0.000000e+00> : tensor<f32>

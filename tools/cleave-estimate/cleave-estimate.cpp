@@ -85,6 +85,11 @@ cl::opt<int64_t> dp("dp",
                     cl::cat(planCat));
 cl::opt<int64_t> cp("cp", cl::desc("Context-parallel size (default: 1)"),
                     cl::init(1), cl::cat(planCat));
+cl::opt<int64_t>
+    ep("ep",
+       cl::desc("Expert-parallel size of a mixture of experts, carved out of "
+                "dp: ep of the dp ranks split the experts (default: 1)"),
+       cl::init(1), cl::cat(planCat));
 cl::opt<int64_t> microBatch("micro-batch",
                             cl::desc("Sequences per micro-batch (default: 1)"),
                             cl::init(1), cl::cat(planCat));
@@ -197,6 +202,7 @@ std::string checkRanges() {
                   {&pp, 1},
                   {&dp, 1},
                   {&cp, 1},
+                  {&ep, 1},
                   {&microBatch, 1},
                   {&globalBatch, 1},
                   {&microBatches, 1},
@@ -276,6 +282,7 @@ std::string readSizes(int clusterGpus, ParallelPlan &p) {
   p.pp = int(pp);
   p.cp = int(cp);
   p.dp = int(d);
+  p.ep = int(ep);
   p.microBatchSize = microBatch;
   p.virtualStages = int(virtualStages);
   p.zeroStage = int(zero);

@@ -154,3 +154,23 @@ TEST_F(CompileForRanksTest, PlansThatDoNotFitSayWhichStageFailed) {
 }
 
 } // namespace
+
+/// The named plan's ep reaches the cost model: its dp there counts the
+/// expert-parallel ranks (the executor's dp x ep), which split the batch.
+TEST(CostPlanOfTest, ExpertParallelismIsCarvedOutOfDp) {
+  std::optional<::cleave::ModelConfig> m = ::cleave::lookupPreset("tiny-moe");
+  ASSERT_TRUE(m);
+  ::cleave::cost::ParallelPlan p =
+      costPlanOf(llvm::cantFail(parsePlan("ep=2,dp=2", 4)), *m);
+  EXPECT_EQ(p.ep, 2);
+  EXPECT_EQ(p.dp, 4);
+  EXPECT_EQ(p.numGpus(), 4);
+  EXPECT_EQ(p.microBatchSize, m->batch / 4);
+  EXPECT_EQ(::cleave::cost::validatePlan(
+                p, *m, *::cleave::cost::lookupClusterPreset("dgx-h100", 1)),
+            "");
+  ::cleave::cost::ParallelPlan q =
+      costPlanOf(llvm::cantFail(parsePlan("dp=4", 4)), *m);
+  EXPECT_EQ(q.ep, 1);
+  EXPECT_EQ(q.dp, 4);
+}

@@ -61,6 +61,8 @@ std::vector<Instance> instances() {
          o.gpus = 4;
          o.fixedTp = 2;
        }},
+      // Expert parallelism (ep 1, 2, 4 on dp up to 8) with every ZeRO stage.
+      {"tiny-moe", "dgx-h100", 8, 16, nullptr},
   };
 }
 
@@ -306,6 +308,97 @@ TEST(SearchTest, ReportExplainsEveryRankedPlan) {
   EXPECT_EQ(j["runners_up"].size(), 3u);
   EXPECT_EQ(j["over_memory"].size(), r->overMemory.size());
   EXPECT_EQ(j["chosen"]["fits"].get<bool>(), true);
+}
+
+/// A search space for Mixtral small enough for a unit test.
+PlannerOptions mixtralOptions(int64_t globalBatch) {
+  PlannerOptions o;
+  o.globalBatch = globalBatch;
+  o.space.maxMicroBatchSize = 1;
+  o.space.maxContextParallel = 1;
+  o.space.schedules = {cost::Schedule::OneFOneB};
+  o.space.recomputes = {cost::Recompute::None, cost::Recompute::Full};
+  o.space.recomputePerStage = false;
+  o.space.balancedStages = false;
+  o.space.sequenceParallel = false;
+  o.maxPp = 4;
+  o.topK = 3;
+  return o;
+}
+
+/// Mixtral 8x7B on 64 H100s with at most 4 pipeline stages: the search
+/// tries ep jointly with the mesh and picks expert parallelism, and the
+/// report says what the best plan without it costs. (With deeper pipelines
+/// the full search keeps ep = 1: cleave-plan-moe.mlir.)
+TEST(SearchTest, ExpertParallelismForMixtralOn64Gpus) {
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("mixtral-8x7b", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-h100", 8, c));
+  cost::Result<SearchResult> r = searchPlans(m, c, mixtralOptions(256));
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r->best);
+  EXPECT_GT(r->best->plan.ep, 1) << cost::describe(r->best->plan);
+  ASSERT_TRUE(r->expertAlternative);
+  EXPECT_EQ(r->expertAlternative->plan.ep, 1);
+  EXPECT_GE(r->expertAlternative->stepTime, r->best->stepTime);
+  EXPECT_EQ(r->expertParallel.rfind(
+                "ep=" + std::to_string(r->best->plan.ep) + " (experts ", 0),
+            0u)
+      << r->expertParallel;
+  EXPECT_NE(r->expertParallel.find("the best plan without expert parallelism"),
+            std::string::npos)
+      << r->expertParallel;
+  // Without ep every rank reduces the gradients of all 8 experts over all
+  // its data-parallel replicas; with it, of its own experts over dp / ep.
+  EXPECT_NE(r->expertParallel.find("mostly exposed DP communication"),
+            std::string::npos)
+      << r->expertParallel;
+  std::string text = formatSearch(*r, m, c, mixtralOptions(256));
+  EXPECT_NE(text.find("expert parallelism: " + r->expertParallel),
+            std::string::npos);
+  nlohmann::json j = searchToJson(*r, m, c, mixtralOptions(256));
+  EXPECT_EQ(j["chosen"]["ep"].get<int>(), r->best->plan.ep);
+  EXPECT_EQ(j["expert_alternative"]["ep"].get<int>(), 1);
+}
+
+/// Dense models are searched without ep and get no ep explanation.
+TEST(SearchTest, DenseModelsHaveNoExpertParallelism) {
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("gpt2-small", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-a100-80gb", 1, c));
+  cost::Result<SearchResult> r = searchPlans(m, c, smallOptions(16));
+  ASSERT_TRUE(r && r->best);
+  EXPECT_EQ(r->best->plan.ep, 1);
+  EXPECT_TRUE(r->expertParallel.empty());
+  EXPECT_FALSE(r->expertAlternative);
+}
+
+/// cleave-run runs ep with one micro-batch only: without
+/// expertParallelMicroBatches no ranked plan pairs ep > 1 with more, and
+/// plans with ep > 1 are still ranked.
+TEST(SearchTest, ExpertParallelismWithoutMicroBatchesWhenAsked) {
+  ModelConfig m;
+  ASSERT_NO_FATAL_FAILURE(loadModel("tiny-moe", m));
+  cost::ClusterSpec c;
+  ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-a100-80gb", 1, c));
+  for (bool allowed : {true, false}) {
+    PlannerOptions o = smallOptions(4);
+    o.gpus = 4;
+    o.space.maxMicroBatchSize = 1;
+    o.space.expertParallelMicroBatches = allowed;
+    o.topK = 1000;
+    cost::Result<SearchResult> r = searchExhaustive(m, c, o);
+    ASSERT_TRUE(r && r->best);
+    int withMicro = 0, ep = 0;
+    for (const Candidate &k : r->runnersUp) {
+      ep += k.plan.ep > 1;
+      withMicro += k.plan.ep > 1 && k.plan.numMicroBatches > 1;
+    }
+    EXPECT_GT(ep, 0);
+    EXPECT_EQ(withMicro > 0, allowed) << withMicro;
+  }
 }
 
 } // namespace

@@ -117,6 +117,20 @@ struct CostConstants {
   /// own send to finish, and both sides relaunch their next kernel from the
   /// host (one more kernelOverhead after the transfer).
   bool p2pSynchronize = true;
+
+  //===--- Mixtures of experts
+  //---------------------------------------------===//
+
+  /// Dropless routing under expert parallelism: the busiest expert-parallel
+  /// rank's expert load over the mean (it computes and receives this many
+  /// times its share, and the others wait for it at the combine
+  /// all-to-all). A stated prior, not fitted: 1.25 is the capacity factor
+  /// GShard (Lepikhin et al. 2020) and Switch Transformer (Fedus et al.
+  /// 2021, Sec. 2.2 and Table 1) train with so that a balance-loss-trained
+  /// router drops few tokens, i.e. the busiest expert's load stays near
+  /// 1.25x the mean. A per-expert figure, so an upper bound when a rank
+  /// holds several experts (their loads average out).
+  double moeDroplessImbalance = 1.25;
 };
 
 /// The constants the calibration benchmark reports against.

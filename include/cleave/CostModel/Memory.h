@@ -58,6 +58,11 @@ struct MemoryBreakdown {
 /// s b h / t (34 + 5 a s / h) with TP + SP, 34 s b h / t with selective
 /// recompute, 2 s b h (/ t with SP) with full recompute.
 double layerActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
+/// Of a MoE layer, what its feed-forward block keeps for the backward pass
+/// on one rank beyond its input: the router's scores, the expert rows this rank
+/// computes (tokens x top-k x the load factor: dispatched input, SwiGLU
+/// inputs and output, expert output) and the shared experts' SwiGLU.
+double moeActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
 
 /// Layer-micro-batches whose activations one rank of `stage` keeps alive at
 /// once under the plan's schedule, computed from the schedule's order (the

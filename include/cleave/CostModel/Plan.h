@@ -6,7 +6,11 @@
 // implementation choices that change costs (fused attention, which
 // communication overlaps). Ranks are numbered Megatron-style with TP
 // fastest, then CP, then DP, then PP ("tp-cp-dp-pp"), so TP groups are
-// consecutive GPUs of one node and PP stages are furthest apart.
+// consecutive GPUs of one node and PP stages are furthest apart. Expert
+// parallelism (`ep`) is carved out of the data-parallel ranks: `dp` counts
+// every replica of the dense weights, `ep` consecutive ones of them split
+// the experts (cleave-apply-plan's mesh (pp, dp, ep, cp, tp) with its
+// dp = dp / ep here).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +57,15 @@ enum class AttentionImpl {
 
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1, cp = 1;
+  /// Expert parallelism (mixtures of experts): the experts of each MoE layer
+  /// are split over `ep` consecutive data-parallel ranks, which exchange
+  /// their tokens with all-to-alls; `ep` divides `dp` and the experts. The
+  /// dense weights stay replicated over all `dp` ranks, the expert weights
+  /// over the `dp / ep` ranks that hold the same experts (Megatron-Core's
+  /// expert-model-parallel with its expert-data-parallel group). As the
+  /// executor runs it, every one of the `dp` ranks takes its own share of
+  /// the batch, `ep` included (named plan `ep=E,dp=D` = `dp=D*E ep=E`).
+  int ep = 1;
   /// The sequence layout over cp: load-balanced (rank r holds chunks r and
   /// 2cp-1-r, cleave-run's default for causal programs) or contiguous
   /// (rank r holds block r; the last rank does the most causal work).
@@ -130,6 +143,8 @@ struct ParallelPlan {
   std::vector<int> layersPerChunk;
 
   int numGpus() const { return tp * pp * dp * cp; }
+  /// Ranks that hold the same experts and reduce their gradients: dp / ep.
+  int expertDp() const { return dp / ep; }
   int64_t globalBatch() const { return microBatchSize * numMicroBatches * dp; }
   DType gradDType() const;
   /// Model chunks per pipeline rank actually used by the schedule.
@@ -165,7 +180,8 @@ std::optional<Schedule> parseSchedule(const std::string &name);
 std::optional<Recompute> parseRecompute(const std::string &name);
 /// "flash", "unfused".
 std::optional<AttentionImpl> parseAttention(const std::string &name);
-/// One line: "tp=8 pp=4 dp=32 cp=1 sp mbs=1 m=56 interleaved(v=3) zero=1 ...".
+/// One line: "tp=8 pp=4 dp=32 cp=1 sp mbs=1 m=56 interleaved(v=3) zero=1 ...",
+/// with " ep=N" after dp when the plan has expert parallelism.
 std::string describe(const ParallelPlan &plan);
 
 } // namespace cleave::cost

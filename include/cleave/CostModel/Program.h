@@ -72,9 +72,9 @@ struct Task {
   uint8_t links = 0;
   /// Standalone seconds (no contention, no overlap slowdown).
   double duration = 0;
-  /// Seconds of `duration` that are recomputation, exposed TP and exposed
-  /// CP communication (compute tasks); the rest is the category's compute.
-  double recompute = 0, tp = 0, cp = 0;
+  /// Seconds of `duration` that are recomputation, exposed TP, CP and EP
+  /// communication (compute tasks); the rest is the category's compute.
+  double recompute = 0, tp = 0, cp = 0, ep = 0;
   /// Dependencies: Program::deps[depBegin, depBegin + depCount).
   int32_t depBegin = 0, depCount = 0;
   /// Collective group (index into Program::groups), or -1: no partner

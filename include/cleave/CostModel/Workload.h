@@ -28,9 +28,10 @@
 
 namespace cleave::cost {
 
-/// The mesh axis a communication runs over.
-enum class Axis { TP, CP, DP, PP };
-constexpr int kNumAxes = 4;
+/// The mesh axis a communication runs over. EP: the expert-parallel group
+/// (`ep` consecutive data-parallel ranks), its token all-to-alls.
+enum class Axis { TP, CP, DP, PP, EP };
+constexpr int kNumAxes = 5;
 const char *toString(Axis axis);
 
 enum class Phase { Forward, Backward, WeightGrad };
@@ -58,14 +59,18 @@ struct WorkItem {
 /// one micro-batch on one rank.
 struct PassCost {
   double compute = 0;
-  /// Exposed communication on the critical path, by axis (TP, CP).
-  double tpComm = 0, cpComm = 0;
-  double total() const { return compute + tpComm + cpComm; }
+  /// Exposed communication on the critical path, by axis (TP, CP, EP).
+  double tpComm = 0, cpComm = 0, epComm = 0;
+  double total() const { return compute + tpComm + cpComm + epComm; }
   PassCost &operator+=(const PassCost &o) {
     compute += o.compute;
     tpComm += o.tpComm;
     cpComm += o.cpComm;
+    epComm += o.epComm;
     return *this;
+  }
+  PassCost scaled(double k) const {
+    return {compute * k, tpComm * k, cpComm * k, epComm * k};
   }
 };
 
@@ -80,8 +85,12 @@ struct Workload {
   PassCost embeddingForward, embeddingBackward;
   /// Last stage: final norm, output layer, loss.
   PassCost headForward, headBackward, headWeightGrad;
-  /// Parameters held by one rank (after TP), before ZeRO sharding.
+  /// Parameters held by one rank (after TP and EP), before ZeRO sharding.
   double layerParams = 0, embeddingParams = 0, headParams = 0;
+  /// Of `layerParams`, the routed experts' (an average layer: MoE layers'
+  /// share of the model's layers): split over ep, replicated and reduced
+  /// over the dp / ep ranks of the expert-data-parallel group only.
+  double layerExpertParams = 0;
   /// Bytes one rank sends to the next pipeline stage per micro-batch.
   double p2pBytes = 0;
   /// Whole step, whole model (Megatron convention, see Estimate.h).
@@ -95,9 +104,21 @@ struct Workload {
 };
 
 /// The items of one transformer layer on one rank, for plan `plan`
-/// (forward, then backward in execution order).
+/// (forward, then backward in execution order): a MoE layer if the model
+/// has experts (every preset's MoE layers are all its layers).
 std::vector<WorkItem> layerItems(const ModelConfig &model,
                                  const ParallelPlan &plan);
+/// The items of a dense (`moe` false) or a MoE layer.
+std::vector<WorkItem> layerItems(const ModelConfig &model,
+                                 const ParallelPlan &plan, bool moe);
+/// The share of the model's layers that are MoE layers (0 for dense).
+double moeLayerShare(const ModelConfig &model);
+/// How many times the mean per-expert load the busiest expert-parallel
+/// rank computes and receives: the capacity factor (every expert computes
+/// its capacity, empty slots included), or dropless under ep > 1 the prior
+/// CostConstants::moeDroplessImbalance, or 1 (dropless, all experts local).
+double expertLoadFactor(const ModelConfig &model, const ParallelPlan &plan,
+                        const CostConstants &c);
 /// The first stage's embedding items.
 std::vector<WorkItem> embeddingItems(const ModelConfig &model,
                                      const ParallelPlan &plan);
@@ -128,9 +149,25 @@ Workload buildWorkload(const ModelConfig &model, const ClusterSpec &cluster,
                        const ParallelPlan &plan, const CostConstants &c);
 
 /// The communicator group of `axis` under the tp-cp-dp-pp rank order.
-/// The DP group spans DP x CP (gradients are reduced over both).
+/// The DP group spans DP x CP (gradients are reduced over both); the EP
+/// group is `ep` consecutive members of the DP axis (stride tp x cp).
 GroupPlacement axisGroup(Axis axis, const ParallelPlan &plan,
                          const ClusterSpec &cluster);
+/// The group that reduces the expert weights' gradients: the dp / ep ranks
+/// (times cp) that hold the same experts, `ep` data-parallel ranks apart.
+GroupPlacement expertDpGroup(const ParallelPlan &plan,
+                             const ClusterSpec &cluster);
+/// Seconds of a data-parallel collective of `bytes` of parameters or
+/// gradients of which the share `expertShare` is routed experts': under ep
+/// those run over expertDpGroup after the rest over the DP group.
+double dataParallelTime(CollectiveKind kind, double bytes, double expertShare,
+                        const ParallelPlan &plan, const ClusterSpec &cluster,
+                        const CostConstants &c);
+/// Parameters per rank after ZeRO's sharding of `params` of which the share
+/// `expertShare` is routed experts' (sharded over dp / ep x cp, the rest
+/// over dp x cp); `params` itself if `sharded` is false.
+double zeroShard(double params, double expertShare, bool sharded,
+                 const ParallelPlan &plan);
 
 } // namespace cleave::cost
 

@@ -139,7 +139,11 @@ def Cleave_OptimizationBarrierOp : Cleave_ModelOp<"optimization_barrier",
     without them CSE would merge the recomputation with the original
     forward ops, and the forward values would stay alive until the backward
     pass after all (XLA's and StableHLO's `optimization_barrier` serve the
-    same purpose for JAX's `remat`). Its sharding rule passes every
+    same purpose for JAX's `remat`). `cleave-pipeline` puts one on each
+    partial sum of the gradients over micro-batches, so that
+    `cleave-fuse-elementwise` does not merge the chain of sums into one op
+    after the last micro-batch, which would keep every micro-batch's
+    gradients alive until then. Its sharding rule passes every
     dimension through; it costs nothing. The tensor-level lowering keeps it
     until `cleave-prepare-bufferization` replaces it by its operand, after
     the last CSE.

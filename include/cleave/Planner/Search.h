@@ -57,6 +57,15 @@ struct SearchSpace {
   int64_t maxMicroBatches = 0;
   /// Largest context-parallel size (1: no context parallelism).
   int maxContextParallel = 8;
+  /// Expert-parallel sizes tried for a mixture of experts: the divisors of
+  /// dp that divide the experts, in [minExpertParallel, maxExpertParallel].
+  /// Dense models always get ep = 1.
+  int minExpertParallel = 1;
+  int maxExpertParallel = 256;
+  /// Expert parallelism with more than one micro-batch per replica.
+  /// cleave-run cannot run it (docs/moe.md), so the plans for this
+  /// machine's processes leave it out.
+  bool expertParallelMicroBatches = true;
   /// Try sequence parallelism with every tensor-parallel size > 1.
   bool sequenceParallel = true;
   /// Besides the even split, try the stage partition balanced by dynamic
@@ -143,6 +152,12 @@ struct SearchResult {
   /// When nothing fits: every constraint that fails and by how much.
   std::vector<std::string> infeasible;
   std::optional<LeastMemory> leastMemory;
+  /// A mixture of experts: why the chosen plan's expert parallelism won,
+  /// against the best plan of the other kind (ep = 1 if the chosen has
+  /// ep > 1, else ep > 1), or why there is none. Empty for dense models.
+  std::string expertParallel;
+  /// That best plan of the other kind, with why it lost.
+  std::optional<Candidate> expertAlternative;
   /// Bytes per GPU a plan may use (capacity minus headroom).
   double memoryLimit = 0;
   int gpus = 0;
