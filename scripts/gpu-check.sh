@@ -8,8 +8,10 @@
 #   scp -r build/gpu-check gpu-node: && ssh gpu-node gpu-check/run-all
 #
 # Bundles: tiny-gpt and tiny-llama on one GPU in f32 and bf16, a GPT-2-small
-# step in bf16 for the throughput against the cost model, and tiny-gpt
-# partitioned dp=2 x tp=2 for machines with 4 GPUs. They share one lib/.
+# step in bf16 for the throughput against the cost model, tiny-gpt
+# partitioned dp=2 x tp=2 for machines with 4 GPUs, and tiny models with
+# several attention tiles a sequence and with the materialised attention.
+# They share one lib/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${CLEAVE_BUILD_DIR:-$root/build}"
@@ -40,6 +42,17 @@ emit tiny-llama-f32 --model tiny-llama
 emit tiny-llama-bf16 --model tiny-llama --dtype bf16
 emit gpt2-small-bf16 --model gpt2-small --dtype bf16 --batch 4 --steps 30
 emit tiny-gpt-dp2-tp2 --model tiny-gpt -n 4 --plan dp=2,tp=2
+# Attention (docs/attention.md): every bundle above uses the flash lowering
+# with tiles of 128 rows, one tile a sequence for the tiny models (32
+# positions); tiles of 8 run the online softmax over 4 key tiles, skip the
+# causal ones and mask the diagonal (GQA in tiny-llama); tile 0 keeps the
+# materialised lowering checked.
+emit tiny-gpt-f32-attn8 --model tiny-gpt --attention-tile 8
+emit tiny-llama-bf16-attn8 --model tiny-llama --dtype bf16 --attention-tile 8
+emit tiny-gpt-f32-attn0 --model tiny-gpt --attention-tile 0
+# GPT-2 small's throughput with the materialised attention, against the
+# tiled default above (8 tiles a sequence: many more launches).
+emit gpt2-small-bf16-attn0 --model gpt2-small --dtype bf16 --batch 4 --steps 30 --attention-tile 0
 
 # One lib/ and bin/ for all: the bundles were made by the same build.
 mv "$out/tiny-gpt-f32/lib" "$out/lib"

@@ -10,6 +10,7 @@ times) and, with --kernels, the worst kernels of each.
     bench/cuda/kernels.py --build build            # the table of docs/cuda.md
     bench/cuda/kernels.py --build build --only gpt2-small-1l --kernels 5
     bench/cuda/kernels.py --build build --only "tiny-gpt dp2xtp2+sp"
+    bench/cuda/kernels.py --build build --attention-tile 0   # materialised
 
 Any Python 3 runs it (it only drives the build's tools).
 """
@@ -49,7 +50,7 @@ def run(cmd, stdin=None):
     return r.stdout
 
 
-def measure(build, name, models_args, plan, keep):
+def measure(build, name, models_args, plan, keep, attention_tile):
     bin_dir = os.path.join(build, "bin")
     program = run([os.path.join(bin_dir, "cleave-models")] + models_args)
     passes = ["--cleave-autodiff", "--canonicalize", "--cse"]
@@ -59,10 +60,12 @@ def measure(build, name, models_args, plan, keep):
     step = run([os.path.join(bin_dir, "cleave-opt")] + passes, stdin=program)
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
+        options = f"ptxas-report={report}"
+        if attention_tile is not None:
+            options += f" attention-tile={attention_tile}"
         start = time.time()
         host = run([os.path.join(bin_dir, "cleave-opt"),
-                    f"--cleave-lower-to-cuda=ptxas-report={report}"],
-                   stdin=step)
+                    f"--cleave-lower-to-cuda={options}"], stdin=step)
         seconds = time.time() - start
         with open(report) as f:
             data = json.load(f)
@@ -102,6 +105,9 @@ def main():
     p.add_argument("--kernels", type=int, default=0,
                    help="also list the N kernels with the most registers")
     p.add_argument("--json", help="write the rows to this file")
+    p.add_argument("--attention-tile", type=int,
+                   help="rows of the flash attention tiles (0: the "
+                        "materialised attention; default: the pipeline's)")
     args = p.parse_args()
     names = args.only or list(CONFIGS)
     unknown = [n for n in names if n not in CONFIGS]
@@ -114,7 +120,8 @@ def main():
           f"{'ptxas s':>7} {'total s':>7}")
     for name in names:
         models_args, plan = CONFIGS[name]
-        r = measure(args.build, name, models_args, plan, args.kernels)
+        r = measure(args.build, name, models_args, plan, args.kernels,
+                    args.attention_tile)
         rows.append(r)
         spill = f"{r['spilling']} ({r['spill_bytes']} B)"
         print(f"{name:28} {r['kernels']:7d} "

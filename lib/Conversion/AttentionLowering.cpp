@@ -2,9 +2,9 @@
 //
 // Two lowerings (-cleave-lower-to-linalg's `attention-tile`):
 //
-// * tiled (FlashAttentionLowering.cpp, the default on the CPU): online
-//   softmax over query and key tiles, memory linear in the sequence;
-// * materialised (here, attention-tile=0, the CUDA pipeline's): batched
+// * tiled (FlashAttentionLowering.cpp, the default of both pipelines):
+//   online softmax over query and key tiles, memory linear in the sequence;
+// * materialised (here, attention-tile=0): batched
 //   GEMMs (runtime calls after bufferization) and fused generics over the
 //   full [B*H, S, Skv] probabilities:
 //

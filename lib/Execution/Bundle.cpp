@@ -457,6 +457,9 @@ Error mlir::cleave::writeBundle(ModuleOp module, const BundleOptions &options,
                {"created", nowText()}};
   if (cuda)
     root["chip"] = compile.cuda.chip;
+  // Rows of the flash attention tiles of the steps (0: materialised).
+  root["attention_tile"] =
+      cuda ? compile.cuda.attentionTile : compile.pipeline.attentionTile;
   if (options.model) {
     const ::cleave::ModelConfig &m = *options.model;
     root["model"] = {{"name", m.name},

@@ -110,6 +110,7 @@ std::string CompileCache::key(ModuleOp module, const CompileOptions &options) {
   field("cuda.ptxas", options.cuda.ptxas);
   field("cuda.block", llvm::Twine(options.cuda.blockSize));
   field("cuda.vector", llvm::Twine(options.cuda.vectorBits));
+  field("cuda.attention-tile", llvm::Twine(options.cuda.attentionTile));
   field("host-cpu", options.hostCpu);
   field("host", llvm::sys::getHostCPUName());
   llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();

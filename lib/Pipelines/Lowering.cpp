@@ -121,18 +121,18 @@ static void addBufferization(OpPassManager &pm, Target target) {
 /// from bf16 with integer arithmetic (round to nearest even): LLVM would
 /// otherwise call `__truncsfbf2`, which only libgcc 13+ and compiler-rt
 /// define, so bf16 programs failed to link on a stock Debian 12. CUDA host
-/// code also lowers kernel launches.
+/// code also lowers kernel launches. Both expand the arith ops that have no
+/// LLVM lowering (the flash attention's tile bounds use `ceildivui`).
 static void addHostLowering(OpPassManager &pm, Target target) {
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  if (target == Target::CPU) {
+  if (target == Target::CPU)
     pm.addPass(createCleaveApproximateMathPass());
-    arith::ArithExpandOpsPassOptions expand;
-    expand.includeBf16 = true;
-    pm.addPass(arith::createArithExpandOpsPass(expand));
-  }
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = target == Target::CPU;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   // CPU buffers come from the runtime's allocator, which counts them
@@ -201,8 +201,7 @@ static void addDeviceLowering(OpPassManager &pm,
 
 void mlir::cleave::buildCUDALoweringPipeline(
     OpPassManager &pm, const CUDAPipelineOptions &options) {
-  // The CUDA kernels keep the materialised attention (docs/cuda.md).
-  addTensorLevel(pm, /*attentionTile=*/0);
+  addTensorLevel(pm, options.attentionTile);
   addBufferization(pm, Target::CUDA);
   CleaveCudaMapToGpuPassOptions kernels;
   kernels.blockSize = options.blockSize;

@@ -65,6 +65,11 @@ struct CUDAPipelineCLOptions
   Option<int64_t> vectorBits{*this, "vector-bits",
                              llvm::cl::desc("Vector access width (0: none)"),
                              llvm::cl::init(128)};
+  Option<int64_t> attentionTile{
+      *this, "attention-tile",
+      llvm::cl::desc("Rows of the flash attention tiles (0: materialise "
+                     "the full probabilities)"),
+      llvm::cl::init(CUDAPipelineOptions().attentionTile)};
 };
 
 struct CPUPipelineCLOptions : public PassPipelineOptions<CPUPipelineCLOptions> {
@@ -137,6 +142,7 @@ void mlir::cleave::registerCleavePipelines() {
         options.ptxasReport = cl.report;
         options.blockSize = cl.blockSize;
         options.vectorBits = cl.vectorBits;
+        options.attentionTile = cl.attentionTile;
         buildCUDALoweringPipeline(pm, options);
       });
 }

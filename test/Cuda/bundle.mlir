@@ -10,8 +10,8 @@
 // RUN: ls %t/b/lib | FileCheck %s --check-prefix=LIBS --implicit-check-not=libnccl --implicit-check-not=libcublas --implicit-check-not=libcuda.so
 // LIBS: libCleaveRuntime.so
 // LIBS: libCleaveRuntimeCuda.so
-// RUN: %python -c "import json; b = json.load(open('%t/b/bundle.json')); print(b['backend'], b['chip'], sorted(b['builds']), b['cuda_libraries'], sorted(b['predictions']))" | FileCheck %s --check-prefix=MANIFEST
-// MANIFEST: cuda sm_90 ['cpu', 'cuda'] ['libcublasLt.so.{{[0-9]+}}', 'libnccl.so.2'] ['dgx-a100-80gb', 'dgx-h100', 'dgx-h200']
+// RUN: %python -c "import json; b = json.load(open('%t/b/bundle.json')); print(b['backend'], b['chip'], sorted(b['builds']), b['cuda_libraries'], sorted(b['predictions']), b['attention_tile'])" | FileCheck %s --check-prefix=MANIFEST
+// MANIFEST: cuda sm_90 ['cpu', 'cuda'] ['libcublasLt.so.{{[0-9]+}}', 'libnccl.so.2'] ['dgx-a100-80gb', 'dgx-h100', 'dgx-h200'] 128
 // RUN: %t/b/run --backend cpu --steps 2 | FileCheck %s --check-prefix=CPU
 // CPU: bundle {{.*}}: cpu build, 1 rank
 // CPU: step     2/2  loss

@@ -159,6 +159,14 @@ cl::opt<std::string> backendOpt(
     cl::desc("cpu (Gloo, OpenBLAS) or cuda (NCCL, cuBLASLt; one process per "
              "GPU, LOCAL_RANK selects the device)"));
 
+cl::opt<int64_t> attentionTile(
+    "attention-tile", cl::init(CPUPipelineOptions().attentionTile),
+    cl::cat(deviceCat),
+    cl::desc("Rows of the query and key tiles of the flash attention "
+             "lowering, on both backends (docs/attention.md); 0: the "
+             "materialised lowering, whose [B*H, S, S] probabilities grow "
+             "with the square of the sequence"));
+
 cl::OptionCategory parallelCat("Parallelism");
 // steps, data, files, checkpoints, -n: shared with bundle runners.
 RunFlags flags(trainCat, ioCat, parallelCat);
@@ -702,6 +710,11 @@ int main(int argc, char **argv) {
   // Compiling for CUDA needs no device: only running does.
   CompileOptions compileOptions;
   compileOptions.target = backendOpt == "cuda" ? Target::CUDA : Target::CPU;
+  if (attentionTile < 0)
+    return fail("--attention-tile=" + std::to_string(attentionTile) +
+                ": must be 0 (materialised) or a number of rows");
+  compileOptions.pipeline.attentionTile = attentionTile;
+  compileOptions.cuda.attentionTile = attentionTile;
   if (!(bucketMiB >= 0.0) || bucketMiB > 1e6)
     return fail("--bucket-mb=" + std::to_string(bucketMiB.getValue()) +
                 ": must be between 0 and 1e6 (MiB)");

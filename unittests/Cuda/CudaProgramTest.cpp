@@ -1,9 +1,11 @@
 //===- CudaProgramTest.cpp - Compiled programs on the cuda backend --------===//
 //
 // Here: a zoo training step compiles for CUDA (ptxas included) and its host
-// code links in the JIT against the runtime. With a GPU (skipped elsewhere,
-// with the reason): the same program and weights train the same on the cpu
-// and the cuda backend.
+// code links in the JIT against the runtime, with the flash attention tiled
+// (several tiles a sequence) and materialised; on the CPU the tiled step
+// trains like the materialised one. With a GPU (skipped elsewhere, with the
+// reason): the same program and weights train the same on the cpu and the
+// cuda backend, whichever attention lowering either uses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,24 +74,32 @@ protected:
   std::unique_ptr<MLIRContext> context;
 };
 
+/// Rows of the attention tiles of the tests: the zoo's tiny models have 32
+/// positions, so 8 gives 4 query and key tiles (causal tiles skipped, the
+/// diagonal masked); 0 is the materialised lowering.
+constexpr int64_t kSmallTile = 8;
+
 TEST_F(CudaProgram, HostCodeLinksInTheJit) {
   for (const char *preset : {"tiny-gpt", "tiny-llama"}) {
-    OwningOpRef<ModuleOp> module = trainStep(*context, preset, 1);
-    ASSERT_TRUE(module) << preset;
-    CompileOptions options;
-    options.target = Target::CUDA;
-    auto program = JitProgram::compile(*module, options);
-    if (!program) {
-      std::string error = toString(program.takeError());
-      if (error.find("cannot find ptxas") != std::string::npos)
-        GTEST_SKIP() << "no CUDA toolkit: " << error;
-      FAIL() << preset << ": " << error;
+    for (int64_t tile : {kSmallTile, int64_t(0)}) {
+      OwningOpRef<ModuleOp> module = trainStep(*context, preset, 1);
+      ASSERT_TRUE(module) << preset;
+      CompileOptions options;
+      options.target = Target::CUDA;
+      options.cuda.attentionTile = tile;
+      auto program = JitProgram::compile(*module, options);
+      if (!program) {
+        std::string error = toString(program.takeError());
+        if (error.find("cannot find ptxas") != std::string::npos)
+          GTEST_SKIP() << "no CUDA toolkit: " << error;
+        FAIL() << preset << ", attention tile " << tile << ": " << error;
+      }
+      // Every runtime symbol of the host code resolved.
+      auto entry = (*program)->lookup("train_step");
+      EXPECT_TRUE(static_cast<bool>(entry))
+          << preset << ": " << toString(entry.takeError());
+      EXPECT_NE((*program)->getManifest().lookup("train_step"), nullptr);
     }
-    // Every runtime symbol of the host code resolved.
-    auto entry = (*program)->lookup("train_step");
-    EXPECT_TRUE(static_cast<bool>(entry))
-        << preset << ": " << toString(entry.takeError());
-    EXPECT_NE((*program)->getManifest().lookup("train_step"), nullptr);
   }
 }
 
@@ -106,10 +116,14 @@ struct Step {
   EntryFn entry = nullptr;
 };
 
-/// Compiles `module` for `target`; false (with a test failure) on error.
-bool compileStep(ModuleOp module, Target target, Step &step) {
+/// Compiles `module` for `target` with attention tiles of `attentionTile`
+/// rows (0: materialised); false (with a test failure) on error.
+bool compileStep(ModuleOp module, Target target, Step &step,
+                 int64_t attentionTile = CUDAPipelineOptions().attentionTile) {
   CompileOptions options;
   options.target = target;
+  options.pipeline.attentionTile = attentionTile;
+  options.cuda.attentionTile = attentionTile;
   auto program = JitProgram::compile(module, options);
   if (!program) {
     ADD_FAILURE() << toString(program.takeError());
@@ -173,17 +187,19 @@ int compareLosses(const TrainRun &want, const TrainRun &got, const char *what) {
   return 0;
 }
 
-TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
-  REQUIRE_GPUS(1);
+/// Trains tiny-gpt (2 layers) for `steps` steps on the cpu backend with
+/// attention tiles of `cpuTile` rows and, in a child, on the cuda backend
+/// with `gpuTile`; the losses and parameters must agree.
+void trainsLikeTheCpu(MLIRContext &context, int64_t cpuTile, int64_t gpuTile) {
   const int steps = 3;
   // The CPU reference here; the GPU in a child (this process must not
   // initialize CUDA: later tests fork ranks).
-  OwningOpRef<ModuleOp> cpuModule = trainStep(*context, "tiny-gpt", 2);
-  OwningOpRef<ModuleOp> gpuModule = trainStep(*context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> cpuModule = trainStep(context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> gpuModule = trainStep(context, "tiny-gpt", 2);
   ASSERT_TRUE(cpuModule && gpuModule);
   Step cpuStep, gpuStep;
-  ASSERT_TRUE(compileStep(*cpuModule, Target::CPU, cpuStep));
-  ASSERT_TRUE(compileStep(*gpuModule, Target::CUDA, gpuStep));
+  ASSERT_TRUE(compileStep(*cpuModule, Target::CPU, cpuStep, cpuTile));
+  ASSERT_TRUE(compileStep(*gpuModule, Target::CUDA, gpuStep, gpuTile));
   TrainRun cpu;
   ASSERT_EQ(train(cpuStep, "cpu", steps, cpu), 0) << cleave_rt_error_message();
   RunOptions options;
@@ -204,7 +220,9 @@ TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
                      "parameter %zu element %zu: %g on the GPU, %g on the "
                      "CPU",
                      p, i, double(gpu.params[p][i]), double(cpu.params[p][i]));
-        std::printf("losses (cpu, gpu):");
+        std::printf("attention tiles %lld (cpu) and %lld (gpu), losses (cpu, "
+                    "gpu):",
+                    (long long)cpuTile, (long long)gpuTile);
         for (int s = 0; s < steps; ++s)
           std::printf(" (%.6f, %.6f)", cpu.losses[s], gpu.losses[s]);
         std::printf("\n");
@@ -212,6 +230,47 @@ TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
       },
       options);
   EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+TEST_F(CudaProgram, TrainsLikeTheCpuBackend) {
+  REQUIRE_GPUS(1);
+  // The pipelines' default tiles (one tile a sequence at 32 positions).
+  trainsLikeTheCpu(*context, CPUPipelineOptions().attentionTile,
+                   CUDAPipelineOptions().attentionTile);
+}
+
+TEST_F(CudaProgram, TiledAttentionTrainsLikeTheMaterialisedOnTheCpu) {
+  REQUIRE_GPUS(1);
+  // Several tiles a sequence on the GPU (the online softmax across key
+  // tiles, causal tiles skipped, the diagonal masked) against the CPU's
+  // materialised [B*H, S, S] probabilities; and the GPU's materialised
+  // lowering against the CPU's tiled one.
+  trainsLikeTheCpu(*context, /*cpuTile=*/0, /*gpuTile=*/kSmallTile);
+  trainsLikeTheCpu(*context, /*cpuTile=*/kSmallTile, /*gpuTile=*/0);
+}
+
+TEST_F(CudaProgram, TiledReferenceTrainsLikeTheMaterialised) {
+  // No GPU needed: the GPU tests' references, the same tiny-gpt step on the
+  // CPU with the tiles the CUDA tests use and materialised, train alike
+  // (the tensor-level IR is the one the CUDA pipeline lowers).
+  const int steps = 3;
+  OwningOpRef<ModuleOp> tiledModule = trainStep(*context, "tiny-gpt", 2);
+  OwningOpRef<ModuleOp> fullModule = trainStep(*context, "tiny-gpt", 2);
+  ASSERT_TRUE(tiledModule && fullModule);
+  Step tiledStep, fullStep;
+  ASSERT_TRUE(compileStep(*tiledModule, Target::CPU, tiledStep, kSmallTile));
+  ASSERT_TRUE(compileStep(*fullModule, Target::CPU, fullStep, 0));
+  TrainRun tiled, full;
+  ASSERT_EQ(train(fullStep, "cpu", steps, full), 0)
+      << cleave_rt_error_message();
+  ASSERT_EQ(train(tiledStep, "cpu", steps, tiled), 0)
+      << cleave_rt_error_message();
+  // compareLosses names the step and the losses on stderr.
+  ASSERT_EQ(compareLosses(full, tiled, "tiled vs materialised"), 0);
+  for (size_t p = 0; p < full.params.size(); ++p)
+    for (size_t i = 0; i < full.params[p].size(); ++i)
+      ASSERT_NEAR(full.params[p][i], tiled.params[p][i], 1e-4)
+          << "parameter " << p << " element " << i;
 }
 
 TEST_F(CudaProgram, PartitionedOnFourGpusTrainsLikeOneCpu) {

@@ -222,6 +222,95 @@ TEST(CudaRuntime, GemmsMatchTheCpu) {
   EXPECT_EQ(results[0].exitCode, 0) << describe(results);
 }
 
+/// One operand of a GEMM on a view, as the tiled attention's tile GEMMs
+/// have them (docs/attention.md): rows [off, off + rows) of a
+/// [batch, len, cols] buffer, so the pointer is inside the buffer and the
+/// batch stride is len * cols, not rows * cols.
+struct TileView {
+  int64_t len, cols, off;
+  int64_t count(int64_t batch) const { return batch * len * cols; }
+  int64_t offset() const { return off * cols; }
+  int64_t stride() const { return len * cols; }
+};
+
+struct TileGemm {
+  int32_t dtype;
+  bool ta, tb;
+  int64_t batch, m, n, k;
+  TileView a, b, c;
+  double beta, tolerance;
+};
+
+/// Runs `g` on `a`, `b`, `c` (whole buffers) through cleave_rt_gemm.
+void tileGemm(const TileGemm &g, char *a, char *b, char *c) {
+  int64_t size = cleave_rt_dtype_size(g.dtype);
+  cleave_rt_gemm(g.dtype, g.ta, g.tb, g.batch, g.m, g.n, g.k, 1.0,
+                 a + g.a.offset() * size, g.a.cols, g.a.stride(),
+                 b + g.b.offset() * size, g.b.cols, g.b.stride(), g.beta,
+                 c + g.c.offset() * size, g.c.cols, g.c.stride());
+}
+
+/// `g` on the GPU against the CPU: the whole C buffer, so elements outside
+/// the view must be left alone.
+int checkTileGemm(const TileGemm &g, uint64_t seed) {
+  int64_t size = cleave_rt_dtype_size(g.dtype);
+  int64_t counts[3] = {g.a.count(g.batch), g.b.count(g.batch),
+                       g.c.count(g.batch)};
+  std::vector<char> host[3], want;
+  for (int i = 0; i < 3; ++i) {
+    host[i].resize(counts[i] * size);
+    fillRandom(g.dtype, host[i].data(), counts[i], seed + i);
+  }
+  want = host[2];
+  // The CPU reference (the cuda backend is initialized afterwards).
+  tileGemm(g, host[0].data(), host[1].data(), want.data());
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  if (int rc = initCuda())
+    return rc;
+  char *dev[3];
+  for (int i = 0; i < 3; ++i) {
+    dev[i] = static_cast<char *>(cleave_rt_alloc(host[i].size()));
+    std::memcpy(dev[i], host[i].data(), host[i].size());
+  }
+  // Outside a step every call is synchronous.
+  tileGemm(g, dev[0], dev[1], dev[2]);
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  for (int64_t i = 0; i < counts[2]; ++i) {
+    double w = element(g.dtype, want.data(), i),
+           got = element(g.dtype, dev[2], i);
+    RT_CHECK(std::fabs(w - got) <= g.tolerance * (1 + std::fabs(w)),
+             "dtype %d ta %d tb %d beta %g: C[%lld] = %g, CPU %g", g.dtype,
+             int(g.ta), int(g.tb), g.beta, (long long)i, got, w);
+  }
+  for (char *d : dev)
+    cleave_rt_free(d);
+  cleave_rt_finalize();
+  return 0;
+}
+
+TEST(CudaRuntime, AttentionTileGemmsMatchTheCpu) {
+  REQUIRE_GPUS(1);
+  // 3 heads, 24 rows, head dim 16, tiles of 8 rows: S = Q_i K_j^T,
+  // acc += P V_j, dV_j += P^T dO_i (into rows of dV), dK_j += dS^T Q_i.
+  const TileView q{24, 16, 8}, k{24, 16, 16}, tile{8, 8, 0}, acc{8, 16, 0},
+      grad{24, 16, 8};
+  const TileGemm cases[] = {
+      {CLEAVE_F32, false, true, 3, 8, 8, 16, q, k, tile, 0.0, 1e-5},
+      {CLEAVE_F32, false, false, 3, 8, 16, 8, tile, k, acc, 1.0, 1e-5},
+      {CLEAVE_F32, true, false, 3, 8, 16, 8, tile, q, grad, 1.0, 1e-5},
+      {CLEAVE_BF16, false, true, 3, 8, 8, 16, q, k, tile, 0.0, 2e-2},
+      {CLEAVE_BF16, true, false, 3, 8, 16, 8, tile, q, grad, 1.0, 2e-2},
+  };
+  uint64_t seed = 11;
+  for (const TileGemm &g : cases) {
+    // One process per case: the reference needs an uninitialized runtime.
+    std::vector<RankResult> results =
+        runRanks(1, [&](int) { return checkTileGemm(g, seed); });
+    EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+    seed += 3;
+  }
+}
+
 TEST(CudaRuntime, GemmEpiloguesAddBiasAndGelu) {
   REQUIRE_GPUS(1);
   std::vector<RankResult> results = runRanks(1, [](int) {

@@ -56,6 +56,9 @@ TEST(CompileCacheTest, KeyFollowsProgramAndOptionsNotLocations) {
   CompileOptions untiled = o;
   untiled.pipeline.attentionTile = 0;
   EXPECT_NE(key, CompileCache::key(*a, untiled));
+  CompileOptions cudaUntiled = cuda;
+  cudaUntiled.cuda.attentionTile = 0;
+  EXPECT_NE(CompileCache::key(*a, cuda), CompileCache::key(*a, cudaUntiled));
 }
 
 /// A file of `bytes` bytes last used `agoSeconds` ago.

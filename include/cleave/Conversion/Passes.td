@@ -81,7 +81,9 @@ def CleaveLowerToLinalgPass
     `dS = P (dP - D) scale`). Sequences that are not a multiple of the tile
     are zero-padded and the padded keys masked. `attention-tile=0` keeps the
     materialised lowering (batched GEMMs over the full `[B*Hq, S, Skv]`
-    probabilities), which the CUDA pipeline uses.
+    probabilities). Both pipelines use the tiled lowering by default; on
+    CUDA the tile loops stay in host code, the tile GEMMs become cuBLASLt
+    calls and the softmax steps kernels (docs/cuda.md).
 
     ```mlir
     %o = cleave.attention %q, %k, %v {causal} : (tensor<1x256x2x16xf32>, ...) -> tensor<1x256x2x16xf32>

@@ -51,6 +51,10 @@ struct CUDAPipelineOptions {
   int64_t blockSize = 256;
   /// Width of vector loads and stores in kernels (0 disables them).
   int64_t vectorBits = 128;
+  /// Rows of the flash attention tiles, as on the CPU (docs/attention.md):
+  /// host tile loops launching cuBLASLt GEMMs and online-softmax kernels on
+  /// tiles; 0 materialises the full [B*H, S, Skv] probabilities.
+  int64_t attentionTile = 128;
 };
 
 /// cleave (local shapes) -> LLVM dialect for the CPU: verify the
