@@ -11,8 +11,16 @@
 //   * the file: buffered write() then fsync (what the writer did), O_DIRECT
 //     8 MiB writes then fsync, and the runtime's tensor writer end to end;
 //   * WRITERS (default 4) tensor writers at once, as the ranks write;
-//   * reading the file back with the runtime's reader, from the disk (its
-//     pages dropped with posix_fadvise) and from the page cache.
+//   * reading the file back from the disk (its pages dropped with
+//     posix_fadvise): O_DIRECT reads alone, each followed by the copy and
+//     CRC32C (the reader before), the runtime's reader (plain preads, the
+//     kernel asked to read ahead, each piece checksummed after its read),
+//     the same without the hint, into a fresh buffer, a restore onto
+//     another mesh that needs a quarter (a whole copy then part of it,
+//     before; the pieces, now), two readers of the same file (as data
+//     parallel replicas: the page cache reads it once) and WRITERS
+//     readers of their own files, each now and before, and from the page
+//     cache.
 //
 // It prints numbers; nothing is checked. Files go to DIR (default /tmp).
 //
@@ -96,6 +104,191 @@ void dropCache(const std::string &path) {
   ::fdatasync(fd);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
+}
+
+/// Reads tensor "t" of `shard` into `dst` with the runtime's reader.
+void readTensor(const std::string &shard, char *dst, int64_t bytes) {
+  cleave_tensor_file *f = cleave_tensor_file_open(shard.c_str());
+  if (!f || cleave_tensor_file_read(f, "t", dst, bytes) != 0) {
+    std::fprintf(stderr, "%s\n", cleave_rt_error_message());
+    std::exit(1);
+  }
+  cleave_tensor_file_close(f);
+}
+
+/// Reads `bytes` of `path` from offset 0 (the header and most of the
+/// data: the disk's part of a read) in aligned 8 MiB O_DIRECT reads
+/// into `staging`, calling `each(data, at, n)` after each read (no overlap:
+/// what the reader did before it read ahead on a thread).
+template <typename Each>
+void directReads(const std::string &path, char *staging, int64_t bytes,
+                 Each &&each) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0)
+    fail("open O_DIRECT " + path);
+  constexpr int64_t kChunk = int64_t(8) << 20;
+  for (int64_t at = 0; at < bytes; at += kChunk) {
+    int64_t n = std::min(kChunk, bytes - at);
+    if (::pread(fd, staging, size_t((n + 4095) / 4096 * 4096), off_t(at)) < n)
+      fail("pread O_DIRECT " + path);
+    each(staging, at, n);
+  }
+  ::close(fd);
+}
+
+/// Reads `bytes` of `path` into `dst` with plain 8 MiB preads (through the
+/// page cache), checksumming each piece after it.
+void bufferedRead(const std::string &path, char *dst, int64_t bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    fail("open " + path);
+  uint32_t crc = 0;
+  constexpr int64_t kChunk = int64_t(8) << 20;
+  for (int64_t at = 0; at < bytes; at += kChunk) {
+    int64_t n = std::min(kChunk, bytes - at);
+    if (::pread(fd, dst + at, size_t(n), off_t(at)) < n)
+      fail("pread " + path);
+    crc = cleave_rt_crc32c(crc, dst + at, n);
+  }
+  ::close(fd);
+}
+
+/// The reader as it was: O_DIRECT reads through its own staging buffer,
+/// each followed by the copy and CRC32C.
+void directRead(const std::string &path, char *dst, int64_t bytes) {
+  void *staging = nullptr;
+  if (::posix_memalign(&staging, 4096, size_t(8) << 20) != 0)
+    fail("posix_memalign");
+  uint32_t crc = 0;
+  directReads(path, static_cast<char *>(staging), bytes,
+              [&](const char *data, int64_t at, int64_t n) {
+                crc = cleave_rt_copy_crc32c(dst + at, data, n, crc);
+              });
+  std::free(staging);
+}
+
+/// The read side: a shard read back from the disk (its pages dropped
+/// before each run) the ways the runtime reads and did, and by several
+/// readers at once as the ranks of a resume do.
+void readBack(const std::string &shard, std::vector<char> &kept, int64_t bytes,
+              int readers) {
+  void *aligned = nullptr;
+  if (::posix_memalign(&aligned, 4096, size_t(8) << 20) != 0)
+    fail("posix_memalign");
+  char *staging = static_cast<char *>(aligned);
+  double size = double(bytes);
+  std::printf("reading the shard back from the disk (pages dropped first):\n");
+  report("O_DIRECT 8 MiB reads alone (no copy, no CRC)", median3([&] {
+           dropCache(shard);
+           directReads(shard, staging, bytes,
+                       [](const char *, int64_t, int64_t) {});
+         }),
+         size);
+  report("O_DIRECT reads, then copy + CRC32C of each (before)", median3([&] {
+           dropCache(shard);
+           directRead(shard, kept.data(), bytes);
+         }),
+         size);
+  report("tensor reader: plain preads, read ahead (now)", median3([&] {
+           dropCache(shard);
+           readTensor(shard, kept.data(), bytes);
+         }),
+         size);
+  report("plain preads + CRC32C, no WILLNEED hint", median3([&] {
+           dropCache(shard);
+           bufferedRead(shard, kept.data(), bytes);
+         }),
+         size);
+  report("into a fresh buffer (its page faults; tensor reader)", median3([&] {
+           dropCache(shard);
+           std::unique_ptr<char[]> fresh(new char[size_t(bytes)]);
+           readTensor(shard, fresh.get(), bytes);
+         }),
+         size);
+  // A restore onto another mesh that needs a quarter of the saved block.
+  report("reshard, before: whole block into a fresh buffer, copy 1/4",
+         median3([&] {
+           dropCache(shard);
+           std::unique_ptr<char[]> whole(new char[size_t(bytes)]);
+           readTensor(shard, whole.get(), bytes);
+           std::memcpy(kept.data(), whole.get(), size_t(bytes / 4));
+         }),
+         size);
+  report(
+      "reshard, now: the pieces, copy 1/4 of each", median3([&] {
+        dropCache(shard);
+        cleave_tensor_file *f = cleave_tensor_file_open(shard.c_str());
+        auto quarter = [](void *dst, int64_t at, const void *data, int64_t n) {
+          std::memcpy(static_cast<char *>(dst) + at / 4, data, size_t(n / 4));
+        };
+        if (!f ||
+            cleave_tensor_file_read_pieces(f, "t", quarter, kept.data()) != 0)
+          fail(cleave_rt_error_message());
+        cleave_tensor_file_close(f);
+      }),
+      size);
+  std::printf("several readers at once (tensor reader, into kept buffers):\n");
+  std::vector<std::vector<char>> dsts(size_t(readers),
+                                      std::vector<char>(size_t(bytes), 1));
+  report("2 readers of the same shard (as dp replicas)", median3([&] {
+           dropCache(shard);
+           std::vector<std::thread> threads;
+           for (int i = 0; i < 2; ++i)
+             threads.emplace_back(
+                 [&, i] { readTensor(shard, dsts[size_t(i)].data(), bytes); });
+           for (auto &t : threads)
+             t.join();
+         }),
+         2 * size);
+  report("2 readers of the same shard, O_DIRECT (before)", median3([&] {
+           dropCache(shard);
+           std::vector<std::thread> threads;
+           for (int i = 0; i < 2; ++i)
+             threads.emplace_back(
+                 [&, i] { directRead(shard, dsts[size_t(i)].data(), bytes); });
+           for (auto &t : threads)
+             t.join();
+         }),
+         2 * size);
+  std::vector<std::string> copies;
+  for (int i = 0; i < readers; ++i) {
+    copies.push_back(shard + ".r" + std::to_string(i));
+    tensorFile(copies.back(), kept.data(), bytes);
+  }
+  char what[64];
+  std::snprintf(what, sizeof(what), "%d readers of their own shards", readers);
+  report(what, median3([&] {
+           std::vector<std::thread> threads;
+           for (int i = 0; i < readers; ++i) {
+             dropCache(copies[size_t(i)]);
+             threads.emplace_back([&, i] {
+               readTensor(copies[size_t(i)], dsts[size_t(i)].data(), bytes);
+             });
+           }
+           for (auto &t : threads)
+             t.join();
+         }),
+         double(readers) * size);
+  std::snprintf(what, sizeof(what),
+                "%d readers of their own shards, O_DIRECT (before)", readers);
+  report(what, median3([&] {
+           std::vector<std::thread> threads;
+           for (int i = 0; i < readers; ++i) {
+             dropCache(copies[size_t(i)]);
+             threads.emplace_back([&, i] {
+               directRead(copies[size_t(i)], dsts[size_t(i)].data(), bytes);
+             });
+           }
+           for (auto &t : threads)
+             t.join();
+         }),
+         double(readers) * size);
+  for (const std::string &copy : copies)
+    ::unlink(copy.c_str());
+  readTensor(shard, kept.data(), bytes);
+  report("from the page cache (tensor reader)",
+         median3([&] { readTensor(shard, kept.data(), bytes); }), size);
+  std::free(aligned);
 }
 
 } // namespace
@@ -184,22 +377,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < writers; ++i)
     ::unlink((shard + "." + std::to_string(i)).c_str());
 
-  std::printf("reading the shard back (tensor file reader, CRC checked):\n");
-  auto read = [&] {
-    cleave_tensor_file *f = cleave_tensor_file_open(shard.c_str());
-    if (!f || cleave_tensor_file_read(f, "t", kept.data(), bytes) != 0) {
-      std::fprintf(stderr, "%s\n", cleave_rt_error_message());
-      std::exit(1);
-    }
-    cleave_tensor_file_close(f);
-  };
-  report("from the disk (its pages dropped first)", median3([&] {
-           dropCache(shard);
-           read();
-         }),
-         double(bytes));
-  read();
-  report("from the page cache", median3(read), double(bytes));
+  readBack(shard, kept, bytes, writers);
   ::unlink(file.c_str());
   ::unlink(shard.c_str());
   return 0;

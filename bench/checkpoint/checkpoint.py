@@ -22,11 +22,14 @@ repetitions whose variants are interleaved (the machine may be shared):
     the machine runs).
 
 With --baseline PATH (another cleave-run, e.g. an older build; its
-runtime library from --baseline-lib DIR) its checkpointing runs too, in the
-same repetitions, for an A/B comparison under the same load.
+runtime library from --baseline-lib DIR; --baseline-env KEY=VALUE, which
+may repeat, sets its environment, e.g. the same binary with
+CLEAVE_CHECKPOINT_NICE=19) its checkpointing runs too, in the same
+repetitions, for an A/B comparison under the same load.
 
 Usage: checkpoint.py [--cleave-run PATH] [--dir DIR] [--steps N] [--reps R]
-                     [--baseline PATH [--baseline-lib DIR]]
+                     [--baseline PATH [--baseline-lib DIR]
+                      [--baseline-env KEY=VALUE]...]
 The directory needs room for two checkpoints (~1.2 GB each with AdamW)."""
 import argparse
 import os
@@ -94,10 +97,14 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--baseline")
     parser.add_argument("--baseline-lib")
+    parser.add_argument("--baseline-env", action="append", default=[])
     opts = parser.parse_args()
     env = dict(os.environ)
     if opts.baseline_lib:
         env["LD_LIBRARY_PATH"] = opts.baseline_lib
+    for setting in opts.baseline_env:
+        key, _, value = setting.partition("=")
+        env[key] = value
     shutil.rmtree(opts.dir, ignore_errors=True)
     os.makedirs(opts.dir)
     base = [opts.cleave_run] + MODEL + ["-n", "4", "--plan", "dp=2,tp=2",
@@ -195,7 +202,8 @@ def main():
            if opts.baseline else ""))
     if opts.baseline:
         b_overhead = 100 * (med(b_timed) - med(plain)) / med(plain)
-        print(f"baseline {opts.baseline}: write {med(b_write):.0f} MB/s "
+        print(f"baseline {opts.baseline} "
+              f"{' '.join(opts.baseline_env)}: write {med(b_write):.0f} MB/s "
               f"(ratio {med(b_write) / disk:.2f}), read {med(b_read):.0f} "
               f"MB/s (ratio {med(b_read) / disk:.2f}), {med(b_timed):.1f} s "
               f"with a checkpoint every 10 ({med(b_snap):.0f} ms per "

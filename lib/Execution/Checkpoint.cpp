@@ -15,6 +15,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -315,10 +316,17 @@ static json blockJson(const Trainer::ShardTensor &t) {
           {"crc32c", hex8(t.crc32c)}};
 }
 
-/// The background writer yields to training: on a machine whose cores the
-/// ranks keep busy it runs in their gaps (nice 19 for this thread only).
-static void lowerThisThreadsPriority() {
-  ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);
+/// The writer thread's nice value: CLEAVE_CHECKPOINT_NICE (0..19), default
+/// 0, the training's priority. Its CPU work is small (a checksum and a
+/// staging copy per 8 MiB write); at nice 19 behind ranks that keep every
+/// core busy it was not scheduled between its writes, and the disk waited
+/// (docs/cleave-run.md has the measurements).
+static void setThisThreadsPriority() {
+  const char *text = std::getenv("CLEAVE_CHECKPOINT_NICE");
+  int nice = text && *text ? std::atoi(text) : 0;
+  nice = std::min(std::max(nice, 0), 19);
+  if (nice > 0)
+    ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), nice);
 }
 
 /// Where rank `rank`'s shard of step folder `stepDir` goes ("" for the
@@ -331,7 +339,7 @@ static std::string shardPath(llvm::StringRef stepDir, int rank,
 
 void CheckpointWriter::write(std::vector<Trainer::ShardTensor> shard,
                              int64_t step) {
-  lowerThisThreadsPriority();
+  setThisThreadsPriority();
   auto start = std::chrono::steady_clock::now();
   llvm::Error err = writeShard(shard, step);
   writeSeconds_ +=
@@ -504,11 +512,13 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
     for (auto &[path, f] : files)
       cleave_tensor_file_close(f);
   });
-  // Reads tensor `key` of saved block `s` into `dst`, checking the shard
-  // file against the manifest: its size, the tensor's checksum in its
-  // header (the runtime checks the data against that).
-  auto readSaved = [&](const Saved &s, const std::string &key, void *dst,
-                       int64_t bytes) -> llvm::Error {
+  // Reads tensor `key` of saved block `s`, checking the shard file against
+  // the manifest: its size, the tensor's checksum in its header (the
+  // runtime checks the data against that). `read` reads from the open file
+  // (a whole tensor, or its pieces) and returns the runtime's status.
+  auto readSaved =
+      [&](const Saved &s, const std::string &key,
+          llvm::function_ref<int(cleave_tensor_file *)> read) -> llvm::Error {
     auto corrupt = [&](const llvm::Twine &what) {
       return makeError("checkpoint " + stepDir + " is corrupted: shard file " +
                        s.file + " " + what);
@@ -531,9 +541,15 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
       return corrupt("holds tensor '" + key + "' with crc32c " +
                      (header ? header : "(none)") + " but the manifest says " +
                      s.crc32c);
-    if (cleave_tensor_file_read(f, key.c_str(), dst, bytes) != 0)
+    if (read(f) != 0)
       return corrupt(llvm::Twine("(") + cleave_rt_error_message() + ")");
     return llvm::Error::success();
+  };
+  auto readWhole = [&](const Saved &s, const std::string &key, void *dst,
+                       int64_t bytes) {
+    return readSaved(s, key, [&](cleave_tensor_file *f) {
+      return cleave_tensor_file_read(f, key.c_str(), dst, bytes);
+    });
   };
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     if (b.role != BufferSpec::Role::Param && b.role != BufferSpec::Role::State)
@@ -570,17 +586,30 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
         n *= d;
       // The same block (a resume on the same mesh): straight into place.
       if (s.block.offsets == mine.offsets && s.block.sizes == mine.sizes) {
-        if (llvm::Error err = readSaved(s, key, buffers[i], n * elementBytes))
+        if (llvm::Error err = readWhole(s, key, buffers[i], n * elementBytes))
           return err;
         copied += n;
         continue;
       }
-      std::unique_ptr<char[]> data(
-          new char[std::max<int64_t>(n, 1) * elementBytes]);
-      if (llvm::Error err = readSaved(s, key, data.get(), n * elementBytes))
+      // Another block: the part of each piece read that lies in this
+      // rank's block goes into place (no copy of the whole saved block).
+      struct Target {
+        const Block &from, &to;
+        void *dst;
+        int64_t elementBytes, copiedBytes;
+      } target{s.block, mine, buffers[i], elementBytes, 0};
+      auto piece = [](void *context, int64_t offset, const void *data,
+                      int64_t bytes) {
+        auto &t = *static_cast<Target *>(context);
+        t.copiedBytes += copyOverlapPiece(data, offset, bytes, t.from, t.dst,
+                                          t.to, t.elementBytes);
+      };
+      if (llvm::Error err = readSaved(s, key, [&](cleave_tensor_file *f) {
+            return cleave_tensor_file_read_pieces(f, key.c_str(), piece,
+                                                  &target);
+          }))
         return err;
-      copied +=
-          copyOverlap(data.get(), s.block, buffers[i], mine, elementBytes);
+      copied += target.copiedBytes / elementBytes;
     }
     int64_t wanted = 1;
     for (int64_t d : mine.sizes)
@@ -597,7 +626,7 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
     auto it = saved.find(std::string("scaler:") + name);
     if (it == saved.end() || it->second.empty())
       continue;
-    if (llvm::Error err = readSaved(it->second.front(), it->first, value, 8))
+    if (llvm::Error err = readWhole(it->second.front(), it->first, value, 8))
       return err;
   }
   firstStep = step;

@@ -102,3 +102,57 @@ int64_t mlir::cleave::copyOverlap(const void *src, const Block &from, void *dst,
       return copied;
   }
 }
+
+int64_t mlir::cleave::copyOverlapPiece(const void *piece, int64_t begin,
+                                       int64_t bytes, const Block &from,
+                                       void *dst, const Block &to,
+                                       int64_t elementBytes) {
+  size_t rank = from.sizes.size();
+  if (rank == 0) { // One element: the part of it in the piece.
+    int64_t end = std::min(begin + bytes, elementBytes);
+    if (begin >= end)
+      return 0;
+    std::memcpy(static_cast<char *>(dst) + begin, piece, end - begin);
+    return end - begin;
+  }
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(from.offsets[d], to.offsets[d]);
+    hi[d] =
+        std::min(from.offsets[d] + from.sizes[d], to.offsets[d] + to.sizes[d]);
+    if (lo[d] >= hi[d])
+      return 0;
+  }
+  // Rows of `from` (all but the last dimension fixed) that the piece
+  // meets; in each, the bytes of columns [lo, hi) of the last dimension.
+  int64_t rowBytes = from.sizes[rank - 1] * elementBytes;
+  if (rowBytes == 0 || bytes <= 0)
+    return 0;
+  int64_t keepBegin = (lo[rank - 1] - from.offsets[rank - 1]) * elementBytes;
+  int64_t keepEnd = (hi[rank - 1] - from.offsets[rank - 1]) * elementBytes;
+  int64_t end = begin + bytes, copied = 0;
+  std::vector<int64_t> at(rank);
+  for (int64_t row = begin / rowBytes; row * rowBytes < end; ++row) {
+    // The row's global coordinates, last dimension at lo.
+    bool inside = true;
+    for (int64_t d = int64_t(rank) - 2, r = row; d >= 0; --d) {
+      at[d] = from.offsets[d] + r % from.sizes[d];
+      r /= from.sizes[d];
+      inside = inside && lo[d] <= at[d] && at[d] < hi[d];
+    }
+    int64_t first = std::max(begin, row * rowBytes + keepBegin);
+    int64_t last = std::min(end, row * rowBytes + keepEnd);
+    if (!inside || first >= last)
+      continue;
+    at[rank - 1] = lo[rank - 1];
+    int64_t target = 0;
+    for (size_t d = 0; d < rank; ++d)
+      target = target * to.sizes[d] + (at[d] - to.offsets[d]);
+    std::memcpy(static_cast<char *>(dst) + target * elementBytes +
+                    (first - row * rowBytes - keepBegin),
+                static_cast<const char *>(piece) + (first - begin),
+                size_t(last - first));
+    copied += last - first;
+  }
+  return copied;
+}

@@ -329,6 +329,12 @@ setUpTrainer(TrainJob &job, const RunOptions &options, int rank) {
   if (rank == 0 && !options.checkpointDir.empty())
     removeUncommittedCheckpoints(options.checkpointDir);
   std::optional<std::string> checkpoint;
+  // The ranks start loading together: data parallel replicas then read the
+  // same blocks at the same time (the page cache reads them from the disk
+  // once), and the time below is the reading's, not how much later one
+  // rank got here than another (up to 0.45 s measured).
+  if (options.resume && cleave_rt_world_size() > 1)
+    cleave_rt_barrier(CLEAVE_WORLD_GROUP);
   double loadStart = cleave_rt_now();
   if (options.resume) {
     Expected<std::optional<std::string>> resumed =

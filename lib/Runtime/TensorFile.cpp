@@ -66,21 +66,23 @@ const char *safetensorsName(int32_t code) {
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
-/// Tensor data of kDirectMin bytes or more is written and read with
-/// O_DIRECT, in kChunk transfers through a staging buffer aligned to
-/// kAlign (see FileOut).
+/// Files of kDirectMin bytes or more are written with O_DIRECT, in kChunk
+/// transfers through a staging buffer aligned to kAlign (see FileOut).
+/// Reads are plain preads of kChunk bytes or less, the kernel asked to
+/// read ahead (POSIX_FADV_WILLNEED) for tensors of kReadAheadMin bytes or
+/// more.
 constexpr size_t kAlign = 4096, kChunk = size_t(8) << 20;
-constexpr uint64_t kDirectMin = 1 << 20;
+constexpr uint64_t kDirectMin = 1 << 20, kReadAheadMin = 1 << 20;
 
 struct FreeAligned {
   void operator()(char *p) const { std::free(p); }
 };
 using AlignedBuffer = std::unique_ptr<char, FreeAligned>;
 
-/// A kChunk staging buffer aligned for O_DIRECT, or null.
-AlignedBuffer stagingBuffer() {
+/// `chunks` kChunk staging buffers in one, aligned for O_DIRECT, or null.
+AlignedBuffer stagingBuffer(size_t chunks) {
   void *p = nullptr;
-  if (::posix_memalign(&p, kAlign, kChunk) != 0)
+  if (::posix_memalign(&p, kAlign, chunks * kChunk) != 0)
     return nullptr;
   return AlignedBuffer(static_cast<char *>(p));
 }
@@ -142,9 +144,7 @@ struct cleave_tensor_file {
   };
   std::string path;
   int fd = -1;
-  /// The same file opened again with O_DIRECT for large reads (-2: not
-  /// tried yet, -1: not available), and its staging buffer.
-  int directFd = -2;
+  /// The buffer of cleave_tensor_file_read_pieces (kChunk bytes).
   AlignedBuffer staging;
   uint64_t dataStart = 0;
   std::vector<Entry> entries;
@@ -153,8 +153,6 @@ struct cleave_tensor_file {
   ~cleave_tensor_file() {
     if (fd >= 0)
       ::close(fd);
-    if (directFd >= 0)
-      ::close(directFd);
   }
   const Entry &find(const std::string &name) const;
 };
@@ -278,83 +276,119 @@ cleave_tensor_file *openTensorFile(const char *pathText) {
   return file.release();
 }
 
-/// Reads `bytes` at `offset` of `file` into `dst` with O_DIRECT, in
-/// aligned kChunk reads through the staging buffer, and returns the
-/// CRC32C of the bytes, computed while copying them out of it (one pass
-/// over memory; a buffered read copies from the page cache, then the check
-/// reads again). nullopt where O_DIRECT is not available: the caller reads
-/// the plain way. The file is opened again through /proc/self/fd, so it is
-/// the very file whose header was read.
-std::optional<uint32_t> preadDirect(cleave_tensor_file &file, char *dst,
-                                    uint64_t bytes, uint64_t offset) {
-  if (file.directFd == -2) {
-    file.directFd = -1;
-    std::string self = concat("/proc/self/fd/", file.fd);
-    if ((file.staging = stagingBuffer()))
-      file.directFd = ::open(self.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+/// Calls `visit(data, at, n)` for the bytes [offset, offset + bytes) of
+/// `file`, in order, `at` counting from `offset`: plain preads of kChunk
+/// bytes or less, into `dst` + `at` (or, if `dst` is null, into a kChunk
+/// buffer of the file's, reused). The kernel is told first that the whole
+/// range will be needed, so it reads ahead of the preads, with many
+/// requests in flight (on this machine's disk reads through the page cache
+/// ran at twice O_DIRECT's rate, docs/runtime.md), and `visit` (a checksum)
+/// sees each piece while it is still in the CPU's cache.
+template <typename Visit>
+void forEachChunk(cleave_tensor_file &file, uint64_t bytes, uint64_t offset,
+                  char *dst, Visit &&visit) {
+  if (bytes >= kReadAheadMin)
+    ::posix_fadvise(file.fd, off_t(offset), off_t(bytes), POSIX_FADV_WILLNEED);
+  if (!dst && !file.staging) {
+    file.staging = stagingBuffer(1);
+    require(file.staging != nullptr,
+            concat(file.path, ": cannot allocate a read buffer"));
   }
-  if (file.directFd < 0)
-    return std::nullopt;
-  uint32_t crc = 0;
-  uint64_t first = offset / kAlign * kAlign, pos = first, end = offset + bytes;
-  while (pos < end) {
-    size_t want = size_t(
-        std::min<uint64_t>(kChunk, (end - pos + kAlign - 1) / kAlign * kAlign));
-    ssize_t n = ::pread(file.directFd, file.staging.get(), want, off_t(pos));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno == EINVAL && pos == first) {
-      ::close(file.directFd); // refused: plain reads from now on
-      file.directFd = -1;
-      return std::nullopt;
-    }
-    // Short only at the end of the file: what was read must reach `end`.
-    if (n <= 0 || (size_t(n) < want && pos + uint64_t(n) < end))
-      throw RuntimeError(concat(
-          file.path, ": cannot read ", bytes, " bytes at offset ", offset, ": ",
-          n < 0 ? std::strerror(errno) : "the file is truncated"));
-    uint64_t from = std::max(pos, offset);
-    uint64_t to = std::min(pos + uint64_t(n), end);
-    crc = cleave_rt_copy_crc32c(dst + (from - offset),
-                                file.staging.get() + (from - pos),
-                                int64_t(to - from), crc);
-    pos += uint64_t(n);
+  for (uint64_t at = 0; at < bytes;) {
+    uint64_t n = std::min<uint64_t>(bytes - at, kChunk);
+    char *to = dst ? dst + at : file.staging.get();
+    preadAll(file.fd, file.path, to, n, offset + at);
+    visit(to, at, n);
+    at += n;
   }
-  return crc;
 }
 
-void readTensor(cleave_tensor_file *file, const char *name, void *dst,
-                int64_t bytes) {
+const cleave_tensor_file::Entry &readableEntry(cleave_tensor_file *file,
+                                               const char *name) {
   require(file && name, "the file or the name is NULL");
   const cleave_tensor_file::Entry &e = file->find(name);
-  uint64_t size = e.end - e.begin;
   require(e.dtype >= 0,
           concat(file->path, ": tensor '", e.name, "' has dtype ", e.dtypeName,
                  ", which the runtime does not support"));
+  return e;
+}
+
+/// The checksums a tensor's header entry has (zlib's crc32, CRC32C),
+/// accumulated over its data piece by piece, then checked.
+class Checksums {
+public:
+  Checksums(const cleave_tensor_file &file, const cleave_tensor_file::Entry &e)
+      : file(file), e(e) {
+    auto crc32 = file.metadata.find("crc32:" + e.name);
+    auto crc32c = file.metadata.find("crc32c:" + e.name);
+    if (crc32 != file.metadata.end())
+      wantZlib = &crc32->second;
+    if (crc32c != file.metadata.end())
+      wantCrc32c = &crc32c->second;
+  }
+
+  void add(const char *data, uint64_t n) {
+    if (wantZlib)
+      zlib = ::crc32_z(zlib, reinterpret_cast<const Bytef *>(data), n);
+    if (wantCrc32c)
+      crc32c = cleave_rt_crc32c(crc32c, data, int64_t(n));
+  }
+
+  /// Throws naming the tensor if a checksum does not match.
+  void check() const {
+    if (wantZlib)
+      compare("crc32", *wantZlib, uint32_t(zlib));
+    if (wantCrc32c)
+      compare("crc32c", *wantCrc32c, crc32c);
+  }
+
+private:
+  void compare(const char *kind, const std::string &expected,
+               uint32_t actual) const {
+    require(crcText(actual) == expected,
+            concat(file.path, ": checksum mismatch for tensor '", e.name,
+                   "': the header says ", kind, " ", expected,
+                   " but the data has ", crcText(actual),
+                   " (the file is corrupt)"));
+  }
+
+  const cleave_tensor_file &file;
+  const cleave_tensor_file::Entry &e;
+  const std::string *wantZlib = nullptr, *wantCrc32c = nullptr;
+  uLong zlib = ::crc32(0L, Z_NULL, 0);
+  uint32_t crc32c = 0;
+};
+
+void readTensor(cleave_tensor_file *file, const char *name, void *dst,
+                int64_t bytes) {
+  const cleave_tensor_file::Entry &e = readableEntry(file, name);
+  uint64_t size = e.end - e.begin;
   require(bytes >= 0 && uint64_t(bytes) == size,
           concat(file->path, ": tensor '", e.name, "' has ", size, " bytes (",
                  dtypeName(e.dtype), " ", shapeText(e.shape),
                  ") but the destination has ", bytes));
   require(dst || size == 0, "the destination is NULL");
-  std::optional<uint32_t> crc32c;
-  if (size >= kDirectMin)
-    crc32c = preadDirect(*file, static_cast<char *>(dst), size,
-                         file->dataStart + e.begin);
-  if (!crc32c)
-    preadAll(file->fd, file->path, dst, size, file->dataStart + e.begin);
-  for (const char *kind : {"crc32", "crc32c"}) {
-    auto it = file->metadata.find(concat(kind, ":", e.name));
-    if (it == file->metadata.end())
-      continue;
-    std::string actual =
-        crcText(std::string(kind) == "crc32" ? crcOf(dst, size)
-                : crc32c                     ? *crc32c
-                         : cleave_rt_crc32c(0, dst, int64_t(size)));
-    require(actual == it->second,
-            concat(file->path, ": checksum mismatch for tensor '", e.name,
-                   "': the header says ", kind, " ", it->second,
-                   " but the data has ", actual, " (the file is corrupt)"));
-  }
+  // Each piece is checksummed right after it is read, while it is still
+  // in the CPU's cache, not in a second pass over the tensor.
+  Checksums checksums(*file, e);
+  forEachChunk(
+      *file, size, file->dataStart + e.begin, static_cast<char *>(dst),
+      [&](const char *data, uint64_t, uint64_t n) { checksums.add(data, n); });
+  checksums.check();
+}
+
+/// Streams tensor `name` to `fn` in pieces, then checks its checksums.
+void readPieces(cleave_tensor_file *file, const char *name,
+                cleave_tensor_piece_fn fn, void *context) {
+  const cleave_tensor_file::Entry &e = readableEntry(file, name);
+  require(fn, "the piece function is NULL");
+  Checksums checksums(*file, e);
+  forEachChunk(*file, e.end - e.begin, file->dataStart + e.begin, nullptr,
+               [&](const char *data, uint64_t at, uint64_t n) {
+                 checksums.add(data, n);
+                 fn(context, int64_t(at), data, int64_t(n));
+               });
+  checksums.check();
 }
 
 } // namespace
@@ -429,7 +463,7 @@ public:
     if (size < kDirectMin)
       return;
     int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || !(staging = stagingBuffer()))
+    if (flags < 0 || !(staging = stagingBuffer(1)))
       return;
     direct = ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
   }
@@ -711,6 +745,14 @@ int cleave_tensor_file_read(cleave_tensor_file *file, const char *name,
                             void *dst, int64_t bytes) {
   return guard("tensor_file_read", 1, [&] {
     readTensor(file, name, dst, bytes);
+    return 0;
+  });
+}
+
+int cleave_tensor_file_read_pieces(cleave_tensor_file *file, const char *name,
+                                   cleave_tensor_piece_fn fn, void *context) {
+  return guard("tensor_file_read_pieces", 1, [&] {
+    readPieces(file, name, fn, context);
     return 0;
   });
 }

@@ -2,7 +2,8 @@
 //
 // copyOverlap against a brute-force reference: every pair of blocks of a
 // 3-d global tensor (cut several ways, as two different meshes would) moves
-// exactly the elements in both, to the right places.
+// exactly the elements in both, to the right places; copyOverlapPiece, fed
+// the saved block in pieces, the same.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 using namespace mlir::cleave;
@@ -63,6 +65,40 @@ TEST(LayoutTest, CopyOverlapMovesExactlyTheSharedElements) {
         EXPECT_EQ(got, fill(w, shape));
       }
     }
+}
+
+TEST(LayoutTest, CopyOverlapPiecesMoveWhatTheWholeBlockMoves) {
+  // The saved blocks' bytes cut into pieces of several sizes (a piece may
+  // end inside an element or a row, as a file read's pieces can), in
+  // reverse order: together they copy exactly what copyOverlap copies.
+  std::vector<int64_t> shape{4, 6, 8};
+  for (int64_t pieceBytes : {1, 5, 12, 32, 100, 1 << 20})
+    for (auto from : {std::vector<int64_t>{2, 1, 1}, {1, 3, 2}, {4, 2, 8}})
+      for (auto to : {std::vector<int64_t>{1, 2, 4}, {2, 3, 1}}) {
+        for (const Block &w : cut(shape, to)) {
+          std::vector<int32_t> got(size_t(w.sizes[0] * w.sizes[1] * w.sizes[2]),
+                                   -1);
+          int64_t copied = 0;
+          for (const Block &s : cut(shape, from)) {
+            std::vector<int32_t> data = fill(s, shape);
+            int64_t bytes = int64_t(data.size() * 4);
+            for (int64_t begin = (bytes - 1) / pieceBytes * pieceBytes;
+                 begin >= 0; begin -= pieceBytes)
+              copied += copyOverlapPiece(
+                  reinterpret_cast<const char *>(data.data()) + begin, begin,
+                  std::min(pieceBytes, bytes - begin), s, got.data(), w, 4);
+          }
+          EXPECT_EQ(copied, int64_t(got.size() * 4)) << pieceBytes;
+          EXPECT_EQ(got, fill(w, shape)) << pieceBytes;
+        }
+      }
+  // A scalar: the part of its bytes a piece holds.
+  Block scalar{{}, {}};
+  int64_t value = 0x0102030405060708, back = 0;
+  const char *bytes = reinterpret_cast<const char *>(&value);
+  EXPECT_EQ(copyOverlapPiece(bytes + 3, 3, 5, scalar, &back, scalar, 8), 5);
+  EXPECT_EQ(copyOverlapPiece(bytes, 0, 3, scalar, &back, scalar, 8), 3);
+  EXPECT_EQ(back, value);
 }
 
 TEST(LayoutTest, CopyOverlapOfDisjointBlocksCopiesNothing) {

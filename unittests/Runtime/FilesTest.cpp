@@ -305,6 +305,110 @@ TEST(TensorFileTest, LargeFilesAreExactWhereverWritten) {
   }
 }
 
+/// Collects what cleave_tensor_file_read_pieces gives: the bytes at their
+/// offsets, and whether the pieces came in order without gaps.
+struct Pieces {
+  std::string bytes;
+  bool inOrder = true;
+  int count = 0;
+  static void add(void *context, int64_t offset, const void *data, int64_t n) {
+    auto &p = *static_cast<Pieces *>(context);
+    p.inOrder = p.inOrder && offset == int64_t(p.bytes.size()) && n > 0;
+    p.bytes.append(static_cast<const char *>(data), size_t(n));
+    ++p.count;
+  }
+};
+
+TEST(TensorFileTest, PiecesAreTheTensorAndCorruptionIsCaught) {
+  // 20 MiB and a bit, starting at an unaligned file offset: three pieces
+  // of 8 MiB or less (each checksummed as it comes), on the disk and on
+  // tmpfs; and a small tensor with zlib's crc32, in one piece.
+  TempDir disk;
+  std::vector<std::string> dirs = {disk.path};
+  struct stat st;
+  if (::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
+    dirs.push_back("/dev/shm");
+  std::vector<int32_t> big((size_t(20) << 20) / 4 + 1001);
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = int32_t(i * 2654435761u);
+  int32_t small[5] = {1, -2, 3, -4, 5};
+  std::string bigBytes(reinterpret_cast<const char *>(big.data()),
+                       big.size() * 4);
+  for (const std::string &dir : dirs) {
+    std::string path =
+        dir + "/cleave-pieces-" + std::to_string(::getpid()) + ".safetensors";
+    cleave_tensor_writer *writer = cleave_tensor_writer_create(path.c_str());
+    ASSERT_TRUE(writer);
+    int64_t bigShape[] = {int64_t(big.size())}, smallShape[] = {5};
+    ASSERT_EQ(cleave_tensor_writer_add_crc32c(
+                  writer, "big", CLEAVE_I32, 1, bigShape, big.data(),
+                  cleave_rt_crc32c(0, big.data(), int64_t(bigBytes.size()))),
+              0);
+    ASSERT_EQ(cleave_tensor_writer_add(writer, "small", CLEAVE_I32, 1,
+                                       smallShape, small),
+              0);
+    ASSERT_EQ(cleave_tensor_writer_finish(writer), 0) << lastError();
+    cleave_tensor_file *f = cleave_tensor_file_open(path.c_str());
+    ASSERT_TRUE(f) << lastError();
+    Pieces pieces;
+    ASSERT_EQ(cleave_tensor_file_read_pieces(f, "big", Pieces::add, &pieces), 0)
+        << lastError();
+    EXPECT_TRUE(pieces.inOrder) << path;
+    EXPECT_GE(pieces.count, 3) << path;
+    EXPECT_TRUE(pieces.bytes == bigBytes) << path;
+    Pieces few;
+    ASSERT_EQ(cleave_tensor_file_read_pieces(f, "small", Pieces::add, &few), 0)
+        << lastError();
+    EXPECT_EQ(few.bytes, std::string(reinterpret_cast<const char *>(small),
+                                     sizeof(small)));
+    EXPECT_NE(cleave_tensor_file_read_pieces(f, "none", Pieces::add, &few), 0);
+    EXPECT_TRUE(has(lastError(), "no tensor 'none'"));
+    // The whole read, straight into the destination.
+    std::vector<int32_t> back(big.size());
+    ASSERT_EQ(cleave_tensor_file_read(f, "big", back.data(),
+                                      int64_t(bigBytes.size())),
+              0)
+        << lastError();
+    EXPECT_EQ(back, big) << path;
+    cleave_tensor_file_close(f);
+    // One flipped byte in the middle chunk of the big tensor, then in the
+    // small one: both reads fail naming the tensor.
+    std::string file = readAll(path);
+    uint64_t header = 0;
+    std::memcpy(&header, file.data(), 8);
+    size_t dataStart = 8 + header;
+    for (const char *name : {"big", "small"}) {
+      std::string bad = file;
+      size_t at = std::string(name) == "big" ? dataStart + (size_t(10) << 20)
+                                             : bad.size() - 7;
+      bad[at] ^= 0x10;
+      writeAll(path, bad);
+      f = cleave_tensor_file_open(path.c_str());
+      ASSERT_TRUE(f) << lastError();
+      Pieces corrupt;
+      EXPECT_NE(cleave_tensor_file_read_pieces(f, name, Pieces::add, &corrupt),
+                0)
+          << name << " in " << path;
+      EXPECT_TRUE(
+          has(lastError(),
+              std::string("checksum mismatch for tensor '") + name + "'"))
+          << path;
+      if (std::string(name) == "big") {
+        EXPECT_NE(cleave_tensor_file_read(f, "big", back.data(),
+                                          int64_t(bigBytes.size())),
+                  0);
+        EXPECT_TRUE(has(lastError(), "checksum mismatch for tensor 'big'"));
+      }
+      cleave_tensor_file_close(f);
+    }
+    // Truncated in the middle of the big tensor: an error, not a short read.
+    writeAll(path, file.substr(0, dataStart + (size_t(12) << 20)));
+    EXPECT_FALSE(cleave_tensor_file_open(path.c_str()));
+    lastError();
+    ::unlink(path.c_str());
+  }
+}
+
 TEST(TensorFileTest, GivenCrc32cIsStoredCheckedAndCombined) {
   TempDir dir;
   std::string path = dir.file("shard.ckpt");

@@ -35,6 +35,15 @@ void copyBlock(const void *global, const std::vector<int64_t> &globalShape,
 int64_t copyOverlap(const void *src, const Block &from, void *dst,
                     const Block &to, int64_t elementBytes);
 
+/// copyOverlap for a piece of `from`'s data: the bytes [begin, begin +
+/// bytes) of the dense row-major block, at `piece`. Copies those of them
+/// that lie in region `to` (dense at `dst`); returns how many bytes. The
+/// pieces of a whole block, in any order and cut anywhere, copy what
+/// copyOverlap copies.
+int64_t copyOverlapPiece(const void *piece, int64_t begin, int64_t bytes,
+                         const Block &from, void *dst, const Block &to,
+                         int64_t elementBytes);
+
 } // namespace mlir::cleave
 
 #endif // CLEAVE_EXECUTION_LAYOUT_H

@@ -290,9 +290,24 @@ const char *cleave_tensor_file_name(const cleave_tensor_file *file,
 int cleave_tensor_file_info(const cleave_tensor_file *file, const char *name,
                             int32_t *dtype, int64_t *rank, int64_t shape[8]);
 /** Copies tensor `name` into `dst` (`bytes` must match) and checks its
- *  checksum. Returns 0 on success. */
+ *  checksum: plain reads of 8 MiB or less straight into `dst`, the kernel
+ *  told to read ahead (1 MiB or more), each piece checksummed after its
+ *  read. Returns 0 on success. */
 int cleave_tensor_file_read(cleave_tensor_file *file, const char *name,
                             void *dst, int64_t bytes);
+/** Called with the bytes [offset, offset + bytes) of a tensor's data,
+ *  valid during the call only. */
+typedef void (*cleave_tensor_piece_fn)(void *context, int64_t offset,
+                                       const void *data, int64_t bytes);
+/** Streams tensor `name`'s data to `fn` in pieces, in order (8 MiB or
+ *  less, read like cleave_tensor_file_read into one buffer of the file's),
+ *  then checks its checksum. For a caller that needs part of a
+ *  tensor (a restore onto another mesh): it copies what it needs of each
+ *  piece and holds no buffer of the whole tensor. Returns 0, or non-zero
+ *  with the error recorded: on a checksum mismatch after `fn` has seen
+ *  every piece, so what it copied must then be dropped. */
+int cleave_tensor_file_read_pieces(cleave_tensor_file *file, const char *name,
+                                   cleave_tensor_piece_fn fn, void *context);
 /** Metadata value, or NULL. */
 const char *cleave_tensor_file_metadata(const cleave_tensor_file *file,
                                         const char *key);
