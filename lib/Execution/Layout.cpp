@@ -62,6 +62,22 @@ void mlir::cleave::copyBlock(const void *global,
   }
 }
 
+/// The intersection of blocks `a` and `b` of one tensor, in global
+/// coordinates: [lo, hi) in every dimension; false if it is empty.
+static bool intersect(const Block &a, const Block &b, std::vector<int64_t> &lo,
+                      std::vector<int64_t> &hi) {
+  size_t rank = a.sizes.size();
+  lo.assign(rank, 0);
+  hi.assign(rank, 0);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(a.offsets[d], b.offsets[d]);
+    hi[d] = std::min(a.offsets[d] + a.sizes[d], b.offsets[d] + b.sizes[d]);
+    if (lo[d] >= hi[d])
+      return false;
+  }
+  return true;
+}
+
 int64_t mlir::cleave::copyOverlap(const void *src, const Block &from, void *dst,
                                   const Block &to, int64_t elementBytes) {
   size_t rank = from.sizes.size();
@@ -69,15 +85,9 @@ int64_t mlir::cleave::copyOverlap(const void *src, const Block &from, void *dst,
     std::memcpy(dst, src, elementBytes);
     return 1;
   }
-  // The intersection, in global coordinates.
-  std::vector<int64_t> lo(rank), hi(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    lo[d] = std::max(from.offsets[d], to.offsets[d]);
-    hi[d] =
-        std::min(from.offsets[d] + from.sizes[d], to.offsets[d] + to.sizes[d]);
-    if (lo[d] >= hi[d])
-      return 0;
-  }
+  std::vector<int64_t> lo, hi;
+  if (!intersect(from, to, lo, hi))
+    return 0;
   auto offsetIn = [&](const Block &b, const std::vector<int64_t> &at) {
     int64_t offset = 0;
     for (size_t d = 0; d < rank; ++d)
@@ -115,14 +125,9 @@ int64_t mlir::cleave::copyOverlapPiece(const void *piece, int64_t begin,
     std::memcpy(static_cast<char *>(dst) + begin, piece, end - begin);
     return end - begin;
   }
-  std::vector<int64_t> lo(rank), hi(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    lo[d] = std::max(from.offsets[d], to.offsets[d]);
-    hi[d] =
-        std::min(from.offsets[d] + from.sizes[d], to.offsets[d] + to.sizes[d]);
-    if (lo[d] >= hi[d])
-      return 0;
-  }
+  std::vector<int64_t> lo, hi;
+  if (!intersect(from, to, lo, hi))
+    return 0;
   // Rows of `from` (all but the last dimension fixed) that the piece
   // meets; in each, the bytes of columns [lo, hi) of the last dimension.
   int64_t rowBytes = from.sizes[rank - 1] * elementBytes;

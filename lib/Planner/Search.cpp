@@ -167,14 +167,24 @@ private:
   Clock::time_point start = Clock::now(), lastReport = Clock::now();
 };
 
-} // namespace
-
-namespace {
-
 /// The branch and bound alone (searchPlans adds the ep explanation).
 cost::Result<SearchResult> searchOnce(const ModelConfig &model,
                                       const cost::ClusterSpec &cluster,
-                                      const PlannerOptions &options);
+                                      const PlannerOptions &options) {
+  Clock::time_point start = Clock::now();
+  Space space(model, cluster, options);
+  if (std::string e = space.validateOptions(); !e.empty())
+    return cost::Result<SearchResult>::failure(e);
+  space.enumerate();
+  SearchResult result = emptyResult(space);
+  BranchAndBound search(space, options);
+  if (cost::Result<bool> r = search.run(); !r)
+    return cost::Result<SearchResult>::failure(r.error());
+  finish(space, search.result(), std::move(search.overMemory()), result);
+  result.stats.seconds = secondsSince(start);
+  search.report();
+  return result;
+}
 
 /// Whether the search may try plans of the other expert-parallel kind than
 /// `chosen` (ep = 1 against ep > 1).
@@ -249,28 +259,6 @@ cost::Result<SearchResult> searchPlans(const ModelConfig &model,
     explainExpertParallel(model, cluster, options, *r);
   return r;
 }
-
-namespace {
-
-cost::Result<SearchResult> searchOnce(const ModelConfig &model,
-                                      const cost::ClusterSpec &cluster,
-                                      const PlannerOptions &options) {
-  Clock::time_point start = Clock::now();
-  Space space(model, cluster, options);
-  if (std::string e = space.validateOptions(); !e.empty())
-    return cost::Result<SearchResult>::failure(e);
-  space.enumerate();
-  SearchResult result = emptyResult(space);
-  BranchAndBound search(space, options);
-  if (cost::Result<bool> r = search.run(); !r)
-    return cost::Result<SearchResult>::failure(r.error());
-  finish(space, search.result(), std::move(search.overMemory()), result);
-  result.stats.seconds = secondsSince(start);
-  search.report();
-  return result;
-}
-
-} // namespace
 
 cost::Result<SearchResult> searchExhaustive(const ModelConfig &model,
                                             const cost::ClusterSpec &cluster,

@@ -79,10 +79,10 @@ struct FreeAligned {
 };
 using AlignedBuffer = std::unique_ptr<char, FreeAligned>;
 
-/// `chunks` kChunk staging buffers in one, aligned for O_DIRECT, or null.
-AlignedBuffer stagingBuffer(size_t chunks) {
+/// A kChunk staging buffer aligned for O_DIRECT, or null.
+AlignedBuffer stagingBuffer() {
   void *p = nullptr;
-  if (::posix_memalign(&p, kAlign, chunks * kChunk) != 0)
+  if (::posix_memalign(&p, kAlign, kChunk) != 0)
     return nullptr;
   return AlignedBuffer(static_cast<char *>(p));
 }
@@ -290,7 +290,7 @@ void forEachChunk(cleave_tensor_file &file, uint64_t bytes, uint64_t offset,
   if (bytes >= kReadAheadMin)
     ::posix_fadvise(file.fd, off_t(offset), off_t(bytes), POSIX_FADV_WILLNEED);
   if (!dst && !file.staging) {
-    file.staging = stagingBuffer(1);
+    file.staging = stagingBuffer();
     require(file.staging != nullptr,
             concat(file.path, ": cannot allocate a read buffer"));
   }
@@ -463,7 +463,7 @@ public:
     if (size < kDirectMin)
       return;
     int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || !(staging = stagingBuffer(1)))
+    if (flags < 0 || !(staging = stagingBuffer()))
       return;
     direct = ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
   }
