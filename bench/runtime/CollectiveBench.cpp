@@ -4,9 +4,10 @@
 //
 // Launches itself as N local ranks (cleave_launch_local). Every rank inits
 // the runtime and also builds a raw Gloo context on its own TCP device; then
-// for sizes 1 KB .. 64 MB it times, alternately, the runtime call and the
-// raw Gloo call doing the same work, keeps the best of several rounds, and
-// rank 0 prints time, bus bandwidth and runtime/raw bandwidth ratio.
+// for sizes 1 KB .. 64 MB it times the runtime call and the raw Gloo call
+// doing the same work one call of each in turn (so both meet the same
+// moments of a shared machine), keeps the best of several rounds' medians,
+// and rank 0 prints time, bus bandwidth and runtime/raw bandwidth ratio.
 // Reduce-scatter has no raw options-style Gloo call: it is compared with raw
 // all-reduce + keeping one block, and Gloo's legacy
 // ReduceScatterHalvingDoubling; the runtime's four algorithms (ring, direct,
@@ -83,28 +84,42 @@ void rawBarrier(const Ctx &ctx) {
   gloo::barrier(o);
 }
 
-/// Median time per call of `iters` calls (each call timed alone, so a rare
-/// scheduling stall on this shared 2-core machine does not skew the result);
-/// with CLEAVE_BENCH_STAT=min the fastest call (the uncontended time, for
+/// Times every function of `fns` `iters` times, one call of each in turn
+/// (the order rotating from call to call), so that the runtime and raw Gloo
+/// meet the same moments of a shared machine: a scheduling stall or another
+/// process's burst falls on both, not on one side's block of calls. Returns
+/// each function's median call (each call timed alone), or with
+/// CLEAVE_BENCH_STAT=min its fastest call (the uncontended time, for
 /// comparisons on a loaded machine, where most calls wait for a core).
-double timeIt(const std::function<void()> &fn,
-              const std::function<void()> &sync, int iters) {
+/// `sync` runs before and after (every rank calls the same functions in the
+/// same order, so the collectives stay matched).
+std::vector<double>
+timeInterleaved(const std::vector<std::function<void()>> &fns,
+                const std::function<void()> &sync, int iters) {
   sync();
-  std::vector<double> times;
-  for (int i = 0; i < iters; ++i) {
-    double t0 = cleave_rt_now();
-    fn();
-    times.push_back(cleave_rt_now() - t0);
-  }
+  std::vector<std::vector<double>> times(fns.size());
+  for (int i = 0; i < iters; ++i)
+    for (size_t j = 0; j < fns.size(); ++j) {
+      size_t f = (size_t(i) + j) % fns.size();
+      double t0 = cleave_rt_now();
+      fns[f]();
+      times[f].push_back(cleave_rt_now() - t0);
+    }
   sync();
   static const bool fastest = [] {
     const char *stat = std::getenv("CLEAVE_BENCH_STAT");
     return stat && std::strcmp(stat, "min") == 0;
   }();
-  if (fastest)
-    return *std::min_element(times.begin(), times.end());
-  std::nth_element(times.begin(), times.begin() + iters / 2, times.end());
-  return times[size_t(iters / 2)];
+  std::vector<double> result;
+  for (std::vector<double> &t : times) {
+    if (fastest) {
+      result.push_back(*std::min_element(t.begin(), t.end()));
+      continue;
+    }
+    std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
+    result.push_back(t[size_t(iters / 2)]);
+  }
+  return result;
 }
 
 struct Row {
@@ -181,95 +196,63 @@ int runRank() {
     if (enabled("reduce_scatter") && !hd.count(bytes))
       hd[bytes] = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
           ctx, hdPtrs, int(per * n), rs);
-    // Alternate which side goes first so that neither profits from order.
+    // Each op's variants (the runtime's and raw Gloo's) are timed call by
+    // call in turn (timeInterleaved); the best of kRounds medians is kept.
+    using Case = std::pair<int, std::function<void()>>;
+    auto rtReduceScatter = [&](int group) {
+      return [&, group] {
+        cleave_rt_reduce_scatter(group, CLEAVE_F32, CLEAVE_SUM, a.data(),
+                                 out.data(), int64_t(per));
+      };
+    };
+    std::vector<std::pair<const char *, std::vector<Case>>> cases = {
+        {"all_reduce",
+         {{0,
+           [&] {
+             cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM,
+                                  a.data(), a.data(), int64_t(count));
+           }},
+          {1, [&] { rawAllreduce(ctx, b.data(), count, 1); }}}},
+        {"all_gather",
+         {{2,
+           [&] {
+             cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32, a.data(),
+                                  out.data(), int64_t(per));
+           }},
+          {3, [&] { rawAllgather(ctx, b.data(), out.data(), per, 2); }}}},
+        {"reduce_scatter",
+         {{9, rtReduceScatter(3)},
+          {4, rtReduceScatter(0)},
+          {5, rtReduceScatter(1)},
+          {6, rtReduceScatter(2)},
+          {10, rtReduceScatter(4)},
+          {7,
+           [&] {
+             rawAllreduce(ctx, b.data(), per * n, 3);
+             std::memcpy(out.data(), b.data() + rank * per, per * 4);
+           }},
+          {8, [&] { hd[bytes]->run(); }}}},
+        {"all_to_all",
+         {{11,
+           [&] {
+             cleave_rt_all_to_all(CLEAVE_WORLD_GROUP, CLEAVE_F32, a.data(),
+                                  out.data(), int64_t(per));
+           }},
+          {12, [&] { rawAlltoall(ctx, b.data(), out.data(), per * n, 4); }}}}};
+    auto sync = [&] {
+      syncRt();
+      syncRaw();
+    };
     for (int round = 0; round < kRounds; ++round) {
-      auto keep = [&](int i, double t) { best[i] = std::min(best[i], t); };
-      std::vector<std::function<void()>> runtimeSide = {
-          [&] {
-            keep(0, timeIt(
-                        [&] {
-                          cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32,
-                                               CLEAVE_SUM, a.data(), a.data(),
-                                               int64_t(count));
-                        },
-                        syncRt, iters));
-          },
-          [&] {
-            keep(2, timeIt(
-                        [&] {
-                          cleave_rt_all_gather(CLEAVE_WORLD_GROUP, CLEAVE_F32,
-                                               a.data(), out.data(),
-                                               int64_t(per));
-                        },
-                        syncRt, iters));
-          },
-          [&] {
-            keep(9, timeIt(
-                        [&] {
-                          cleave_rt_reduce_scatter(3, CLEAVE_F32, CLEAVE_SUM,
-                                                   a.data(), out.data(),
-                                                   int64_t(per));
-                        },
-                        syncRt, iters));
-            for (int g : {0, 1, 2, 4})
-              keep(g == 4 ? 10 : 4 + g,
-                   timeIt(
-                       [&] {
-                         cleave_rt_reduce_scatter(g, CLEAVE_F32, CLEAVE_SUM,
-                                                  a.data(), out.data(),
-                                                  int64_t(per));
-                       },
-                       syncRt, iters));
-          },
-          [&] {
-            keep(11, timeIt(
-                         [&] {
-                           cleave_rt_all_to_all(CLEAVE_WORLD_GROUP, CLEAVE_F32,
-                                                a.data(), out.data(),
-                                                int64_t(per));
-                         },
-                         syncRt, iters));
-          }};
-      std::vector<std::function<void()>> rawSide = {
-          [&] {
-            keep(1, timeIt([&] { rawAllreduce(ctx, b.data(), count, 1); },
-                           syncRaw, iters));
-          },
-          [&] {
-            keep(
-                3,
-                timeIt([&] { rawAllgather(ctx, b.data(), out.data(), per, 2); },
-                       syncRaw, iters));
-          },
-          [&] {
-            keep(7, timeIt(
-                        [&] {
-                          rawAllreduce(ctx, b.data(), per * n, 3);
-                          std::memcpy(out.data(), b.data() + rank * per,
-                                      per * 4);
-                        },
-                        syncRaw, iters));
-            keep(8, timeIt([&] { hd[bytes]->run(); }, syncRaw, iters));
-          },
-          [&] {
-            keep(12, timeIt(
-                         [&] {
-                           rawAlltoall(ctx, b.data(), out.data(), per * n, 4);
-                         },
-                         syncRaw, iters));
-          }};
-      const char *names[] = {"all_reduce", "all_gather", "reduce_scatter",
-                             "all_to_all"};
-      for (size_t op = 0; op < 4; ++op) {
-        if (!enabled(names[op]))
+      for (auto &[name, opCases] : cases) {
+        if (!enabled(name))
           continue;
-        if (round % 2 == 0) {
-          runtimeSide[op]();
-          rawSide[op]();
-        } else {
-          rawSide[op]();
-          runtimeSide[op]();
-        }
+        std::vector<std::function<void()>> fns;
+        for (Case &c : opCases)
+          fns.push_back(c.second);
+        std::vector<double> t = timeInterleaved(fns, sync, iters);
+        for (size_t i = 0; i < opCases.size(); ++i)
+          best[opCases[i].first] = std::min(best[opCases[i].first], t[i]);
       }
       std::fill(a.begin(), a.end(), 1.0f);
       std::fill(b.begin(), b.end(), 1.0f);
