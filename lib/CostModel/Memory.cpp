@@ -205,6 +205,10 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
         layers * w.layerParams * 2 / (p.zeroStage >= 3 ? shard : 1);
   }
   mem.gradients = sharded(params * gradBytes, p.zeroStage >= 2);
+  if (!p.accumulateGradsInPlace && p.numMicroBatches > 1)
+    // The micro-batch's gradients beside their sum (whole: the sum over
+    // micro-batches comes before any ZeRO reduce-scatter).
+    mem.gradients += params * gradBytes;
   mem.optimizerStates = sharded(params * optimizerBytes, p.zeroStage >= 1);
 
   double live = peakOnStage(orders[stage], p, [&](int c) {

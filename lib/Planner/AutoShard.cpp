@@ -188,6 +188,7 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   // Cleave's step returns the new parameters and optimizer state.
   so.implementation.inPlaceUpdate = !pc.host;
   so.implementation.regatherForBackward = !pc.host;
+  so.implementation.accumulateGradsInPlace = !pc.host;
   return so;
 }
 
@@ -499,6 +500,7 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   plan.dynamicLossScaling = impl.dynamicLossScaling;
   plan.inPlaceUpdate = impl.inPlaceUpdate;
   plan.regatherForBackward = impl.regatherForBackward;
+  plan.accumulateGradsInPlace = impl.accumulateGradsInPlace;
   plan.dtype = p->dtype;
   const cost::ClusterSpec &cl = p->cluster.spec;
   if (std::string bad = cost::validatePlan(plan, m, cl); !bad.empty())

@@ -103,6 +103,12 @@ struct Analysis {
   /// every micro-batch's slice of the data in turn; with the ops it sums,
   /// in program order.
   llvm::DenseMap<Operation *, llvm::SmallVector<Operation *>> dataReductions;
+  /// Invariant ops that expand their operands (a broadcast of a parameter to
+  /// the activations' shape), pure and cheap: each pass that reads one
+  /// rebuilds it from its operands, where it fuses into its users, rather
+  /// than reading a result computed once per step and kept alive (and
+  /// materialised) until the last micro-batch's backward pass.
+  llvm::DenseSet<Operation *> rebuiltInPasses;
   /// The stage each result of the function is produced on.
   llvm::SmallVector<int64_t> resultStage;
   /// Index of the result named "loss".

@@ -14,6 +14,8 @@
 #include "Pipeline.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::cleave;
 using namespace mlir::cleave::pipeline;
@@ -89,6 +91,9 @@ private:
   LogicalResult classifyArguments();
   LogicalResult classifyOps();
   void hoistLinearCollectives();
+  /// Whether the invariant `op` is rebuilt in each pass that reads it
+  /// (Analysis::rebuiltInPasses).
+  bool isRebuiltInPasses(Operation *op) const;
   void keepInvariantsNearUse();
   LogicalResult splitForward();
   LogicalResult assignStages();
@@ -229,10 +234,45 @@ LogicalResult Analyzer::classifyOps() {
       a.region[&op] = Phase::Forward; // split into F and B later
     else if (allConst && isMemoryEffectFree(&op) && op.getNumRegions() == 0)
       a.region[&op] = Phase::Const;
-    else
+    else {
       a.region[&op] = Phase::Invariant;
+      if (isRebuiltInPasses(&op))
+        a.rebuiltInPasses.insert(&op);
+    }
   }
   return success();
+}
+
+/// Bytes of a statically shaped tensor, or nullopt.
+static std::optional<int64_t> staticBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+    return std::nullopt;
+  return t.getNumElements() *
+         int64_t(llvm::divideCeil(t.getElementTypeBitWidth(), 8));
+}
+
+bool Analyzer::isRebuiltInPasses(Operation *op) const {
+  if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+      !isMemoryEffectFree(op) || isa<AxisIndexOp>(op) ||
+      a.dataReductions.count(op))
+    return false;
+  std::optional<int64_t> out = staticBytes(op->getResult(0).getType());
+  int64_t in = 0;
+  for (Value v : op->getOperands()) {
+    std::optional<int64_t> bytes = staticBytes(v.getType());
+    if (!bytes)
+      return false;
+    in += *bytes;
+    // Its operands must be at hand in a pass: arguments (parameters, sent
+    // to the pass's rank like any parameter it reads), constants, or other
+    // rebuilt ops.
+    Operation *def = v.getDefiningOp();
+    if (def && a.region.lookup(def) != Phase::Const &&
+        !a.rebuiltInPasses.contains(def))
+      return false;
+  }
+  return out && *out > in;
 }
 
 /// A linear collective whose only use is a sum over micro-batches runs once,
@@ -509,12 +549,19 @@ PassGroups pipeline::collectPassGroups(const Analysis &a) {
   for (auto &[key, g] : groups) {
     DenseSet<Operation *> inside(g.ops.begin(), g.ops.end());
     for (Operation *op : g.ops) {
-      for (Value v : op->getOperands()) {
+      // A rebuilt invariant's operands (and theirs) are the pass's inputs
+      // in its place, in operand order.
+      std::function<void(Value)> read = [&](Value v) {
         Operation *def = v.getDefiningOp();
+        if (def && a.rebuiltInPasses.contains(def)) {
+          llvm::for_each(def->getOperands(), read);
+          return;
+        }
         bool isConst = def && a.region.lookup(def) == Phase::Const;
         if (!isConst && !(def && inside.contains(def)))
           g.inputs.insert(v);
-      }
+      };
+      llvm::for_each(op->getOperands(), read);
       for (Value r : op->getResults())
         if (llvm::any_of(r.getUsers(), [&](Operation *user) {
               return !inside.contains(user);

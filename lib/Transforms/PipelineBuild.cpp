@@ -73,7 +73,8 @@ private:
   StringRef kindLetter(Phase r) const {
     return r == Phase::Forward ? "f" : r == Phase::Backward ? "b" : "w";
   }
-  /// Clones a constant (and the constants it reads) where `b` builds.
+  /// Clones a constant or an invariant rebuilt in passes (and the constants
+  /// and rebuilt invariants it reads) where `b` builds.
   Value materialize(OpBuilder &b, IRMapping &map, Value v);
   void createPassFunctions();
   void createRankFunctions();
@@ -110,7 +111,10 @@ Value PipelineBuilder::materialize(OpBuilder &b, IRMapping &map, Value v) {
   if (Value known = map.lookupOrNull(v))
     return known;
   Operation *def = v.getDefiningOp();
-  assert(def && a.region.lookup(def) == Phase::Const && "not a constant");
+  assert(def &&
+         (a.region.lookup(def) == Phase::Const ||
+          a.rebuiltInPasses.contains(def)) &&
+         "neither a constant nor rebuilt in passes");
   for (Value operand : def->getOperands())
     materialize(b, map, operand);
   Operation *clone = b.clone(*def, map);
@@ -244,7 +248,13 @@ SmallVector<int64_t> PipelineBuilder::readersOf(Value v, int64_t home) {
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
     int64_t r;
-    if (user == ret)
+    if (a.rebuiltInPasses.contains(user)) {
+      // The passes that read the rebuilt op read `v` in its place.
+      for (int64_t other : readersOf(user->getResult(0), home))
+        if (!llvm::is_contained(readers, other))
+          readers.push_back(other);
+      r = rankOfStage(a.stage.lookup(user));
+    } else if (user == ret)
       r = rankOfStage(a.resultStage[use.getOperandNumber()]);
     else if (a.stage.count(user))
       r = rankOfStage(a.stage.lookup(user));
@@ -284,6 +294,13 @@ void PipelineBuilder::emitPrologue() {
       sendStep(arg, rankOfStage(a.argStage[arg.getArgNumber()]));
   for (Operation &op : func.getBody().front().without_terminator()) {
     if (a.region.lookup(&op) != Phase::Invariant)
+      continue;
+    // Read by passes only: each pass rebuilds it.
+    if (a.rebuiltInPasses.contains(&op) &&
+        llvm::all_of(op.getUsers(), [&](Operation *user) {
+          return a.rebuiltInPasses.contains(user) ||
+                 isPerMicroBatch(a.region.lookup(user));
+        }))
       continue;
     int64_t home = rankOfStage(a.stage.lookup(&op));
     RankFunction &rf = *ranks[home];

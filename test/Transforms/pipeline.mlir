@@ -33,8 +33,13 @@
 // IR-SAME: num_micro_batches = 4 : i64, schedule = "1f1b"
 // IR: cleave.mesh @mesh(pp = 4 : ib, dp = 1 : ib)
 // One micro-batch's forward pass of stage 1 returns what its backward pass
-// keeps (the pre-activation) and what stage 2 reads (the activation).
-// IR: func.func private @train_step_f1(%{{.*}}: tensor<2x64xf32>, %{{.*}}: tensor<64x64xf32>, %{{.*}}: tensor<2x64xf32>) -> (tensor<2x64xf32>, tensor<2x64xf32>)
+// keeps (the pre-activation) and what stage 2 reads (the activation). It
+// reads the bias itself and broadcasts it (the broadcast fuses into the
+// add): the rank function neither computes nor keeps the bias broadcast to
+// the activations' shape.
+// IR: func.func private @train_step_f1(%{{.*}}: tensor<2x64xf32>, %{{.*}}: tensor<64x64xf32>, %[[BIAS:.*]]: tensor<64xf32>) -> (tensor<2x64xf32>, tensor<2x64xf32>)
+// IR: cleave.broadcast %[[BIAS]] dims = [1] : tensor<64xf32> -> tensor<2x64xf32>
+// IR-NOT: cleave.broadcast
 // IR: func.func private @train_step_b1(
 // IR-SAME: -> (tensor<64xf32>, tensor<2x64xf32>, tensor<64x64xf32>)
 // Rank 0 slices micro-batches out of its block of the batch.
@@ -43,7 +48,7 @@
 // IR: cleave.send %{{.*}} on @mesh axes = [pp] to 1 : tensor<2x64xf32>
 // IR-LABEL: func.func @train_step_s1(
 // IR: %[[X0:.*]] = cleave.recv on @mesh axes = [pp] from 0 : tensor<2x64xf32>
-// IR: %[[F0:.*]]:2 = call @train_step_f1(%[[X0]],
+// IR: %[[F0:.*]]:2 = call @train_step_f1(%[[X0]], %{{.*}}, %{{.*}}) : (tensor<2x64xf32>, tensor<64x64xf32>, tensor<64xf32>)
 // IR: %[[G0:.*]] = cleave.recv on @mesh axes = [pp] from 2 : tensor<2x64xf32>
 // IR: %[[B0:.*]]:3 = call @train_step_b1(%[[F0]]#0, %[[G0]],
 // IR: cleave.send %[[B0]]#1 on @mesh axes = [pp] to 0 : tensor<2x64xf32>

@@ -118,6 +118,34 @@ TEST(MemoryTest, Zero3WithoutRegatherKeepsTheGatheredParameters) {
   EXPECT_GT(once, 0);
 }
 
+/// Cleave's pipelined step sums each micro-batch's gradients after its
+/// backward pass: the stage holds the sum and the micro-batch's gradients
+/// (one more copy of its gradients, whole even under ZeRO-2, whose
+/// reduce-scatter follows the sum); one micro-batch accumulates nothing.
+TEST(MemoryTest, GradientSumOutsideTheBackwardPassHoldsTwoCopies) {
+  ModelConfig m = test::model("megatron-1.7b");
+  ClusterSpec c = test::preset("dgx-a100-80gb", 8);
+  CostConstants k;
+  for (int zero : {0, 2}) {
+    ParallelPlan p = test::plan(1, 2, 4, 8);
+    p.zeroStage = zero;
+    Workload w = buildWorkload(m, c, p, k);
+    double params = stageParameters(m, p, w, 0);
+    MemoryBreakdown fused = stageMemory(m, c, p, w, 0, k);
+    p.accumulateGradsInPlace = false;
+    MemoryBreakdown summed = stageMemory(m, c, p, w, 0, k);
+    EXPECT_NEAR(summed.gradients - fused.gradients,
+                params * double(bytesOf(p.gradDType())), 1e-9 * params)
+        << "zero " << zero;
+    EXPECT_DOUBLE_EQ(summed.activations, fused.activations);
+  }
+  ParallelPlan one = test::plan(1, 2, 4, 1);
+  Workload w = buildWorkload(m, c, one, k);
+  MemoryBreakdown fused = stageMemory(m, c, one, w, 0, k);
+  one.accumulateGradsInPlace = false;
+  EXPECT_DOUBLE_EQ(stageMemory(m, c, one, w, 0, k).gradients, fused.gradients);
+}
+
 /// A device without a CUDA context or NCCL (a local CPU rank) reserves
 /// nothing and has no communicator buffers; a GPU uses the constants.
 TEST(MemoryTest, DeviceRuntimeMemoryComesFromTheDevice) {

@@ -135,6 +135,14 @@ struct ParallelPlan {
   /// whose gathered values are SSA values that the backward reads; the
   /// planner sets it for this machine's processes).
   bool regatherForBackward = true;
+  /// Each micro-batch's backward pass adds its weight gradients into the
+  /// accumulated ones (Megatron's gradient-accumulation fusion into
+  /// main_grad). False: a micro-batch's backward pass returns its gradients
+  /// and the sum over micro-batches is formed after it, so between backward
+  /// passes the stage holds its gradients twice, the sum and the
+  /// micro-batch's (Cleave's pipelined step; the planner sets it for this
+  /// machine's processes). Only matters with more than one micro-batch.
+  bool accumulateGradsInPlace = true;
 
   /// Layers of each pipeline chunk (pp x chunks() entries, in model order,
   /// each >= 1, summing to the model's layers); empty: an even split with
