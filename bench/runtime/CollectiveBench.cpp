@@ -188,7 +188,7 @@ int runRank() {
     size_t count = bytes / sizeof(float);
     size_t per = count / size_t(n);
     std::vector<float> a(count, 1.0f), b(count, 1.0f), out(count);
-    int iters = int(std::clamp<size_t>((32u << 20) / bytes, 3, 300));
+    int iters = int(std::clamp<size_t>((32u << 20) / bytes, 7, 300));
     double best[13];
     std::fill(best, best + 13, 1e30);
     std::vector<int> rs(static_cast<size_t>(n), static_cast<int>(per));
