@@ -316,17 +316,33 @@ static json blockJson(const Trainer::ShardTensor &t) {
           {"crc32c", hex8(t.crc32c)}};
 }
 
-/// The writer thread's nice value: CLEAVE_CHECKPOINT_NICE (0..19), default
-/// 0, the training's priority. Its CPU work is small (a checksum and a
-/// staging copy per 8 MiB write); at nice 19 behind ranks that keep every
-/// core busy it was not scheduled between its writes, and the disk waited
-/// (docs/cleave-run.md has the measurements).
-static void setThisThreadsPriority() {
+llvm::Expected<int> mlir::cleave::checkpointWriterNice() {
   const char *text = std::getenv("CLEAVE_CHECKPOINT_NICE");
-  int nice = text && *text ? std::atoi(text) : 0;
-  nice = std::min(std::max(nice, 0), 19);
-  if (nice > 0)
-    ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), nice);
+  if (!text || !*text)
+    return 0;
+  int nice = 0;
+  if (llvm::StringRef(text).getAsInteger(10, nice) || nice < 0 || nice > 19)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::Twine("CLEAVE_CHECKPOINT_NICE='") + text +
+            "': expected the checkpoint writer's nice value, an integer "
+            "from 0 (the training's priority, the default) to 19");
+  return nice;
+}
+
+/// The writer thread runs at CLEAVE_CHECKPOINT_NICE (checked before the
+/// first step by RunFlags::check; 0 if it was not). Its CPU work is small
+/// (a checksum and a staging copy per 8 MiB write); at nice 19 behind ranks
+/// that keep every core busy it was not scheduled between its writes, and
+/// the disk waited (docs/cleave-run.md has the measurements).
+static void setThisThreadsPriority() {
+  llvm::Expected<int> nice = checkpointWriterNice();
+  if (!nice) {
+    llvm::consumeError(nice.takeError());
+    return;
+  }
+  if (*nice > 0)
+    ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), *nice);
 }
 
 /// Where rank `rank`'s shard of step folder `stepDir` goes ("" for the

@@ -1,6 +1,7 @@
 //===- RunFlags.cpp - The command-line options of a training run ----------===//
 
 #include "cleave/Execution/RunFlags.h"
+#include "cleave/Execution/Checkpoint.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -167,6 +168,9 @@ Error RunFlags::check() const {
   if (keepCheckpoints < 1)
     return badValue("keep-checkpoints", Twine(keepCheckpoints.getValue()),
                     "a number >= 1");
+  if (!checkpointDir.empty())
+    if (llvm::Expected<int> nice = checkpointWriterNice(); !nice)
+      return nice.takeError();
   if ((checkpointEvery > 0 || resume) && checkpointDir.empty())
     return flagError(Twine(resume ? "--resume" : "--checkpoint-every") +
                      " needs --checkpoint DIR");

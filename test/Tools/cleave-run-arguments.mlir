@@ -28,6 +28,9 @@
 // RESTARTS: cleave-run: error: --max-restarts needs --checkpoint DIR
 // RUN: not cleave-run --model tiny-gpt --checkpoint %t/ck --checkpoint-every -1 2>&1 | FileCheck %s --check-prefix=EVERY
 // EVERY: cleave-run: error: --checkpoint-every -1: expected a number of steps >= 0
+// RUN: env CLEAVE_CHECKPOINT_NICE=abc not cleave-run --model tiny-gpt --checkpoint %t/ck 2>&1 | FileCheck %s --check-prefix=NICE
+// RUN: env CLEAVE_CHECKPOINT_NICE=25 not cleave-run --model tiny-gpt --checkpoint %t/ck 2>&1 | FileCheck %s --check-prefix=NICE
+// NICE: cleave-run: error: CLEAVE_CHECKPOINT_NICE='{{abc|25}}': expected the checkpoint writer's nice value, an integer from 0 (the training's priority, the default) to 19
 // RUN: not cleave-run --model tiny-gpt --heartbeat-timeout 0 2>&1 | FileCheck %s --check-prefix=HB
 // HB: cleave-run: error: --heartbeat-timeout 0: expected a number of seconds > 0
 // RUN: not cleave-run --model tiny-gpt --on-nan retry 2>&1 | FileCheck %s --check-prefix=ONNAN

@@ -61,6 +61,11 @@ int removeUncommittedCheckpoints(
     llvm::StringRef dir,
     int64_t belowStep = std::numeric_limits<int64_t>::max());
 
+/// The checkpoint writer thread's nice value from CLEAVE_CHECKPOINT_NICE
+/// (0 when unset); an error naming the variable when it is not an integer
+/// from 0 to 19.
+llvm::Expected<int> checkpointWriterNice();
+
 class CheckpointWriter {
 public:
   /// `plan` describes the plan for the manifest (e.g. "dp=2,tp=2").
