@@ -472,15 +472,28 @@ void PlanWriter::pinSequence(func::FuncOp f) {
 }
 
 DimAxes PlanWriter::withDp(DimAxes dims, RankedTensorType type) {
-  for (auto [d, axes] : llvm::enumerate(dims)) {
+  for (const SmallVector<StringRef> &axes : dims)
     if (llvm::is_contained(axes, kDp))
       return dims;
-    int64_t blocks = mesh.getGroupSize(axes) * dp;
-    if (type.getDimSize(d) % blocks == 0) {
-      axes.push_back(kDp);
-      return dims;
+  // ZeRO shards over the batch axes the tensor is replicated on: dp, and ep
+  // for a tensor that ep does not split (a dense parameter, which every ep
+  // rank holds whole and whose gradient is reduced over dp and ep, as
+  // Megatron's distributed optimizer shards it); an expert weight over dp.
+  // If dp x ep divides no dimension, dp alone.
+  bool expert = llvm::any_of(dims, [](const SmallVector<StringRef> &axes) {
+    return llvm::is_contained(axes, kEp);
+  });
+  SmallVector<SmallVector<StringRef>> choices = {{kDp}};
+  if (ep > 1 && !expert)
+    choices.insert(choices.begin(), {kDp, kEp});
+  for (ArrayRef<StringRef> zeroAxes : choices)
+    for (auto [d, axes] : llvm::enumerate(dims)) {
+      int64_t blocks = mesh.getGroupSize(axes) * mesh.getGroupSize(zeroAxes);
+      if (type.getDimSize(d) % blocks == 0) {
+        llvm::append_range(axes, zeroAxes);
+        return dims;
+      }
     }
-  }
   return dims;
 }
 

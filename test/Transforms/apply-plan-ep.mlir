@@ -39,9 +39,10 @@
 // EPDP: cleave.sharding_constraint %{{.*}} <@mesh, [_, (dp, ep), _, _]>
 // EPDP-NEXT: cleave.moe_combine
 
-// ZeRO-1: the expert weights' state is split over dp after ep.
+// ZeRO-1: the expert weights' state is split over dp after ep, the dense
+// parameters' over dp and ep (every ep rank holds them whole).
 // ZERO-LABEL: func.func @train_step(
-// ZERO-SAME: {cleave.sharding = #cleave.sharding<@mesh, [dp, _]>, cleave.state = "in.exp_avg"}
+// ZERO-SAME: {cleave.sharding = #cleave.sharding<@mesh, [(dp, ep), _]>, cleave.state = "in.exp_avg"}
 // ZERO-SAME: {cleave.sharding = #cleave.sharding<@mesh, [(ep, dp), _, _]>, cleave.state = "w1.exp_avg"}
 
 // Forward: one all-to-all into the experts and one back; backward the
