@@ -167,12 +167,11 @@ PlannerOptions searchOptions(const AutoShardOptions &o, const PlanCluster &pc,
   // Plans for this machine's processes are run: only what cleave-run
   // executes.
   so.space.zeroOverDpOnly = pc.host;
-  // cleave-run cannot pipeline micro-batches under ep; and its dense
-  // GShard MoE layer on this machine measured slower under ep than under
-  // dp alone (tiny-moe on 4 ranks: ep=4 40-43 ms, dp=2,ep=2 39-42 ms,
-  // dp=4 21-22 ms per step), a cost the formulas do not see: the plans for
-  // this machine's processes keep ep = 1 (a named plan may still use it).
-  so.space.expertParallelMicroBatches = !pc.host;
+  // cleave-run's dense GShard MoE layer on this machine measured slower
+  // under ep than under dp alone (tiny-moe on 4 ranks: ep=4 40-43 ms,
+  // dp=2,ep=2 39-42 ms, dp=4 21-22 ms per step), a cost the formulas do
+  // not see: the plans for this machine's processes keep ep = 1 (a named
+  // plan may still use it).
   if (pc.host)
     so.space.maxExpertParallel = 1;
   so.memoryHeadroom = o.memoryHeadroom;

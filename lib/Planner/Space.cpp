@@ -190,9 +190,6 @@ void Space::enumerateMesh(int32_t index) {
     int64_t m = perReplica / mbs;
     if (s.maxMicroBatches > 0 && m > s.maxMicroBatches)
       continue;
-    // cleave-run runs expert parallelism with one micro-batch (docs/moe.md).
-    if (mesh.ep > 1 && m > 1 && !s.expertParallelMicroBatches)
-      continue;
     std::vector<std::pair<Schedule, int>> schedules;
     if (mesh.pp == 1)
       schedules.push_back({Schedule::OneFOneB, 1});

@@ -78,21 +78,20 @@ private:
   /// Pipelining or micro-batching asked for: the mesh gets `pp` and the
   /// micro-batch axis `mb` (cleave-pipeline turns it into a loop).
   bool microBatched() const { return pp > 1 || micro > 1; }
-  /// Whether the mesh has the axis `mb`. Not under ep, which runs one
-  /// micro-batch (validate): its all-to-all moves `ep` from the batch to the
-  /// experts, which needs `ep` to be the batch's minor axis, and
-  /// cleave-pipeline needs `mb` there.
-  bool mbAxis() const { return microBatched() && ep == 1; }
-  /// The axes splitting the batch dimension of data: [dp, mb] or [dp, ep]
-  /// (those used).
+  /// The axes splitting the batch dimension of data: [dp, mb, ep] (those
+  /// used). `ep` is the minor axis: the all-to-all that moves it from the
+  /// batch to the experts moves a dimension's minor axis, so every expert
+  /// buffer stays split over [dp, mb] and a micro-batch's all-to-all stays
+  /// inside the micro-batch. cleave-pipeline cuts the micro-batch out of a
+  /// replica's block, then this device's ep block out of the micro-batch.
   DimAxes::value_type batchAxes() const {
     DimAxes::value_type axes;
     if (dp > 1)
       axes.push_back(kDp);
+    if (microBatched())
+      axes.push_back(kMb);
     if (ep > 1)
       axes.push_back(kEp);
-    if (mbAxis())
-      axes.push_back(kMb);
     return axes;
   }
   /// How many blocks the batch dimension of data splits into.
@@ -570,13 +569,6 @@ LogicalResult PlanWriter::validate() {
       zero > 3)
     return module.emitError() << "cleave-apply-plan: dp, tp, ep, cp, pp and "
                                  "micro must be >= 1 and zero in 0..3";
-  if (ep > 1 && micro > 1)
-    return module.emitError()
-           << "cleave-apply-plan: expert parallelism (ep=" << ep
-           << ") runs one micro-batch per step, not micro=" << micro
-           << ": the all-to-all moving ep between the batch and the experts "
-              "needs ep as the batch's minor axis, and micro-batches need "
-              "that place (docs/moe.md)";
   if (sp && tp == 1)
     return module.emitError()
            << "cleave-apply-plan: sequence parallelism (sp) needs tp > 1";
@@ -624,10 +616,10 @@ void PlanWriter::createMesh() {
   if (dp > 1 || (tp == 1 && cp == 1 && ep == 1))
     add(kDp, dp, LinkKind::InfiniBand);
   // Not devices: micro-batches, which cleave-pipeline runs one after another.
+  if (microBatched())
+    add(kMb, micro, LinkKind::Host);
   if (ep > 1)
     add(kEp, ep, LinkKind::InfiniBand);
-  if (mbAxis())
-    add(kMb, micro, LinkKind::Host);
   if (cp > 1)
     add(kCp, cp, LinkKind::InfiniBand);
   if (tp > 1)

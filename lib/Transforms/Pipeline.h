@@ -91,6 +91,10 @@ struct Analysis {
   llvm::SmallVector<int64_t> argStage;
   /// Arguments holding one micro-batch per `mb` coordinate.
   llvm::SmallVector<bool> argPerMicroBatch;
+  /// Per argument, the axes after `mb` in its first dimension: each
+  /// micro-batch is split over them again (expert parallelism's `ep` in
+  /// [dp, mb, ep]); empty when `mb` is the minor axis.
+  llvm::SmallVector<llvm::SmallVector<StringRef>> argMinorAxes;
   /// Per-micro-batch values summed over the micro-batches (what the
   /// per-step ops read).
   llvm::SetVector<Value> accumulated;

@@ -120,18 +120,20 @@ LogicalResult Analyzer::classifyArguments() {
     auto layout = func.getArgAttrOfType<ShardingAttr>(
         arg.getArgNumber(), CleaveDialect::kLayoutAttrName);
     bool perMb = false;
+    SmallVector<StringRef> minor;
     if (layout && a.plan.hasMbAxis)
       for (unsigned d = 0, e = layout.getRank(); d < e; ++d) {
         SmallVector<StringRef> axes = layout.getDimAxes(d);
-        if (!llvm::is_contained(axes, mb))
+        auto at = llvm::find(axes, mb);
+        if (at == axes.end())
           continue;
-        if (axes.back() != mb || d != 0)
+        if (d != 0)
           return func.emitError()
                  << "cleave-pipeline: argument #" << arg.getArgNumber()
                  << " splits a dimension over " << layout
-                 << "; micro-batches must split the first dimension, as its "
-                    "last (minor) axis";
+                 << "; micro-batches must split the first dimension";
         perMb = true;
+        minor.assign(std::next(at), axes.end());
       }
     if (perMb &&
         !func.getArgAttr(arg.getArgNumber(), CleaveDialect::kInputAttrName))
@@ -140,6 +142,7 @@ LogicalResult Analyzer::classifyArguments() {
              << " is split over micro-batches but is not a "
                 "data input (cleave.input)";
     a.argPerMicroBatch.push_back(perMb);
+    a.argMinorAxes.push_back(minor);
     a.argStage.push_back(-1);
   }
   return success();

@@ -89,6 +89,14 @@ private:
   void emitEpilogue();
   void emitReturns();
   Value sliceMicroBatch(RankFunction &rf, Value arg, int64_t mb);
+  /// How many blocks the axes after `mb` split a micro-batch of argument
+  /// `i` into.
+  int64_t minorBlocks(unsigned i) const {
+    int64_t blocks = 1;
+    for (StringRef axis : a.argMinorAxes[i])
+      blocks *= a.mesh.getAxisSize(axis);
+    return blocks;
+  }
   /// Emits a sum over micro-batches of their data alone
   /// (Analysis::dataReductions) into `rf`'s prologue.
   void emitDataReduction(RankFunction &rf, AllReduceOp reduce);
@@ -160,13 +168,20 @@ void PipelineBuilder::createPassFunctions() {
   }
 }
 
-/// The layout of a per-micro-batch argument without the micro-batch axis:
-/// the block of all micro-batches of one data-parallel replica.
-static ShardingAttr withoutAxis(ShardingAttr layout, StringRef axis) {
+/// The layout of a per-micro-batch argument without the micro-batch axis
+/// and the axes after it in the first dimension (`minor`): the block of all
+/// micro-batches of one data-parallel replica. [dp, mb] and [dp, mb, ep]
+/// both give [dp]; under ep each device reads its replica's micro-batches
+/// whole and keeps its ep block of each (sliceMicroBatch).
+static ShardingAttr withoutMicroBatches(ShardingAttr layout, StringRef axis,
+                                        ArrayRef<StringRef> minor) {
   SmallVector<SmallVector<StringRef>> dims;
   for (unsigned d = 0, e = layout.getRank(); d < e; ++d) {
     dims.push_back(layout.getDimAxes(d));
     llvm::erase(dims.back(), axis);
+    if (d == 0)
+      for (StringRef m : minor)
+        llvm::erase(dims.back(), m);
   }
   return ShardingAttr::get(layout.getContext(), layout.getMesh().getValue(),
                            dims);
@@ -210,12 +225,12 @@ void PipelineBuilder::createRankFunctions() {
       NamedAttrList attrs(func.getArgAttrDict(i));
       if (a.argPerMicroBatch[i]) {
         SmallVector<int64_t> shape(type.getShape());
-        shape[0] *= plan.numMicroBatches;
+        shape[0] *= plan.numMicroBatches * minorBlocks(i);
         type = RankedTensorType::get(shape, type.getElementType());
         attrs.set(CleaveDialect::kLayoutAttrName,
-                  withoutAxis(func.getArgAttrOfType<ShardingAttr>(
-                                  i, CleaveDialect::kLayoutAttrName),
-                              plan.mbAxis));
+                  withoutMicroBatches(func.getArgAttrOfType<ShardingAttr>(
+                                          i, CleaveDialect::kLayoutAttrName),
+                                      plan.mbAxis, a.argMinorAxes[i]));
       }
       argTypes.push_back(type);
       argAttrs.push_back(attrs.getDictionary(ctx));
@@ -351,11 +366,20 @@ Value PipelineBuilder::sliceMicroBatch(RankFunction &rf, Value arg,
   Value &slot = rf.perMb[{arg, mb}];
   if (slot)
     return slot;
+  // The micro-batch of the replica's block, then (axes after `mb`) this
+  // device's block of it.
   auto type = cast<RankedTensorType>(arg.getType());
-  SmallVector<int64_t> offsets(type.getRank(), 0), strides(type.getRank(), 1);
-  offsets[0] = mb * type.getDimSize(0);
+  unsigned i = cast<BlockArgument>(arg).getArgNumber();
+  SmallVector<int64_t> offsets(type.getRank(), 0), strides(type.getRank(), 1),
+      shape(type.getShape());
+  shape[0] *= minorBlocks(i);
+  offsets[0] = mb * shape[0];
   Value slice = rf.builder.create<SliceOp>(arg.getLoc(), rf.mbArgs.lookup(arg),
-                                           offsets, type.getShape(), strides);
+                                           offsets, shape, strides);
+  if (!a.argMinorAxes[i].empty())
+    slice = rf.builder.create<ShardOp>(
+        arg.getLoc(), type, slice, a.mesh.getSymName(),
+        rf.builder.getStrArrayAttr(a.argMinorAxes[i]), 0);
   // A buffer of its own: bufferized, the slice is a view at an offset, which
   // a call (identity layouts at function boundaries) cannot take.
   slot = rf.builder.create<bufferization::AllocTensorOp>(arg.getLoc(), type,

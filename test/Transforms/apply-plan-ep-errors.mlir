@@ -1,5 +1,6 @@
 // RUN: not cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=3" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // RUN: not cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=2 pp=2 micro=2" 2>&1 | FileCheck %s --check-prefix=MICRO
+// RUN: not cleave-run --model tiny-moe -n 4 --plan ep=2,pp=2,micro=8 --steps 1 2>&1 | FileCheck %s --check-prefix=RUN-MICRO
 // RUN: not cleave-opt %s --cleave-apply-plan="ep=0" 2>&1 | FileCheck %s --check-prefix=RANGE
 // RUN: not cleave-opt %s -split-input-file --cleave-apply-plan="ep=2" 2>&1 | FileCheck %s --check-prefix=DENSE
 // RUN: not cleave-run --model tiny-llama --plan ep=2 -n 2 --steps 1 2>&1 | FileCheck %s --check-prefix=RUN-DENSE
@@ -7,10 +8,13 @@
 // RUN: not cleave-run --model tiny-moe --capacity-factor -1 --steps 1 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 
 // Expert-parallel plans that do not fit the program: errors name the
-// weight, the experts and ep, before any step runs.
+// weight, the experts and ep (or the batch that dp x micro x ep must
+// divide), before any step runs.
 
 // DIVIDE: error: expert parallelism (ep=3) needs ep to divide the experts, and parameter 'w1' has 4 experts (its dimension 0)
-// MICRO: error: cleave-apply-plan: expert parallelism (ep=2) runs one micro-batch per step, not micro=2
+// MICRO: error: data parallelism over 1 devices, expert parallelism over 2 and 2 micro-batches needs the batch of input 'x' (6) to be divisible by 4
+// RUN-MICRO: error: loc("tiny-moe.tokens"): data parallelism over 1 devices, expert parallelism over 2 and 8 micro-batches needs the batch of input 'tokens' (4) to be divisible by 16
+// RUN-MICRO-NEXT: cleave-run: error: partitioning the training step failed
 // RANGE: error: cleave-apply-plan: dp, tp, ep, cp, pp and micro must be >= 1 and zero in 0..3
 // DENSE: error: expert parallelism (ep=2) needs expert weights, and 'dense' has none (no mixture-of-experts layer
 // RUN-DENSE: error: loc("tiny-llama"): expert parallelism (ep=2) needs expert weights, and 'train_step' has none

@@ -1,6 +1,7 @@
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=2" | FileCheck %s --check-prefix=EP
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=2 dp=2" | FileCheck %s --check-prefix=EPDP
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=2 dp=2 zero=1" | FileCheck %s --check-prefix=ZERO
+// RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=2 pp=2 micro=2" | FileCheck %s --check-prefix=MICRO
 // RUN: cleave-opt %s --cleave-autodiff --cse --cleave-apply-plan="ep=2 dp=2" --cleave-propagate-sharding --cleave-partition --cleave-verify-collectives | FileCheck %s --check-prefix=PART
 
 // The named plan ep=N on a training step with one MoE layer (the zoo's
@@ -8,8 +9,8 @@
 // expert weights are found by their rule (dimension 0 is the batch factor
 // of a batched matmul), not by name; the dense weights and the router stay
 // replicated. The pins sit where the rules move between the token side
-// (groups split over [dp, ep]) and the expert side (experts split over ep),
-// forward and backward.
+// (groups split over [dp, ep], with micro-batches [dp, mb, ep]) and the
+// expert side (experts split over ep), forward and backward.
 
 // EP: cleave.mesh @mesh(ep = 2 : ib)
 // EP-LABEL: func.func @train_step(
@@ -38,6 +39,19 @@
 // EPDP-NEXT: cleave.sharding_constraint %{{.*}} <@mesh, [ep, dp, _, _]>
 // EPDP: cleave.sharding_constraint %{{.*}} <@mesh, [_, (dp, ep), _, _]>
 // EPDP-NEXT: cleave.moe_combine
+
+// Micro-batches: the batch splits over [dp, mb, ep], ep the minor axis, so
+// each pin moves ep alone and the expert buffers stay split over mb: every
+// all-to-all stays inside its micro-batch (docs/pipeline.md shows the
+// pipelined step: test/Transforms/pipeline-ep.mlir).
+// MICRO: cleave.mesh @mesh(pp = 2 : ib, mb = 2 : host, ep = 2 : ib)
+// MICRO-LABEL: func.func @train_step(
+// MICRO-SAME: cleave.input = "x", cleave.sharding = #cleave.sharding<@mesh, [(mb, ep), _, _]>
+// MICRO-SAME: {cleave.param = "w1", cleave.sharding = #cleave.sharding<@mesh, [ep, _, _]>}
+// MICRO: cleave.moe_dispatch
+// MICRO-NEXT: cleave.sharding_constraint %{{.*}} <@mesh, [ep, mb, _, _]>
+// MICRO: cleave.sharding_constraint %{{.*}} <@mesh, [_, (mb, ep), _, _]>
+// MICRO-NEXT: cleave.moe_combine
 
 // ZeRO-1: the expert weights' state is split over dp after ep, the dense
 // parameters' over dp and ep (every ep rank holds them whole).

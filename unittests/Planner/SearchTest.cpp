@@ -375,30 +375,23 @@ TEST(SearchTest, DenseModelsHaveNoExpertParallelism) {
   EXPECT_FALSE(r->expertAlternative);
 }
 
-/// cleave-run runs ep with one micro-batch only: without
-/// expertParallelMicroBatches no ranked plan pairs ep > 1 with more, and
-/// plans with ep > 1 are still ranked.
-TEST(SearchTest, ExpertParallelismWithoutMicroBatchesWhenAsked) {
+/// cleave-run runs ep with micro-batches ([dp, mb, ep], docs/moe.md): the
+/// space pairs ep > 1 with more than one micro-batch.
+TEST(SearchTest, ExpertParallelismWithMicroBatches) {
   ModelConfig m;
   ASSERT_NO_FATAL_FAILURE(loadModel("tiny-moe", m));
   cost::ClusterSpec c;
   ASSERT_NO_FATAL_FAILURE(loadCluster("dgx-a100-80gb", 1, c));
-  for (bool allowed : {true, false}) {
-    PlannerOptions o = smallOptions(4);
-    o.gpus = 4;
-    o.space.maxMicroBatchSize = 1;
-    o.space.expertParallelMicroBatches = allowed;
-    o.topK = 1000;
-    cost::Result<SearchResult> r = searchExhaustive(m, c, o);
-    ASSERT_TRUE(r && r->best);
-    int withMicro = 0, ep = 0;
-    for (const Candidate &k : r->runnersUp) {
-      ep += k.plan.ep > 1;
-      withMicro += k.plan.ep > 1 && k.plan.numMicroBatches > 1;
-    }
-    EXPECT_GT(ep, 0);
-    EXPECT_EQ(withMicro > 0, allowed) << withMicro;
-  }
+  PlannerOptions o = smallOptions(4);
+  o.gpus = 4;
+  o.space.maxMicroBatchSize = 1;
+  o.topK = 1000;
+  cost::Result<SearchResult> r = searchExhaustive(m, c, o);
+  ASSERT_TRUE(r && r->best);
+  int withMicro = 0;
+  for (const Candidate &k : r->runnersUp)
+    withMicro += k.plan.ep > 1 && k.plan.numMicroBatches > 1;
+  EXPECT_GT(withMicro, 0);
 }
 
 } // namespace

@@ -62,10 +62,6 @@ struct SearchSpace {
   /// Dense models always get ep = 1.
   int minExpertParallel = 1;
   int maxExpertParallel = 256;
-  /// Expert parallelism with more than one micro-batch per replica.
-  /// cleave-run cannot run it (docs/moe.md), so the plans for this
-  /// machine's processes leave it out.
-  bool expertParallelMicroBatches = true;
   /// Try sequence parallelism with every tensor-parallel size > 1.
   bool sequenceParallel = true;
   /// Besides the even split, try the stage partition balanced by dynamic

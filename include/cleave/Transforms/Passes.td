@@ -369,9 +369,10 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
       error naming the weight, as is an `ep > 1` on a program without expert
       weights. With ZeRO, the expert weights' state (and with 3 the weights)
       are split over `dp` as well, after `ep` on the first dimension that
-      divides. With `pp`, a step is one micro-batch (`micro > 1` is an
-      error, docs/moe.md): the all-to-all moves the batch's minor axis,
-      which `ep` and the micro-batch axis cannot both be.
+      divides. With micro-batches the batch splits over `[dp, mb, ep]`:
+      the all-to-all moves the batch's minor axis, so `ep` stays minor and
+      the expert buffers stay split over `[dp, mb]`, each micro-batch's
+      exchange inside the micro-batch.
     * `zero = 1, 2, 3` (with `dp`): optimizer state (1), also gradients (2,
       a reduce-scatter instead of an all-reduce), also parameters (3, an
       all-gather before every use, FSDP) are split over `dp` on their first
@@ -379,12 +380,12 @@ def CleaveApplyPlanPass : Pass<"cleave-apply-plan", "::mlir::ModuleOp"> {
 
     * `pp > 1` or `micro > 1` (pipelining, micro-batching): the mesh gets
       a leading `pp` axis and an axis `mb` of size `micro` that stands for
-      the micro-batches, not for devices. Data inputs split their batch over
-      `[dp, mb]`, so partitioning yields the program of one micro-batch on
-      one device, with the gradients pending sums over `mb`;
-      `cleave-pipeline` then runs the micro-batches one after another, turns
-      those sums into accumulation and removes `mb` from the mesh
-      (docs/pipeline.md). The schedule, micro-batch count and virtual stages
+      the micro-batches, not for devices. Data inputs split their batch
+      over `[dp, mb]` (`[dp, mb, ep]` with `ep`), so partitioning yields the
+      program of one micro-batch on one device, with the gradients pending
+      sums over `mb`; `cleave-pipeline` then runs the micro-batches one
+      after another, turns those sums into accumulation and removes `mb`
+      from the mesh (docs/pipeline.md). The schedule, micro-batch count and virtual stages
       are recorded in `cleave.plan`; the stages themselves are `cleave.stage`
       annotations (`cleave-pipeline-stages`).
     * `recompute = selective | full`: recorded in `cleave.plan` for
@@ -669,6 +670,11 @@ def CleavePipelinePass : Pass<"cleave-pipeline", "::mlir::ModuleOp"> {
     inputs split over it become one block of all micro-batches, sliced per
     micro-batch, and a `cleave.axis_index` naming it (the block numbers of
     dropout) becomes an operand of the passes, the micro-batch's position.
+    Axes after the micro-batch axis in an input's first dimension (`ep` in
+    `[dp, mb, ep]`) leave the block too: each device reads every block of
+    them and keeps its own from each micro-batch's slice with
+    `cleave.shard`, so a micro-batch holds the rows it holds in one
+    process's batch.
 
     Errors name the op and the reason: communication across micro-batches
     other than sums, values that flow backwards between stages, stage
