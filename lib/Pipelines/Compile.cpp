@@ -211,7 +211,8 @@ static PlanSpec namedPlanOf(const ::cleave::cost::ParallelPlan &p) {
 }
 
 ::cleave::cost::ParallelPlan
-mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
+mlir::cleave::costPlanOf(const PlanSpec &spec, int64_t globalBatch,
+                         ::cleave::DType dtype,
                          const CleaveAutodiffPassOptions *step) {
   ::cleave::cost::ParallelPlan p;
   const CleaveApplyPlanPassOptions &o = spec.named;
@@ -226,18 +227,35 @@ mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
   p.sequenceParallel = o.sp;
   p.zeroStage = int(o.zero);
   p.numMicroBatches = std::max<int64_t>(1, o.micro);
-  p.microBatchSize = std::max<int64_t>(1, m.batch / (p.dp * p.numMicroBatches));
+  p.microBatchSize =
+      std::max<int64_t>(1, globalBatch / (p.dp * p.numMicroBatches));
   if (auto s = ::cleave::cost::parseSchedule(o.schedule))
     p.schedule = *s;
   p.virtualStages = int(o.virtualStages);
   if (auto r = ::cleave::cost::parseRecompute(o.recompute))
     p.recompute = *r;
-  p.dtype = m.dtype;
+  p.dtype = dtype;
   if (step) {
     p.clipGradients = step->gradClip > 0;
     p.dynamicLossScaling = step->lossScaling;
   }
   return p;
+}
+
+::cleave::cost::ParallelPlan
+mlir::cleave::costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &m,
+                         const CleaveAutodiffPassOptions *step) {
+  return costPlanOf(spec, m.batch, m.dtype, step);
+}
+
+llvm::Expected<::cleave::cost::ParallelPlan>
+mlir::cleave::costPlanOf(const PlanSpec &spec, ModuleOp module,
+                         const CleaveAutodiffPassOptions *step) {
+  ::cleave::cost::Result<::cleave::planner::ModuleStep> read =
+      ::cleave::planner::readModuleStep(module);
+  if (!read)
+    return compileError(read.error());
+  return costPlanOf(spec, read->batch, read->dtype, step);
 }
 
 /// The --plan spelling of `plan`, for the log.
@@ -294,39 +312,137 @@ trainStepOfCopy(ModuleOp module, const RankCompileOptions &options) {
   return std::move(step);
 }
 
-/// Reports the cost model's prediction for named plan `plan` (predict).
-static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
-                                const RankCompileOptions &options) {
-  std::string what = options.planName + " prediction: ";
-  if (!options.model)
-    return compileError(what + "needs the model's configuration (a zoo "
-                               "model, --model)");
-  llvm::Expected<OwningOpRef<ModuleOp>> step = trainStepOfCopy(module, options);
+/// "N rank(s)".
+static std::string ranks(int world) {
+  return std::to_string(world) + " rank" + (world == 1 ? "" : "s");
+}
+
+/// How the local-cpu cluster was set: measured (CLEAVE_LOCAL_CPU_SPEC) or
+/// built in.
+static std::string
+localClusterName(const ::cleave::cost::ClusterSpec &cluster) {
+  const char *spec = std::getenv("CLEAVE_LOCAL_CPU_SPEC");
+  return cluster.name + (spec && *spec
+                             ? " (measured, " + std::string(spec) + ")"
+                             : std::string(" (built-in)"));
+}
+
+/// How estimateModulePlan priced a plan, for the prediction's source.
+static const char *pricedBy(::cleave::planner::ModulePricing::Source source) {
+  using Source = ::cleave::planner::ModulePricing::Source;
+  switch (source) {
+  case Source::Ops:
+    return " priced from the module's ops";
+  case Source::Preset:
+    return " priced by the preset's formulas";
+  case Source::Graph:
+    return " priced op by op (graph mode)";
+  }
+  return "";
+}
+
+namespace {
+/// A step of the ranks priced on this machine's processes.
+struct PricedStep {
+  StepPrediction prediction;
+  /// The largest peak memory of a rank, in bytes.
+  double peakBytes = 0;
+};
+} // namespace
+
+/// The plan the ranks run, as the cost model names it: `options.plan`, or
+/// data parallelism over the ranks for a program without a mesh. An error
+/// for the planner's plan (choosePlan predicts it) and a program with its
+/// own shardings.
+static llvm::Expected<PlanSpec> pricedPlan(ModuleOp program,
+                                           const RankCompileOptions &options) {
+  if (options.plan && options.plan->automatic)
+    return compileError("the planner predicts its own plan");
+  if (options.plan)
+    return *options.plan;
+  if (!program.getOps<MeshOp>().empty())
+    return compileError("the program carries its own mesh and shardings; "
+                        "the cost model prices a named " +
+                        options.planName);
+  PlanSpec plan;
+  plan.named.dp = options.world;
+  return plan;
+}
+
+/// The prediction of the ranks' step priced as the planner prices its
+/// candidates: the training step of `program` (built on a copy), the plan
+/// in the cost model's form read from it, estimateModulePlan on
+/// local-cpu. A zoo transformer whose ops cannot price the plan falls back
+/// to its preset's formulas (the source says so and why); anything else
+/// gets the module path's error.
+static llvm::Expected<PricedStep>
+priceLocalStep(ModuleOp program, const RankCompileOptions &options) {
+  llvm::Expected<PlanSpec> plan = pricedPlan(program, options);
+  if (!plan)
+    return plan.takeError();
+  ::cleave::cost::Result<::cleave::planner::PlanCluster> cluster =
+      ::cleave::planner::resolveCluster("local-cpu", options.world);
+  if (!cluster)
+    return compileError(cluster.error());
+  std::string on =
+      " on " + localClusterName(cluster->spec) + ", " + ranks(options.world);
+  llvm::Expected<OwningOpRef<ModuleOp>> step =
+      trainStepOfCopy(program, options);
   if (!step)
     return step.takeError();
-  ::cleave::cost::ParallelPlan priced =
-      costPlanOf(plan, *options.model, &options.autodiff);
-  ::cleave::cost::Result<::cleave::cost::Estimate> e =
-      ::cleave::planner::estimateModulePlan(
-          **step, localPlannerOptions(options), priced);
-  if (!e)
-    return compileError(what + e.error());
-  // The progress line then shows this prediction, not the one from the
-  // preset's formulas (predictLocalStep).
-  if (options.plannerPrediction)
-    *options.plannerPrediction = {
-        e->stepTime, e->mfu,
-        "--predict, " + ::cleave::cost::describe(priced) +
-            (options.model && options.model->isMoE() && priced.ep > 1
-                 ? " priced by the preset's formulas on local-cpu, "
-                 : " priced from the module's ops on local-cpu, ") +
-            std::to_string(options.world) + " rank" +
-            (options.world == 1 ? "" : "s")};
+  std::string whyNot;
+  llvm::Expected<::cleave::cost::ParallelPlan> p =
+      costPlanOf(*plan, **step, &options.autodiff);
+  if (p) {
+    ::cleave::planner::ModulePricing how;
+    ::cleave::cost::Result<::cleave::cost::Estimate> e =
+        ::cleave::planner::estimateModulePlan(
+            **step, localPlannerOptions(options), *p, &how);
+    if (e)
+      return PricedStep{
+          {e->stepTime, e->mfu,
+           ::cleave::cost::describe(how.plan) + pricedBy(how.source) + on},
+          e->peakMemory().total()};
+    whyNot = e.error();
+  } else {
+    whyNot = llvm::toString(p.takeError());
+  }
+  if (!options.model || options.model->arch == ::cleave::Architecture::MLP)
+    return compileError(whyNot);
+  // The preset's formulas, with attention as the CPU lowering runs it.
+  ::cleave::cost::ParallelPlan q =
+      costPlanOf(*plan, *options.model, &options.autodiff);
+  q.attention = ::cleave::cost::AttentionImpl::Unfused;
+  ::cleave::cost::Result<::cleave::cost::Estimate> f =
+      ::cleave::cost::estimate(*options.model, cluster->spec, q);
+  if (!f)
+    return compileError(whyNot);
+  return PricedStep{{f->stepTime, f->mfu,
+                     ::cleave::cost::describe(q) +
+                         " priced by the preset's formulas (not from the "
+                         "module's ops: " +
+                         whyNot + ")" + on},
+                    f->peakMemory().total()};
+}
+
+/// Reports the cost model's prediction for the plan the ranks run
+/// (predict), and makes it the progress line's.
+static llvm::Error predictNamed(ModuleOp module,
+                                const RankCompileOptions &options) {
+  llvm::Expected<PricedStep> priced = priceLocalStep(module, options);
+  if (!priced)
+    return compileError(options.planName +
+                        " prediction: " + llvm::toString(priced.takeError()));
+  if (options.plannerPrediction) {
+    *options.plannerPrediction = priced->prediction;
+    options.plannerPrediction->source =
+        "--predict, " + options.plannerPrediction->source;
+  }
   if (options.log)
     *options.log << "predicted by the cost model: "
-                 << llvm::format("%.2f", e->stepTime * 1e3)
+                 << llvm::format("%.2f", priced->prediction.stepSeconds * 1e3)
                  << " ms/step, peak memory "
-                 << llvm::format("%.2f", e->peakMemory().total() / (1 << 20))
+                 << llvm::format("%.2f", priced->peakBytes / (1 << 20))
                  << " MiB per rank\n";
   return llvm::Error::success();
 }
@@ -334,8 +450,8 @@ static llvm::Error predictNamed(ModuleOp module, const PlanSpec &plan,
 llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                           const RankCompileOptions &options) {
   std::optional<PlanSpec> plan = options.plan;
-  if (options.predict && plan && !plan->automatic && !options.evalStep)
-    if (llvm::Error err = predictNamed(module, *plan, options))
+  if (options.predict && !(plan && plan->automatic))
+    if (llvm::Error err = predictNamed(module, options))
       return err;
   if (plan && plan->automatic && module.getOps<MeshOp>().empty()) {
     // The planner plans the training step. A plan of dp, tp and ZeRO alone
@@ -424,45 +540,13 @@ llvm::Error mlir::cleave::compileForRanks(ModuleOp module,
                                      : "verifying the collectives");
 }
 
-/// How the local-cpu cluster was set: measured (CLEAVE_LOCAL_CPU_SPEC) or
-/// built in.
-static std::string
-localClusterName(const ::cleave::cost::ClusterSpec &cluster) {
-  const char *spec = std::getenv("CLEAVE_LOCAL_CPU_SPEC");
-  return cluster.name + (spec && *spec
-                             ? " (measured, " + std::string(spec) + ")"
-                             : std::string(" (built-in)"));
-}
-
 llvm::Expected<StepPrediction>
-mlir::cleave::predictLocalStep(const RankCompileOptions &options) {
-  if (!options.model)
-    return compileError("the program was read from a file (the cost model "
-                        "prices a zoo --model)");
-  if (options.model->arch == ::cleave::Architecture::MLP)
-    return compileError("the cost model prices transformers, not " +
-                        options.model->name);
-  PlanSpec plan = options.plan.value_or(PlanSpec());
-  if (!options.plan)
-    plan.named.dp = options.world;
-  if (plan.automatic)
-    return compileError("the planner predicts its own plan");
-  ::cleave::cost::ParallelPlan p =
-      costPlanOf(plan, *options.model, &options.autodiff);
-  p.attention = ::cleave::cost::AttentionImpl::Unfused;
-  ::cleave::cost::Result<::cleave::planner::PlanCluster> cluster =
-      ::cleave::planner::resolveCluster("local-cpu", options.world);
-  if (!cluster)
-    return compileError(cluster.error());
-  ::cleave::cost::Result<::cleave::cost::Estimate> e =
-      ::cleave::cost::estimate(*options.model, cluster->spec, p);
-  if (!e)
-    return compileError(e.error());
-  return StepPrediction{e->stepTime, e->mfu,
-                        ::cleave::cost::describe(p) + " on " +
-                            localClusterName(cluster->spec) + ", " +
-                            std::to_string(options.world) + " rank" +
-                            (options.world == 1 ? "" : "s")};
+mlir::cleave::predictLocalStep(ModuleOp program,
+                               const RankCompileOptions &options) {
+  llvm::Expected<PricedStep> priced = priceLocalStep(program, options);
+  if (!priced)
+    return priced.takeError();
+  return priced->prediction;
 }
 
 llvm::Expected<::cleave::cost::ParallelPlan>
@@ -489,9 +573,7 @@ mlir::cleave::choosePlan(ModuleOp module, const PlanSpec &plan,
     *options.plannerPrediction = {
         best.stepTime, best.mfu,
         "the planner's, " + ::cleave::cost::describe(best.plan) + " on " +
-            localClusterName(r->cluster.spec) + ", " +
-            std::to_string(options.world) + " rank" +
-            (options.world == 1 ? "" : "s")};
+            localClusterName(r->cluster.spec) + ", " + ranks(options.world)};
   if (options.log)
     *options.log << "plan (planner, " << options.world
                  << " local ranks): " << ::cleave::cost::describe(best.plan)

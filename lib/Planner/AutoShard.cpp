@@ -208,33 +208,44 @@ struct Problem {
   DType dtype = DType::F32;
 };
 
-cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
+/// The function to plan, its view, global batch and compute type (no
+/// cluster yet); `input` gets the name of the input the batch is read from.
+cost::Result<Problem> readProblem(ModuleOp module, const std::string &function,
+                                  std::string &input) {
   using P = cost::Result<Problem>;
-  cost::Result<PlanCluster> pc = resolveCluster(o.cluster, o.gpus);
-  if (!pc)
-    return P::failure(pc.error());
   std::string error;
   Problem p;
-  p.cluster = *pc;
-  p.func = pickFunction(module, o.function, error);
+  p.func = pickFunction(module, function, error);
   if (!p.func)
     return P::failure(error);
   FailureOr<ForwardView> view = analyzeForward(p.func, error);
   if (failed(view))
     return P::failure(error);
   p.view = std::move(*view);
-  std::string input;
   p.batch = moduleBatch(p.view, input);
   if (p.batch <= 0)
     return P::failure("function @" + p.func.getSymName().str() +
                       " has no data input (cleave.input) with a batch "
                       "dimension");
-  if (o.globalBatch && o.globalBatch != p.batch)
+  p.dtype = computeType(p.view);
+  return p;
+}
+
+cost::Result<Problem> prepare(ModuleOp module, const AutoShardOptions &o) {
+  using P = cost::Result<Problem>;
+  cost::Result<PlanCluster> pc = resolveCluster(o.cluster, o.gpus);
+  if (!pc)
+    return P::failure(pc.error());
+  std::string input;
+  cost::Result<Problem> p = readProblem(module, o.function, input);
+  if (!p)
+    return p;
+  p->cluster = *pc;
+  if (o.globalBatch && o.globalBatch != p->batch)
     return P::failure("global batch: " + std::to_string(o.globalBatch) +
                       " differs from the module's batch of " +
-                      std::to_string(p.batch) + " (input '" + input +
+                      std::to_string(p->batch) + " (input '" + input +
                       "'); the module is one global step");
-  p.dtype = computeType(p.view);
   return p;
 }
 
@@ -466,9 +477,76 @@ cost::Result<AutoShardResult> autoShard(ModuleOp module,
   return res;
 }
 
+namespace {
+
+/// Why graph mode cannot price `p` ("" if it can): it prices a data x
+/// tensor parallel mesh and a ZeRO stage, one micro-batch, nothing else.
+std::string graphModeLimit(const cost::ParallelPlan &p, int64_t batch,
+                           int gpus) {
+  auto field = [](const char *name, int64_t value, const char *what) {
+    return std::string("plan.") + name + " = " + std::to_string(value) +
+           ": graph mode prices no " + what;
+  };
+  if (p.pp > 1)
+    return field("pp", p.pp, "pipeline");
+  if (p.numMicroBatches > 1)
+    return field("micro", p.numMicroBatches, "micro-batches");
+  if (p.cp > 1)
+    return field("cp", p.cp, "context parallelism");
+  if (p.ep > 1)
+    return field("ep", p.ep, "expert parallelism");
+  if (p.sequenceParallel)
+    return "plan.sp: graph mode prices no sequence parallelism";
+  if (p.recompute != cost::Recompute::None || !p.recomputePerStage.empty())
+    return "plan.recompute: graph mode prices no recomputation";
+  if (p.dp * p.tp != gpus)
+    return "plan: dp x tp = " + std::to_string(p.dp * p.tp) + ", not the " +
+           std::to_string(gpus) + " devices";
+  if (batch % p.dp)
+    return "plan.dp: " + std::to_string(p.dp) +
+           " does not divide the batch "
+           "of " +
+           std::to_string(batch);
+  return "";
+}
+
+/// Graph mode's price of `plan` for a module without repeated blocks, as
+/// an estimate.
+cost::Result<cost::Estimate> estimateGraphMode(const Problem &p,
+                                               const AutoShardOptions &o,
+                                               const PlannerOptions &so,
+                                               const cost::ParallelPlan &plan) {
+  using E = cost::Result<cost::Estimate>;
+  const cost::ClusterSpec &cl = p.cluster.spec;
+  int gpus = o.gpus ? o.gpus : cl.numGpus();
+  if (std::string why = graphModeLimit(plan, p.batch, gpus); !why.empty())
+    return E::failure(why + " (function @" +
+                      func::FuncOp(p.func).getSymName().str() +
+                      " has no repeated block and matches no transformer "
+                      "preset: graph mode prices it op by op)");
+  Candidate c = detail::priceGraphMode(p.view, p.cluster, so, p.dtype, plan,
+                                       o.ilpTimeLimit);
+  cost::Estimate e;
+  e.numGpus = gpus;
+  e.peakFlopsPerGpu = cl.gpu.peakFlops(p.dtype);
+  e.stepTime = c.stepTime;
+  e.mfu = e.hfu = e.mfuBf16Peak = c.mfu;
+  e.modelFlops = e.hardwareFlops =
+      c.mfu * c.stepTime * double(gpus) * e.peakFlopsPerGpu;
+  e.modelTflopsPerGpu = e.hardwareTflopsPerGpu =
+      c.mfu * e.peakFlopsPerGpu / 1e12;
+  e.breakdown = c.breakdown;
+  e.memoryPerStage = c.memoryPerStage;
+  e.fits = c.fits;
+  return e;
+}
+
+} // namespace
+
 cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
                                                 const AutoShardOptions &o,
-                                                cost::ParallelPlan plan) {
+                                                cost::ParallelPlan plan,
+                                                ModulePricing *pricing) {
   using E = cost::Result<cost::Estimate>;
   cost::Result<Problem> p = prepare(module, o);
   if (!p)
@@ -479,16 +557,9 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
     return E::failure(error);
   std::optional<ModelConfig> derived =
       pricedFromOps(p->view, model, p->cluster.host, plan.ep);
-  if (!model && !derived)
-    return E::failure("function @" + p->func.getSymName().str() +
-                      " has no repeated blocks and matches no transformer "
-                      "preset: only graph mode prices it, plan by plan of "
-                      "its own search");
-  ModelConfig m = model ? *model : *derived;
-  m.dtype = p->dtype;
   // The implementation choices the search gives every candidate.
-  const cost::ParallelPlan &impl =
-      searchOptions(o, p->cluster, p->batch, p->dtype).implementation;
+  PlannerOptions so = searchOptions(o, p->cluster, p->batch, p->dtype);
+  const cost::ParallelPlan &impl = so.implementation;
   plan.attention = impl.attention;
   plan.gradReduceDType = impl.gradReduceDType;
   plan.overlapGradReduce = impl.overlapGradReduce;
@@ -501,6 +572,16 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   plan.regatherForBackward = impl.regatherForBackward;
   plan.accumulateGradsInPlace = impl.accumulateGradsInPlace;
   plan.dtype = p->dtype;
+  if (pricing) {
+    pricing->plan = plan;
+    pricing->source = derived ? ModulePricing::Source::Ops
+                      : model ? ModulePricing::Source::Preset
+                              : ModulePricing::Source::Graph;
+  }
+  if (!model && !derived)
+    return estimateGraphMode(*p, o, so, plan);
+  ModelConfig m = model ? *model : *derived;
+  m.dtype = p->dtype;
   const cost::ClusterSpec &cl = p->cluster.spec;
   if (std::string bad = cost::validatePlan(plan, m, cl); !bad.empty())
     return E::failure(bad);
@@ -516,6 +597,15 @@ cost::Result<cost::Estimate> estimateModulePlan(ModuleOp module,
   if (!w)
     return E::failure(w.error());
   return cost::estimateWithWorkload(m, cl, plan, *w, eo);
+}
+
+cost::Result<ModuleStep> readModuleStep(ModuleOp module,
+                                        const std::string &function) {
+  std::string input;
+  cost::Result<Problem> p = readProblem(module, function, input);
+  if (!p)
+    return cost::Result<ModuleStep>::failure(p.error());
+  return ModuleStep{p->func.getSymName().str(), input, p->batch, p->dtype};
 }
 
 } // namespace cleave::planner

@@ -38,6 +38,13 @@ OperandSource ForwardView::sourceOf(int t, int j, unsigned k) const {
   return {S::Irregular, -1, {}};
 }
 
+std::string describeOp(Operation *op) {
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  os << op->getLoc();
+  return "op '" + op->getName().getStringRef().str() + "' at " + where;
+}
+
 namespace {
 
 Value findLoss(func::FuncOp func, std::string &error) {
@@ -262,8 +269,9 @@ FailureOr<ForwardView> analyzeForward(func::FuncOp func, std::string &error) {
     v.position[op] = int(i);
     auto rule = dyn_cast<ShardingRuleOpInterface>(op);
     if (!rule) {
-      error = "op '" + op->getName().getStringRef().str() +
-              "' on the path to the loss has no sharding rule";
+      error = describeOp(op) +
+              " has no sharding rule (ShardingRuleOpInterface): the planner "
+              "cannot split or price it on the path to the loss";
       return failure();
     }
     v.rules.push_back(rule.getShardingRule());

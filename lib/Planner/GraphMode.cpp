@@ -54,6 +54,9 @@ public:
     io.timeLimit = timeLimit;
     gpus = o.gpus ? o.gpus : cl.numGpus();
     limit = cl.gpu.hbmBytes * (1 - o.memoryHeadroom);
+    // The device's own reservation (none for this machine's processes),
+    // as the cost model's memory model takes it.
+    reserved = cl.gpu.runtimeReservedBytes.value_or(c.runtimeReservedBytes);
     for (mlir::Operation *op : view.ops)
       if (auto cop = mlir::dyn_cast<mlir::cleave::CostOpInterface>(op))
         flops += 3 * cop.getFlops();
@@ -69,7 +72,21 @@ public:
     return std::move(r);
   }
 
+  /// The candidate of `plan` alone (a dp x tp mesh and a ZeRO stage), as
+  /// the search prices it.
+  Candidate price(const cost::ParallelPlan &plan) {
+    return evaluate(plan, graphOf(plan)).candidate;
+  }
+
 private:
+  /// The sharding graph of the mesh of `plan`.
+  std::shared_ptr<ShardingGraph> graphOf(const cost::ParallelPlan &plan) const {
+    GraphOptions go;
+    go.dtype = dtype;
+    return std::make_shared<ShardingGraph>(
+        buildShardingGraph(view, meshAxes(plan, cl), cl, go, c));
+  }
+
   void addMesh(int tp) {
     bool inNode = tp <= cl.gpusPerNode && cl.gpusPerNode % tp == 0;
     if (gpus % tp || (o.fixedTp ? tp != o.fixedTp : !inNode))
@@ -89,10 +106,7 @@ private:
     plan.microBatchSize = o.globalBatch / dp;
     plan.numMicroBatches = 1;
     plan.dtype = dtype;
-    GraphOptions go;
-    go.dtype = dtype;
-    auto graph = std::make_shared<ShardingGraph>(
-        buildShardingGraph(view, meshAxes(plan, cl), cl, go, c));
+    std::shared_ptr<ShardingGraph> graph = graphOf(plan);
     for (int zero : o.space.zeroStages) {
       if (zero > 0 && dp == 1)
         continue;
@@ -106,9 +120,8 @@ private:
     const ShardingGraph &g = *graph;
     ++r.search.stats.candidates;
     ++r.search.stats.simulated;
-    IlpProblem p =
-        g.problem(view.count, true, true, limit - c.runtimeReservedBytes, 1.0,
-                  parameterStateFactor(plan));
+    IlpProblem p = g.problem(view.count, true, true, limit - reserved, 1.0,
+                             parameterStateFactor(plan));
     IlpSolution s = solveIlp(p, io);
     bool fits = !s.choice.empty();
     std::vector<int> memoryChoice = s.choice;
@@ -145,7 +158,7 @@ private:
     auto [act, par] = g.memoryOf(choice, view.count, true, true);
     cost::MemoryBreakdown mb;
     mb.capacity = cl.gpu.hbmBytes;
-    mb.reserved = c.runtimeReservedBytes;
+    mb.reserved = reserved;
     mb.activations = act;
     bool mixed = dtype != DType::F32;
     double shard = double(plan.dp), params = par / 4;
@@ -206,7 +219,7 @@ private:
         st.stages = {0};
         st.layers = view.count;
         st.first = st.last = true;
-        st.memoryLimit = limit - c.runtimeReservedBytes;
+        st.memoryLimit = limit - reserved;
         st.ilp = gc.ilp;
         r.stages = {st};
         r.graph = gc.graph;
@@ -243,7 +256,7 @@ private:
   const cost::CostConstants &c;
   IlpOptions io;
   int gpus = 0;
-  double limit = 0, flops = 0;
+  double limit = 0, reserved = 0, flops = 0;
   std::vector<GraphCandidate> all;
   GraphModeResult r;
 };
@@ -255,6 +268,12 @@ cost::Result<GraphModeResult> searchGraphMode(const ForwardView &view,
                                               const PlannerOptions &options,
                                               DType dtype, double timeLimit) {
   return GraphSearch(view, cluster, options, dtype, timeLimit).run();
+}
+
+Candidate priceGraphMode(const ForwardView &view, const PlanCluster &cluster,
+                         const PlannerOptions &options, DType dtype,
+                         const cost::ParallelPlan &plan, double timeLimit) {
+  return GraphSearch(view, cluster, options, dtype, timeLimit).price(plan);
 }
 
 } // namespace cleave::planner::detail

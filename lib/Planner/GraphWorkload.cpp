@@ -292,14 +292,6 @@ Type localType(Type type, const TensorFactors &tf, const ShardingRule &rule,
   return t.clone(shape);
 }
 
-/// "op 'cleave.x' at loc(...)" for error messages.
-std::string describeOp(Operation *op) {
-  std::string where;
-  llvm::raw_string_ostream os(where);
-  os << op->getLoc();
-  return "op '" + op->getName().getStringRef().str() + "' at " + where;
-}
-
 /// One region (ops before the block, one block instance, ops after it)
 /// cloned on local types and differentiated.
 class RegionBuilder {

@@ -50,6 +50,13 @@ cost::Result<GraphModeResult> searchGraphMode(const ForwardView &view,
                                               const PlannerOptions &options,
                                               DType dtype, double timeLimit);
 
+/// Graph mode's price of `plan` alone, as searchGraphMode prices its
+/// candidate: `plan` must be a dp x tp mesh of `options.gpus` devices with
+/// a ZeRO stage (no pipeline, one micro-batch; the caller checks).
+Candidate priceGraphMode(const ForwardView &view, const PlanCluster &cluster,
+                         const PlannerOptions &options, DType dtype,
+                         const cost::ParallelPlan &plan, double timeLimit);
+
 } // namespace cleave::planner::detail
 
 #endif // CLEAVE_LIB_PLANNER_INTRAOP_H

@@ -38,4 +38,4 @@
 
 // The named plan ep=2 reaches the cost model (costPlanOf): dp counts the
 // expert-parallel ranks there, and the preset's formulas price it.
-// PREDICT: predicted step: {{.*}}(cost model: --predict, tp=1 pp=1 dp=2 ep=2 cp=1 mbs=2 m=1 {{.*}} priced by the preset's formulas on local-cpu, 2 ranks)
+// PREDICT: predicted step: {{.*}}(cost model: --predict, tp=1 pp=1 dp=2 ep=2 cp=1 mbs=2 m=1 {{.*}} priced by the preset's formulas on local-cpu (built-in), 2 ranks)

@@ -2,10 +2,10 @@
 // RUN: cleave-run -n 2 --plan dp=2 --model tiny-gpt --steps 4 --log-every 2 | FileCheck %s --check-prefix=LINE
 // RUN: env CLEAVE_LOCAL_CPU_SPEC=%S/../Planner/Inputs/small-memory cleave-run -n 4 --plan dp=2,tp=2 --model tiny-gpt --steps 1 | FileCheck %s --check-prefix=MEASURED
 // With --predict, the line shows that prediction (the planner's pricing
-// of the module's ops), not the preset formulas'.
+// of the module's ops), as it does without.
 // RUN: cleave-run -n 2 --plan dp=2 --model tiny-gpt --steps 2 --predict | FileCheck %s --check-prefix=PREDICT
 // PREDICT: predicted by the cost model: {{[0-9.]+}} ms/step
-// PREDICT: predicted step: [[MS:[0-9]+\.[0-9]]] ms, MFU {{[0-9.]+}}% (cost model: --predict, tp=1 pp=1 dp=2 {{.*}} priced from the module's ops on local-cpu, 2 ranks)
+// PREDICT: predicted step: [[MS:[0-9]+\.[0-9]]] ms, MFU {{[0-9.]+}}% (cost model: --predict, tp=1 pp=1 dp=2 {{.*}} priced from the module's ops on local-cpu (built-in), 2 ranks)
 // PREDICT: step 2/2 {{.*}} ms/step (predicted [[MS]])
 // RUN: cleave-models --model tiny-gpt --vocab 76 -o %t/program.mlir
 // RUN: cleave-run %t/program.mlir --steps 2 --log-every 1 | FileCheck %s --check-prefix=FILE
@@ -22,15 +22,17 @@
 // first step, or why there is no prediction. --report writes the run as one
 // self-contained page (lib/Report), its data embedded once.
 
-// LINE: predicted step: {{[0-9.]+}} ms, MFU {{[0-9.]+}}% (cost model: tp=1 pp=1 dp=2 {{.*}} f32 attention=unfused on local-cpu (built-in), 2 ranks)
+// LINE: predicted step: {{[0-9.]+}} ms, MFU {{[0-9.]+}}% (cost model: tp=1 pp=1 dp=2 {{.*}} f32 {{.*}} priced from the module's ops on local-cpu (built-in), 2 ranks)
 // LINE-NEXT: step 1/4 loss {{[0-9]+\.[0-9][0-9][0-9][0-9]}} {{[0-9.]+}} ms (first step){{$}}
 // LINE-NEXT: step 2/4 loss {{[0-9]+\.[0-9][0-9][0-9][0-9]}} {{[0-9.]+}} ms/step (predicted {{[0-9.]+}}) {{[0-9]+}} tokens/s MFU {{[0-9.]+}}% (predicted {{[0-9.]+}}%){{$}}
 // LINE-NEXT: step 4/4 loss {{[0-9]+\.[0-9][0-9][0-9][0-9]}} {{[0-9.]+}} ms/step (predicted
 
 // MEASURED: predicted step: {{.*}} on local-cpu{{[a-z-]*}} (measured, {{.*}}small-memory), 4 ranks)
 
-// FILE: no predicted step time: the program was read from a file (the cost model prices a zoo --model)
-// FILE: step 2/2 loss {{[0-9.]+}} {{[0-9.]+}} ms/step {{[0-9]+}} tokens/s{{$}}
+// A program read from a file is priced from its ops as the zoo model is
+// (test/Tools/cleave-run-predict.mlir).
+// FILE: predicted step: {{[0-9.]+}} ms, MFU {{[0-9.]+}}% (cost model: tp=1 pp=1 dp=1 {{.*}} priced from the module's ops on local-cpu (built-in), 1 rank)
+// FILE: step 2/2 loss {{[0-9.]+}} {{[0-9.]+}} ms/step (predicted {{[0-9.]+}}) {{[0-9]+}} tokens/s MFU {{[0-9.]+}}% (predicted {{[0-9.]+}}%){{$}}
 
 // LOG: step 3/3
 // HTML: <title>cleave-run: tiny-gpt, 2 ranks, --plan dp=2</title>

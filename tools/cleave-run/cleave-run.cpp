@@ -598,11 +598,32 @@ bool firstProcess() {
   return true;
 }
 
+/// The cost model's prediction of the step for the progress line, priced
+/// on `program` as loaded (compileForRanks rewrites it) into `into`, when
+/// compiling does not make it (the planner's plan and --predict do); or
+/// why there is none.
+std::string predictBeforeCompiling(mlir::ModuleOp program,
+                                   const RankCompileOptions &options,
+                                   StepPrediction &into) {
+  if (backendOpt != "cpu")
+    return "the cost model's GPU for --backend " + backendOpt +
+           " is not known here";
+  if (!aotPath.empty())
+    return "an --aot build carries no model for the cost model";
+  if ((options.plan && options.plan->automatic) || options.predict)
+    return "";
+  Expected<StepPrediction> p = predictLocalStep(program, options);
+  if (!p)
+    return toString(p.takeError());
+  into = *p;
+  return "";
+}
+
 /// The run options, with what the progress line and the report show: the
-/// title, tokens per step and the cost model's prediction (said once, or
-/// why there is none).
+/// title, tokens per step and the cost model's prediction `planned` (said
+/// once, or `none`: why there is none).
 RunOptions runOptions(const RankCompileOptions &compiled,
-                      const StepPrediction &planned,
+                      const StepPrediction &planned, std::string none,
                       const ProgramManifest &manifest,
                       const std::string &planText) {
   RunOptions o = flags.runOptions();
@@ -613,21 +634,10 @@ RunOptions runOptions(const RankCompileOptions &compiled,
             std::to_string(world) + " rank" + (world == 1 ? "" : "s") +
             (planText.empty() ? "" : ", --plan " + planText);
   o.tokensPerStep = tokensPerStep(manifest, compiled.model);
-  std::string none;
-  if (backendOpt != "cpu")
-    none = "the cost model's GPU for --backend " + backendOpt +
-           " is not known here";
-  else if (!aotPath.empty())
-    none = "an --aot build carries no model for the cost model";
-  else if ((compiled.plan && compiled.plan->automatic) ||
-           (compiled.predict && planned.stepSeconds > 0))
+  if (none.empty() && planned.stepSeconds > 0)
     o.prediction = planned;
-  else if (Expected<StepPrediction> p = predictLocalStep(compiled))
-    o.prediction = *p;
-  else
-    none = toString(p.takeError());
-  if (o.prediction && o.prediction->stepSeconds <= 0)
-    o.prediction.reset(), none = "the planner chose no plan";
+  else if (none.empty())
+    none = "the planner chose no plan";
   if (!firstProcess())
     return o;
   if (o.prediction)
@@ -765,6 +775,11 @@ int main(int argc, char **argv) {
                  flags.restartRanks != world;
   if (shrinks && aotPath.empty())
     program = module->clone();
+  // Nothing runs for a bundle or an object file: no progress line.
+  std::string noPrediction =
+      emitBundle.empty() && emitObject.empty()
+          ? predictBeforeCompiling(*module, *rankOptions, planned)
+          : "";
   if (aotPath.empty())
     if (Error err = compileForRanks(*module, *rankOptions))
       return fail(toString(std::move(err)));
@@ -806,7 +821,7 @@ int main(int argc, char **argv) {
       return fail(toString(std::move(err)));
   }
   RunOptions options =
-      runOptions(*rankOptions, planned, job->manifest, planText);
+      runOptions(*rankOptions, planned, noPrediction, job->manifest, planText);
   if (program)
     options.jobForWorld = [&](int ranks, std::string &text) {
       return jobForWorld(*program, *job, *plans, compileOptions, ranks, text);

@@ -153,6 +153,45 @@ TEST_F(CompileForRanksTest, PlansThatDoNotFitSayWhichStageFailed) {
             "plan: the program already has a mesh and sharding annotations");
 }
 
+/// A program read from IR needs no zoo configuration: costPlanOf reads the
+/// batch and the compute type from the module, as the planner does, and
+/// gives the plan the configuration gives.
+TEST_F(CompileForRanksTest, CostPlanOfReadsTheModule) {
+  OwningOpRef<ModuleOp> module = tinyGpt();
+  ::cleave::ModelConfig config = *::cleave::lookupPreset("tiny-gpt");
+  PlanSpec plan = llvm::cantFail(parsePlan("dp=2,micro=2", 2));
+  llvm::Expected<::cleave::cost::ParallelPlan> read = costPlanOf(plan, *module);
+  ASSERT_TRUE(bool(read)) << llvm::toString(read.takeError());
+  ::cleave::cost::ParallelPlan preset = costPlanOf(plan, config);
+  EXPECT_EQ(read->microBatchSize, preset.microBatchSize);
+  EXPECT_EQ(read->numMicroBatches, 2);
+  EXPECT_EQ(read->dtype, preset.dtype);
+  EXPECT_EQ(::cleave::cost::describe(*read), ::cleave::cost::describe(preset));
+}
+
+/// The prediction of a program without a zoo configuration, priced from
+/// its ops; a program with its own shardings has none.
+TEST_F(CompileForRanksTest, PredictsAProgramWithoutItsConfiguration) {
+  OwningOpRef<ModuleOp> module = tinyGpt();
+  RankCompileOptions options;
+  options.world = 2;
+  options.plan = llvm::cantFail(parsePlan("dp=2", 2));
+  llvm::Expected<StepPrediction> p = predictLocalStep(*module, options);
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_GT(p->stepSeconds, 0);
+  EXPECT_NE(p->source.find("priced from the module's ops on local-cpu"),
+            std::string::npos)
+      << p->source;
+  // The program is not changed: it compiles as before.
+  ASSERT_EQ(compile(*module, 2, "dp=2"), "");
+  options.plan.reset();
+  llvm::Expected<StepPrediction> meshed = predictLocalStep(*module, options);
+  ASSERT_FALSE(bool(meshed));
+  EXPECT_EQ(llvm::toString(meshed.takeError()),
+            "the program carries its own mesh and shardings; the cost model "
+            "prices a named plan");
+}
+
 } // namespace
 
 /// The named plan's ep reaches the cost model: its dp there counts the

@@ -61,7 +61,8 @@ struct RankCompileOptions {
   /// the planner's plans cannot have one (an error).
   bool evalStep = false;
   /// The zoo configuration the program was built from, if it was (the
-  /// planner's cost model uses it for `auto`).
+  /// planner's cost model uses it; predictions fall back to its formulas
+  /// where the program's ops cannot price a plan).
   std::optional<::cleave::ModelConfig> model;
   /// Largest gradient/ZeRO bucket in bytes (cleave-bucket-collectives);
   /// 0: one collective per tensor. Pipelined programs are not bucketed.
@@ -77,10 +78,10 @@ struct RankCompileOptions {
   /// Where the planner's prediction of its choice goes (`auto`), and with
   /// `predict` that of a named plan; null: nowhere.
   StepPrediction *plannerPrediction = nullptr;
-  /// Also report to `log` what the cost model predicts for a named plan,
-  /// priced as the planner prices its candidates (estimateModulePlan on
-  /// cluster local-cpu): "predicted by the cost model: X ms/step, peak
-  /// memory Y MiB per rank". `auto` always reports its prediction.
+  /// Also report to `log` what the cost model predicts for the plan the
+  /// ranks run (predictLocalStep; an error if it cannot): "predicted by
+  /// the cost model: X ms/step, peak memory Y MiB per rank". `auto` always
+  /// reports its prediction.
   bool predict = false;
   /// The cluster whose links rank the partitioner's resharding choices
   /// (cleave-partition's `cluster`): local-cpu, this machine's `world`
@@ -97,26 +98,47 @@ struct RankCompileOptions {
 /// which stage failed.
 llvm::Error compileForRanks(ModuleOp module, const RankCompileOptions &options);
 
-/// The cost model's plan of named plan `spec` for `model` (the inverse of
-/// how a planner's choice is run as a named plan): the micro-batch size is
-/// the model's batch over dp x micro; per-stage recomputation has no single
-/// kind and is left at none. With `step`, the training step's options
-/// (gradient clipping, dynamic loss scaling) are priced as it runs them;
-/// without, as the cost model's defaults.
+/// The cost model's plan of named plan `spec` for a training step of
+/// `globalBatch` sequences computed in `dtype` (the inverse of how a
+/// planner's choice is run as a named plan): the micro-batch size is the
+/// batch over dp x micro; per-stage recomputation has no single kind and
+/// is left at none. With `step`, the training step's options (gradient
+/// clipping, dynamic loss scaling) are priced as it runs them; without, as
+/// the cost model's defaults.
+::cleave::cost::ParallelPlan
+costPlanOf(const PlanSpec &spec, int64_t globalBatch, ::cleave::DType dtype,
+           const CleaveAutodiffPassOptions *step = nullptr);
+
+/// costPlanOf for a zoo model: its batch and dtype.
 ::cleave::cost::ParallelPlan
 costPlanOf(const PlanSpec &spec, const ::cleave::ModelConfig &model,
            const CleaveAutodiffPassOptions *step = nullptr);
 
-/// What the cost model predicts for one training step of `options.model`
-/// under `options.plan` (none: data parallel over the ranks) on
-/// `options.world` processes of this machine: the estimate of the plan's
-/// cost-model form (costPlanOf) on the local-cpu cluster of `--plan auto`
-/// (CLEAVE_LOCAL_CPU_SPEC's measured one when set), f32 and unfused
-/// attention as the CPU lowering runs. An error says why there is none (a
-/// program read from a file, an MLP, the planner's plan: choosePlan
-/// predicts that one).
+/// costPlanOf for the training step in `module` (a file or a front-end
+/// export): the batch and dtype as the planner reads them
+/// (planner::readModuleStep: the leading dimension of the first
+/// cleave.input of @train_step, the float type of most FLOPs). An error
+/// says what the module lacks.
+llvm::Expected<::cleave::cost::ParallelPlan>
+costPlanOf(const PlanSpec &spec, ModuleOp module,
+           const CleaveAutodiffPassOptions *step = nullptr);
+
+/// What the cost model predicts for one training step of `program` (as
+/// loaded: compileForRanks builds its training step on a copy) under
+/// `options.plan` (none: data parallel over the ranks) on `options.world`
+/// processes of this machine, priced as the planner prices its candidates:
+/// the plan's cost-model form read from the module (costPlanOf), priced by
+/// planner::estimateModulePlan on the local-cpu cluster of `--plan auto`
+/// (CLEAVE_LOCAL_CPU_SPEC's measured one when set) - from the module's
+/// ops, by a preset's formulas for a mixture of experts under expert
+/// parallelism, or op by op in graph mode for a module without repeated
+/// blocks. A zoo transformer (`options.model`) whose ops cannot price the
+/// plan gets its preset's formulas, and the source says why. An error says
+/// why there is none (the planner's plan: choosePlan predicts that one; a
+/// program with its own mesh; an op or plan field the module path cannot
+/// price, named).
 llvm::Expected<StepPrediction>
-predictLocalStep(const RankCompileOptions &options);
+predictLocalStep(ModuleOp program, const RankCompileOptions &options);
 
 /// Runs the planner for `world` processes of this machine (cluster
 /// local-cpu) under `plan`'s constraints on the training step in `module`,

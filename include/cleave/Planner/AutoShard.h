@@ -152,16 +152,54 @@ cost::Result<AutoShardResult> autoShard(mlir::ModuleOp module,
 cost::Result<SearchResult>
 searchAtSize(mlir::ModuleOp module, const AutoShardOptions &options, int gpus);
 
+/// How estimateModulePlan priced a plan.
+struct ModulePricing {
+  enum class Source {
+    /// The workload and activation memory from the module's ops (repeated
+    /// blocks: GraphWorkload.h).
+    Ops,
+    /// The preset's formulas (a mixture-of-experts preset under expert
+    /// parallelism, or a preset module without repeated blocks).
+    Preset,
+    /// Graph mode: each op's roofline and resharding by the intra-op ILP
+    /// of the plan's mesh (a module without repeated blocks nor preset).
+    Graph,
+  };
+  Source source = Source::Ops;
+  /// The plan as priced: with the search's implementation choices
+  /// (overlap, clipping, precision, attention).
+  cost::ParallelPlan plan;
+};
+
 /// Prices `plan` for `module` as autoShard prices its candidates: the
 /// cluster, buckets and implementation choices (overlap, clipping,
 /// precision) of `options`, the workload and activation memory from the
-/// module's ops when it has repeated blocks (else its preset's formulas).
-/// The prediction for a plan named by hand, beside the planner's. Does not
-/// change the module. Fails naming the plan field or the op it cannot
-/// price.
-cost::Result<cost::Estimate> estimateModulePlan(mlir::ModuleOp module,
-                                                const AutoShardOptions &options,
-                                                cost::ParallelPlan plan);
+/// module's ops when it has repeated blocks, else its preset's formulas,
+/// else graph mode (a dp x tp mesh and a ZeRO stage only). The prediction
+/// for a plan named by hand, beside the planner's. Does not change the
+/// module. Fails naming the plan field or the op it cannot price;
+/// `pricing`, if given, says how it was priced.
+cost::Result<cost::Estimate>
+estimateModulePlan(mlir::ModuleOp module, const AutoShardOptions &options,
+                   cost::ParallelPlan plan, ModulePricing *pricing = nullptr);
+
+/// What the planner reads from the function it plans, without pricing it.
+struct ModuleStep {
+  std::string function;
+  /// The data input the batch is read from.
+  std::string input;
+  /// Sequences (samples) per step: the leading dimension of the first
+  /// data input (cleave.input).
+  int64_t batch = 0;
+  /// The float type that carries most of the FLOPs.
+  DType dtype = DType::F32;
+};
+
+/// Reads `module`'s function `function` (empty: as AutoShardOptions'
+/// `function`) as the planner does. Fails naming what is missing (no
+/// loss, an op without a sharding rule, no data input).
+cost::Result<ModuleStep> readModuleStep(mlir::ModuleOp module,
+                                        const std::string &function = "");
 
 } // namespace cleave::planner
 

@@ -82,6 +82,9 @@ struct ForwardView {
   bool isInput(mlir::BlockArgument a) const;
 };
 
+/// "op 'cleave.x' at loc(...)": how the planner's errors name an op.
+std::string describeOp(mlir::Operation *op);
+
 /// Analyzes `func`: finds the loss (the result named "loss" by
 /// `cleave.output`, else the only scalar float result), the forward ops,
 /// batch dimensions and the repeated block. Sets `error` and returns
