@@ -32,7 +32,13 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
     int64_t rank = type.getRank();
     Type elem = type.getElementType();
     Value result;
-    if (rank == 2) {
+    if (rank == 2 && op.getReduceBatch()) {
+      // Summed batches: one GEMM over the rows of every batch.
+      int64_t r = op.getLhs().getType().getRank();
+      Value a = collapseLeading(rewriter, loc, lhs, r - 1);
+      Value b = collapseLeading(rewriter, loc, rhs, r - 1);
+      result = buildMatmul(rewriter, loc, a, b, ta, tb, elem);
+    } else if (rank == 2) {
       result = buildMatmul(rewriter, loc, lhs, rhs, ta, tb, elem);
     } else if (op.getRhs().getType().getRank() == 2) {
       // A weight shared by every batch: one big GEMM over all rows.

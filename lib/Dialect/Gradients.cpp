@@ -43,7 +43,7 @@ struct Grad {
   }
   Value matmul(Value x, Value y, bool tx, bool ty) {
     return b.create<MatmulOp>(loc, x, y, tx ? b.getUnitAttr() : UnitAttr(),
-                              ty ? b.getUnitAttr() : UnitAttr());
+                              ty ? b.getUnitAttr() : UnitAttr(), UnitAttr());
   }
 };
 
@@ -310,6 +310,12 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange dys,
                                  SmallVectorImpl<Value> &dxs) {
   Grad g = grad(b, *this);
   Value a = getLhs(), w = getRhs(), dc = dys[0];
+  if (getReduceBatch()) {
+    // C = sum_b A_b^T B_b: dA_b = B_b dC^T and dB_b = A_b dC, with dC
+    // shared by every batch.
+    dxs.append({g.matmul(w, dc, false, true), g.matmul(a, dc, false, false)});
+    return success();
+  }
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   auto aType = getLhs().getType();
   bool sharedRhs = getRhs().getType().getRank() == 2 && aType.getRank() > 2;
@@ -326,16 +332,12 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange dys,
     db = tb ? g.matmul(dc, a, true, ta) : g.matmul(a, dc, !ta, false);
   } else {
     // The weight is shared by every batch: contract over batch and rows at
-    // once by flattening them.
+    // once (reduce_batch). Not flattening them keeps a sequence split
+    // (context parallelism) a partial sum instead of a gather.
     Value rows = ta ? g.transposeLast2(a) : a;
-    auto rowsType = cast<RankedTensorType>(rows.getType());
-    int64_t k = rowsType.getShape().back();
-    int64_t p = rowsType.getNumElements() / k;
-    auto dcType = cast<RankedTensorType>(dc.getType());
-    int64_t n = dcType.getShape().back();
-    Value a2 = b.create<ReshapeOp>(getLoc(), rowsType.clone({p, k}), rows);
-    Value dc2 = b.create<ReshapeOp>(getLoc(), dcType.clone({p, n}), dc);
-    db = tb ? g.matmul(dc2, a2, true, false) : g.matmul(a2, dc2, true, false);
+    Value x = tb ? dc : rows, y = tb ? rows : dc;
+    db = b.create<MatmulOp>(getLoc(), x, y, b.getUnitAttr(), UnitAttr(),
+                            b.getUnitAttr());
   }
   dxs.append({da, db});
   return success();

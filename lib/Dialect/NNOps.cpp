@@ -63,6 +63,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                formatShape(lhs.getShape().take_front(r - 2)) +
                                " vs rhs " +
                                formatShape(rhs.getShape().take_front(r - 2)));
+  if (adaptor.getReduceBatch() && (!tl || tr || rr != r || r < 3))
+    return inferError(loc, "'cleave.matmul' op reduce_batch needs "
+                           "transpose_lhs, an untransposed rhs and batch "
+                           "dimensions on both operands");
   MatmulDims d = getMatmulDims(lhs, rhs, tl, tr);
   int64_t rhsK = rhs.getDimSize(tr ? rr - 1 : rr - 2);
   if (d.k != rhsK)
@@ -72,7 +76,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                Twine(d.k) + " but rhs dim " +
                                Twine(tr ? rr - 1 : rr - 2) + " has size " +
                                Twine(rhsK));
-  SmallVector<int64_t> shape(lhs.getShape().take_front(r - 2));
+  SmallVector<int64_t> shape;
+  if (!adaptor.getReduceBatch())
+    shape.append(lhs.getShape().take_front(r - 2).begin(),
+                 lhs.getShape().take_front(r - 2).end());
   shape.push_back(d.m);
   shape.push_back(d.n);
   inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
@@ -85,11 +92,17 @@ ShardingRule MatmulOp::getShardingRule() {
   bool tl = getTransposeLhs(), tr = getTransposeRhs();
   int64_t r = lhs.getRank(), rr = rhs.getRank();
   bool batchedRhs = rr == r;
+  // Summed batch dimensions (reduce_batch) are reductions, absent from the
+  // matrix result.
+  bool reduce = getReduceBatch();
+  int64_t out = reduce ? 0 : r - 2;
   for (int64_t b = 0; b < r - 2; ++b)
-    rule.addFactor({b, batchedRhs ? b : kNoDim}, {b}, lhs.getDimSize(b));
+    rule.addFactor({b, batchedRhs ? b : kNoDim}, {reduce ? kNoDim : b},
+                   lhs.getDimSize(b),
+                   reduce ? FactorKind::Reduction : FactorKind::PassThrough);
   MatmulDims d = getMatmulDims(lhs, rhs, tl, tr);
-  rule.addFactor({tl ? r - 1 : r - 2, kNoDim}, {r - 2}, d.m);
-  rule.addFactor({kNoDim, tr ? rr - 2 : rr - 1}, {r - 1}, d.n);
+  rule.addFactor({tl ? r - 1 : r - 2, kNoDim}, {out}, d.m);
+  rule.addFactor({kNoDim, tr ? rr - 2 : rr - 1}, {out + 1}, d.n);
   rule.addFactor({tl ? r - 2 : r - 1, tr ? rr - 1 : rr - 2}, {kNoDim}, d.k,
                  FactorKind::Reduction);
   return rule;
@@ -105,9 +118,12 @@ OpWork MatmulOp::getWork(const OpShapes &s) {
   OpWork w = streamingWork(s, 0, /*fusable=*/false);
   w.kind = WorkKind::Gemm;
   w.gemmFlops = 2 * batch * m * n * k;
-  // One weight matrix shared by every batch: a single GEMM over all rows.
+  // One weight matrix shared by every batch: a single GEMM over all rows;
+  // summed batches: a single GEMM over all of their rows.
   if (rhs.rank() == 2 && !tl)
     w.gemm = {batch * m, n, k, 1};
+  else if (getReduceBatch())
+    w.gemm = {m, n, batch * k, 1};
   else
     w.gemm = {m, n, k, batch};
   return w;

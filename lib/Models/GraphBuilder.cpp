@@ -125,8 +125,8 @@ Value GraphBuilder::linear(Value x, Value w, Value b) {
     layer.consume_back(".weight");
     loc = named(layer);
   }
-  Value y =
-      builder.create<MatmulOp>(loc, x, w, UnitAttr(), builder.getUnitAttr());
+  Value y = builder.create<MatmulOp>(loc, x, w, UnitAttr(),
+                                     builder.getUnitAttr(), UnitAttr());
   if (b)
     y = add(y, broadcastLast(b, y));
   loc = scope;
@@ -195,7 +195,7 @@ GraphBuilder::MoEResult GraphBuilder::moe(Value x, Value router, Value gate,
   ArrayRef<int64_t> buf = typeOf(buffer).getShape();
   Value flat = reshape(buffer, {buf[0], buf[1] * buf[2], buf[3]});
   auto bmm = [&](Value lhs, Value rhs) {
-    return b.create<MatmulOp>(loc, lhs, rhs, UnitAttr(), UnitAttr())
+    return b.create<MatmulOp>(loc, lhs, rhs, UnitAttr(), UnitAttr(), UnitAttr())
         .getResult();
   };
   Value hidden = mul(silu(bmm(flat, gate)), bmm(flat, up));

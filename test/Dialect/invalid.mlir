@@ -507,6 +507,24 @@ func.func @f(%x: tensor<2x4x4xf32>, %w: tensor<3x4x4xf32>) -> tensor<2x4x4xf32> 
 
 // -----
 
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @below {{'cleave.matmul' op reduce_batch needs transpose_lhs, an untransposed rhs and batch dimensions on both operands}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.matmul %x, %w {reduce_batch, transpose_lhs} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %y: tensor<2x4x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @below {{'cleave.matmul' op reduce_batch needs transpose_lhs, an untransposed rhs and batch dimensions on both operands}}
+  // expected-error @below {{failed to infer returned types}}
+  %0 = cleave.matmul %x, %y {reduce_batch} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
 func.func @f(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>) -> tensor<8x16xf32> {
   // expected-error @below {{'cleave.matmul' op contracting dimension mismatch: lhs dim 1 has size 16 but rhs dim 0 has size 32}}
   // expected-error @below {{failed to infer returned types}}

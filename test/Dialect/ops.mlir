@@ -135,6 +135,8 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %g: tensor<8xf32>, %b
   // CHECK: cleave.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
   %xt = cleave.transpose %x permutation = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
   %1 = cleave.matmul %xt, %xt {transpose_lhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  // CHECK: cleave.matmul %{{.*}}, %{{.*}} {reduce_batch, transpose_lhs} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
+  %dw = cleave.matmul %x, %0 {reduce_batch, transpose_lhs} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
   // CHECK: cleave.softmax %{{.*}} dim = 2 : tensor<2x4x4xf32>
   %2 = cleave.softmax %1 dim = 2 : tensor<2x4x4xf32>
   // CHECK: cleave.softmax_grad %{{.*}}, %{{.*}} dim = 2 : tensor<2x4x4xf32>

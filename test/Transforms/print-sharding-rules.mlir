@@ -8,6 +8,9 @@ func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %q: tensor<2x8x4x1
   %0 = cleave.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   // CHECK: remark: sharding rule: ([i, j, l], [i, k, l]) -> ([i, j, k]) {i=2, j=4, k=4, l=8} reduction={l}
   %1 = cleave.matmul %x, %x {transpose_rhs} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  // A weight gradient summed over batch and sequence: both are reductions.
+  // CHECK: remark: sharding rule: ([i, l, j], [i, l, k]) -> ([j, k]) {i=2, j=8, k=8, l=4} reduction={i, l}
+  %dw = cleave.matmul %x, %x {reduce_batch, transpose_lhs} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
   // CHECK: remark: sharding rule: ([i, j, (k, l)]) -> ([i, j, k, l]) {i=2, j=4, k=2, l=4}
   %2 = cleave.reshape %x : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
   // CHECK: remark: sharding rule: ([i, j, k, l]) -> ([(i, j), (k, l)]) {i=2, j=4, k=2, l=4}

@@ -83,7 +83,7 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
 // FULL-NEXT: cleave.matmul %[[RN1]], %arg12 {transpose_rhs}
 // FULL: %[[RA1:.*]] = cleave.attention
 // FULL: %[[RG1:.*]] = cleave.gelu
-// FULL: cleave.reshape %[[RG1]]
+// FULL: cleave.matmul %[[RG1]], %{{.*}} {reduce_batch, transpose_lhs}
 // The norm's gradient reads the kept layer input.
 // FULL: cleave.layer_norm_grad %[[X1]], %arg10
 // Layer 0's recomputation starts from the embedding.
@@ -110,7 +110,8 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
 // SEL-NEXT: %[[BK:.*]] = cleave.optimization_barrier %[[K]]
 // SEL-NEXT: %[[BV:.*]] = cleave.optimization_barrier %[[V]]
 // SEL-NEXT: %[[RA:.*]] = cleave.attention %[[BQ]], %[[BK]], %[[BV]] {causal}
-// SEL-NEXT: cleave.reshape %[[RA]] : tensor<2x8x2x4xf32> to tensor<16x8xf32>
+// SEL-NEXT: %[[RO:.*]] = cleave.reshape %[[RA]] : tensor<2x8x2x4xf32> to tensor<2x8x8xf32>
+// SEL-NEXT: cleave.matmul %{{.*}}, %[[RO]] {reduce_batch, transpose_lhs}
 // SEL: cleave.attention_grad %[[Q]], %[[K]], %[[V]]
 // Then layer 0's.
 // SEL: cleave.optimization_barrier

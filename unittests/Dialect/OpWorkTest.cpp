@@ -69,6 +69,7 @@ func.func @nn(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %g: tensor<8xf32>, %b
   %0 = cleave.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %xt = cleave.transpose %x permutation = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
   %1 = cleave.matmul %xt, %xt {transpose_lhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %dw = cleave.matmul %x, %0 {reduce_batch, transpose_lhs} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
   %2 = cleave.softmax %1 dim = 2 : tensor<2x4x4xf32>
   %3 = cleave.softmax_grad %2, %1 dim = 2 : tensor<2x4x4xf32>
   %4 = cleave.layer_norm %x, %g, %bb {epsilon = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
@@ -285,10 +286,12 @@ TEST_F(OpWorkTest, MatmulReportsItsGemmShape) {
   EXPECT_DOUBLE_EQ(shared.gemm.batch, 1);
   // A batched product (rhs of the lhs rank) keeps its batch:
   // [2, 8, 4]^T x [2, 8, 4] is 2 x ([4, 8] x [8, 4]).
-  Operation *batched = nullptr;
+  Operation *batched = nullptr, *summed = nullptr;
   module->walk([&](MatmulOp op) {
-    if (op.getTransposeLhs())
+    if (op.getTransposeLhs() && !op.getReduceBatch())
       batched = op;
+    if (op.getReduceBatch())
+      summed = op;
   });
   ASSERT_TRUE(batched);
   OpWork w = cast<CostOpInterface>(batched).getWork(OpShapes::of(batched));
@@ -297,6 +300,15 @@ TEST_F(OpWorkTest, MatmulReportsItsGemmShape) {
   EXPECT_DOUBLE_EQ(w.gemm.k, 8);
   EXPECT_DOUBLE_EQ(w.gemm.batch, 2);
   EXPECT_DOUBLE_EQ(w.gemmFlops, 2.0 * 2 * 4 * 4 * 8);
+  // Summed batches (a weight gradient): one GEMM whose depth is every row
+  // of every batch, [8, 2 x 4] x [2 x 4, 16].
+  ASSERT_TRUE(summed);
+  OpWork s = cast<CostOpInterface>(summed).getWork(OpShapes::of(summed));
+  EXPECT_DOUBLE_EQ(s.gemm.m, 8);
+  EXPECT_DOUBLE_EQ(s.gemm.n, 16);
+  EXPECT_DOUBLE_EQ(s.gemm.k, 8);
+  EXPECT_DOUBLE_EQ(s.gemm.batch, 1);
+  EXPECT_DOUBLE_EQ(s.gemmFlops, 2.0 * 8 * 16 * 8);
 }
 
 TEST_F(OpWorkTest, AttentionReportsItsProblem) {

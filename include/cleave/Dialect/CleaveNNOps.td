@@ -27,9 +27,22 @@ def Cleave_MatmulOp : Cleave_ModelOp<"matmul",
     Sharding rule: batch, M and N are pass-through factors; K is a reduction
     factor, so splitting it leaves a partial sum (Megatron's row-parallel
     linear).
+
+    With `reduce_batch` (and `transpose_lhs`; `rhs` then has the lhs rank
+    and is not transposed) the batch dimensions are summed over as well: the
+    result is the matrix `[M, N] = sum over batch of lhs^T rhs`, the weight
+    gradient of a layer applied to every batch and position. Its batch
+    factors are reductions too, so a batch or sequence split (data or
+    context parallelism) leaves a partial sum rather than a gather.
+
+    ```mlir
+    // dW = sum over (b, s) of x[b, s, :]^T dy[b, s, :]
+    %dw = cleave.matmul %x, %dy {reduce_batch, transpose_lhs} : (tensor<8x128x768xf32>, tensor<8x128x3072xf32>) -> tensor<768x3072xf32>
+    ```
   }];
   let arguments = (ins Cleave_FloatTensor:$lhs, Cleave_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       UnitAttr:$reduce_batch);
   let results = (outs Cleave_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
