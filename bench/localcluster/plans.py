@@ -32,9 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # (name, cleave-run plan). Batch 8 over the data-parallel replicas; `micro`
-# only with pipelines. No cp plan: the cost model does not price context
-# parallelism from the program's ops yet (docs/planner.md), so --predict has
-# nothing to print for one.
+# only with pipelines; context parallelism in the default load-balanced
+# layout.
 PLANS = [
     "dp=4",
     "dp=4,zero=1",
@@ -52,6 +51,9 @@ PLANS = [
     "pp=4,micro=8,schedule=gpipe",
     "dp=4,recompute=full",
     "dp=2,tp=2,recompute=selective",
+    "dp=2,cp=2",
+    "cp=2,tp=2",
+    "cp=4",
     "auto",
 ]
 

@@ -46,6 +46,10 @@ double layerActivationBytes(const ModelConfig &m, const ParallelPlan &p) {
   // projection's input, the dropout mask after the projection.
   bytes += 2 * d.w * d.tokensSp * d.h;
   bytes += d.w * d.tokens * (d.q + 2 * d.kv);
+  // Context parallelism as Cleave runs it (docs/partitioning.md): K and V
+  // are all-gathered over cp before the attention, and its backward reads
+  // the gathered, whole-sequence K and V (instead of the local blocks).
+  bytes += d.w * d.tokens * 2 * d.kv * (p.cp - 1);
   bytes += d.w * d.tokens * d.q;
   bytes += d.mask * d.tokensSp * d.h;
   if (flash) {

@@ -377,8 +377,6 @@ cost::Result<Pricing> price(ModuleOp module, const AutoShardOptions &o) {
     pr.transformer = true;
     pr.derived = derived.has_value();
     pr.presetMatched = derived && model;
-    if (derived)
-      pr.options.space.maxContextParallel = 1;
   } else {
     pr.model.name = p->func.getSymName().str();
   }

@@ -87,22 +87,33 @@ std::vector<Operation *> forwardOps(func::FuncOp func, Value loss) {
   return ops;
 }
 
-/// Marks the batch dims of every value and the batch factor of every op:
-/// dim 0 of each data input, then through the rules both ways until
-/// nothing changes. Only a dimension's major factor can carry the batch.
-void propagateBatch(ForwardView &v) {
+/// Per op, the factors that carry a dimension of the data inputs: from
+/// dimension `seedDim` of the inputs `seeds` accepts, through the rules both
+/// ways until nothing changes. With `majorOnly` only a dimension's major
+/// factor carries it (the batch, outermost where dimensions are flattened);
+/// otherwise, in a dimension of several factors, those not in `excluded`
+/// (the sequence inside a flattened batch x sequence dimension, the batch
+/// factors excluded).
+std::vector<llvm::SmallVector<bool>>
+propagateDim(const ForwardView &v, int64_t seedDim,
+             llvm::function_ref<bool(RankedTensorType)> seeds, bool majorOnly,
+             const std::vector<llvm::SmallVector<bool>> *excluded = nullptr) {
   llvm::DenseMap<Value, uint64_t> dims;
-  for (BlockArgument a : v.func.getArguments()) {
+  for (BlockArgument a : mlir::func::FuncOp(v.func).getArguments()) {
     auto t = dyn_cast<RankedTensorType>(a.getType());
-    if (v.isInput(a) && t && t.getRank() >= 1) {
-      dims[a] = 1;
-      if (!v.batch)
-        v.batch = t.getDimSize(0);
-    }
+    if (v.isInput(a) && t && t.getRank() > seedDim && seeds(t))
+      dims[a] = uint64_t(1) << seedDim;
   }
-  std::vector<llvm::SmallVector<bool>> batch(v.ops.size());
+  std::vector<llvm::SmallVector<bool>> marked(v.ops.size());
   for (size_t i = 0; i < v.ops.size(); ++i)
-    batch[i].assign(size_t(v.rules[i].getNumFactors()), false);
+    marked[i].assign(size_t(v.rules[i].getNumFactors()), false);
+  auto carriers = [&](size_t i, ArrayRef<int64_t> list) {
+    llvm::SmallVector<int64_t, 2> out;
+    for (int64_t f : majorOnly ? list.take_front(1) : list)
+      if (list.size() == 1 || !excluded || !(*excluded)[i][size_t(f)])
+        out.push_back(f);
+    return out;
+  };
   auto visit = [&](size_t i) {
     Operation *op = v.ops[i];
     const ShardingRule &rule = v.rules[i];
@@ -110,16 +121,18 @@ void propagateBatch(ForwardView &v) {
     auto mark = [&](ValueRange values, ArrayRef<TensorFactors> factors) {
       for (auto [value, tf] : llvm::zip(values, factors))
         for (auto [d, list] : llvm::enumerate(tf))
-          if (!list.empty() && (dims.lookup(value) >> d & 1) &&
-              !batch[i][size_t(list[0])])
-            batch[i][size_t(list[0])] = changed = true;
+          if (dims.lookup(value) >> d & 1)
+            for (int64_t f : carriers(i, list))
+              if (!marked[i][size_t(f)])
+                marked[i][size_t(f)] = changed = true;
     };
     mark(op->getOperands(), rule.getOperandFactors());
     mark(op->getResults(), rule.getResultFactors());
     auto spread = [&](ValueRange values, ArrayRef<TensorFactors> factors) {
       for (auto [value, tf] : llvm::zip(values, factors))
         for (auto [d, list] : llvm::enumerate(tf))
-          if (!list.empty() && batch[i][size_t(list[0])] &&
+          if (llvm::any_of(carriers(i, list),
+                           [&](int64_t f) { return marked[i][size_t(f)]; }) &&
               !(dims.lookup(value) >> d & 1)) {
             dims[value] |= uint64_t(1) << d;
             changed = true;
@@ -136,9 +149,43 @@ void propagateBatch(ForwardView &v) {
     for (size_t i = v.ops.size(); i-- > 0;)
       changed |= visit(i);
   }
+  return marked;
+}
+
+/// Marks the batch factor of every op (dimension 0 of each data input) and
+/// the sequence factor (dimension 1 of each [batch, sequence] integer
+/// token input) that context parallelism splits: the first in the op's
+/// operands' dimension order that the op does not need whole.
+void propagateBatchAndSequence(ForwardView &v) {
+  for (BlockArgument a : v.func.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(a.getType());
+    if (v.isInput(a) && t && t.getRank() >= 1 && !v.batch)
+      v.batch = t.getDimSize(0);
+  }
+  auto batch = propagateDim(
+      v, 0, [](RankedTensorType) { return true; }, /*majorOnly=*/true);
+  auto sequence = propagateDim(
+      v, 1,
+      [](RankedTensorType t) {
+        return t.getRank() == 2 && t.getElementType().isInteger();
+      },
+      /*majorOnly=*/false, &batch);
   for (size_t i = 0; i < v.ops.size(); ++i) {
     auto it = std::find(batch[i].begin(), batch[i].end(), true);
     v.batchFactor[i] = it == batch[i].end() ? -1 : int(it - batch[i].begin());
+    const ShardingRule &rule = v.rules[i];
+    auto splits = [&](ArrayRef<TensorFactors> tensors) {
+      for (const TensorFactors &tf : tensors)
+        for (const auto &list : tf)
+          for (int64_t f : list)
+            if (sequence[i][size_t(f)] &&
+                rule.getFactorKind(f) != FactorKind::NeedReplication)
+              return int(f);
+      return -1;
+    };
+    v.seqFactor[i] = splits(rule.getOperandFactors());
+    if (v.seqFactor[i] < 0)
+      v.seqFactor[i] = splits(rule.getResultFactors());
   }
 }
 
@@ -277,7 +324,8 @@ FailureOr<ForwardView> analyzeForward(func::FuncOp func, std::string &error) {
     v.rules.push_back(rule.getShardingRule());
   }
   v.batchFactor.assign(v.ops.size(), -1);
-  propagateBatch(v);
+  v.seqFactor.assign(v.ops.size(), -1);
+  propagateBatchAndSequence(v);
   findBlock(v);
   return v;
 }

@@ -108,9 +108,14 @@ int weightFactor(const ForwardView &v, size_t i,
   return best;
 }
 
-Type localType(Type type, const TensorFactors &tf, const ShardingRule &rule,
-               int batchFactor, int splitFactor, int64_t batch,
-               int64_t microBatch, int tp);
+/// How an op's factors are split on one device (see localType).
+struct LocalSplit {
+  int batchFactor = -1, splitFactor = -1, seqFactor = -1;
+  int64_t batch = 0, microBatch = 1;
+  int tp = 1, cp = 1;
+};
+
+Type localType(Type type, const TensorFactors &tf, const LocalSplit &s);
 
 /// Whether `op` with factor `f` split `tp` ways is a valid op: a clone on
 /// the local types verifies.
@@ -123,13 +128,16 @@ bool localFormIsValid(Operation *op, const ShardingRule &rule, int f, int tp) {
   Block *block = fn.addEntryBlock();
   b.setInsertionPointToEnd(block);
   IRMapping map;
+  LocalSplit probe;
+  probe.splitFactor = f;
+  probe.tp = tp;
   for (auto [k, x] : llvm::enumerate(op->getOperands()))
-    map.map(x, block->addArgument(localType(x.getType(), rule.getOperand(k),
-                                            rule, -1, f, 0, 1, tp),
-                                  x.getLoc()));
+    map.map(
+        x, block->addArgument(localType(x.getType(), rule.getOperand(k), probe),
+                              x.getLoc()));
   Operation *c = b.clone(*op, map);
   for (auto [r, y] : llvm::enumerate(c->getResults()))
-    y.setType(localType(y.getType(), rule.getResult(r), rule, -1, f, 0, 1, tp));
+    y.setType(localType(y.getType(), rule.getResult(r), probe));
   ScopedDiagnosticHandler quiet(op->getContext(),
                                 [](Diagnostic &) { return success(); });
   return succeeded(mlir::verify(c));
@@ -273,23 +281,71 @@ TpLayout layoutTp(const ForwardView &v, int tp) {
 
 /// The local type of a tensor of op `i` with factors `tf`: the batch factor
 /// holds `microBatch` of the `batch` sequences (also where batch and
-/// sequence are one flattened dimension), the split factor 1/tp of its size.
-Type localType(Type type, const TensorFactors &tf, const ShardingRule &rule,
-               int batchFactor, int splitFactor, int64_t batch,
-               int64_t microBatch, int tp) {
+/// sequence are one flattened dimension), the split factor 1/tp of its size
+/// and the sequence factor 1/cp (context parallelism; also inside a
+/// flattened dimension).
+Type localType(Type type, const TensorFactors &tf, const LocalSplit &s) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t)
     return type;
   SmallVector<int64_t> shape(t.getShape());
   for (size_t d = 0; d < shape.size() && d < tf.size(); ++d) {
     for (int64_t f : tf[d]) {
-      if (f == batchFactor && batch > 0 && shape[d] % batch == 0)
-        shape[d] = shape[d] / batch * microBatch;
-      if (f == splitFactor && tf[d][0] == f)
-        shape[d] = (shape[d] + tp - 1) / tp;
+      if (f == s.batchFactor && s.batch > 0 && shape[d] % s.batch == 0)
+        shape[d] = shape[d] / s.batch * s.microBatch;
+      if (f == s.splitFactor && tf[d][0] == f)
+        shape[d] = (shape[d] + s.tp - 1) / s.tp;
+      if (f == s.seqFactor && s.cp > 1 && shape[d] % s.cp == 0)
+        shape[d] /= s.cp;
     }
   }
   return t.clone(shape);
+}
+
+/// Whether dimension `d` of a tensor with factors `tf` holds factor `f`.
+bool holds(const TensorFactors &tf, size_t d, int f) {
+  return f >= 0 && d < tf.size() && llvm::is_contained(tf[d], int64_t(f));
+}
+
+/// The dimension of `x` that context parallelism splits where it is made
+/// (-1: whole): the sequence of a token input, the sequence factor's
+/// dimension of an op's result. Parameters are never split.
+int cpSplitDim(const ForwardView &v, Value x) {
+  if (auto a = dyn_cast<BlockArgument>(x)) {
+    auto t = dyn_cast<RankedTensorType>(a.getType());
+    return v.isInput(a) && t && t.getRank() == 2 &&
+                   t.getElementType().isInteger()
+               ? 1
+               : -1;
+  }
+  auto it = v.position.find(x.getDefiningOp());
+  if (it == v.position.end())
+    return -1;
+  size_t j = size_t(it->second);
+  const TensorFactors &tf =
+      v.rules[j].getResult(cast<OpResult>(x).getResultNumber());
+  for (size_t d = 0; d < tf.size(); ++d)
+    if (holds(tf, d, v.seqFactor[j]))
+      return int(d);
+  return -1;
+}
+
+/// Per op: the operands split over cp that the op needs whole (an
+/// attention's keys and values): all-gathered over cp before the op, their
+/// gradients reduce-scattered back after its backward.
+std::vector<llvm::SmallVector<unsigned, 2>> layoutCp(const ForwardView &v,
+                                                     int cp) {
+  std::vector<llvm::SmallVector<unsigned, 2>> gathers(v.ops.size());
+  if (cp <= 1)
+    return gathers;
+  for (size_t i = 0; i < v.ops.size(); ++i)
+    for (auto [k, x] : llvm::enumerate(v.ops[i]->getOperands())) {
+      int d = cpSplitDim(v, x);
+      if (d >= 0 &&
+          !holds(v.rules[i].getOperand(unsigned(k)), size_t(d), v.seqFactor[i]))
+        gathers[i].push_back(unsigned(k));
+    }
+  return gathers;
 }
 
 /// One region (ops before the block, one block instance, ops after it)
@@ -297,8 +353,9 @@ Type localType(Type type, const TensorFactors &tf, const ShardingRule &rule,
 class RegionBuilder {
 public:
   RegionBuilder(const ForwardView &v, const TpLayout &l,
+                const std::vector<llvm::SmallVector<unsigned, 2>> &cpGathers,
                 const cost::ParallelPlan &p, std::vector<int> ops)
-      : v(v), l(l), p(p), ops(std::move(ops)),
+      : v(v), l(l), cpGathers(cpGathers), p(p), ops(std::move(ops)),
         scratch(ModuleOp::create(mlir::func::FuncOp(v.func).getLoc())),
         builder(mlir::func::FuncOp(v.func).getContext()) {
     for (int i : this->ops)
@@ -320,12 +377,14 @@ public:
   void markGatheredEntries();
 
 private:
-  Value operandFor(Value x, Type type, bool gathered);
+  /// `x` as an operand of type `type`; `gathered` where a collective
+  /// gathers it, `weightElements` its elements if it is a weight.
+  Value operandFor(Value x, Type type, bool gathered, double weightElements);
   /// The per-device form of `op` on local operands and result types.
   Operation *buildLocal(Operation *op, const ShardingRule &rule,
-                        int batchFactor, int splitFactor, ValueRange operands,
+                        const LocalSplit &split, ValueRange operands,
                         TypeRange resultTypes);
-  /// A scratch mesh whose axes split the batch and tp factors.
+  /// A scratch mesh whose axes split the batch, tp and cp factors.
   MeshOp meshFor(int64_t batchBlocks);
   void mergeGemms();
   int passOf(Operation *op) const {
@@ -337,11 +396,16 @@ private:
   void emitOp(Operation *op, Phase phase, double scale, bool core,
               std::vector<WorkItem> &items);
   void flushGroup(Phase phase, std::vector<WorkItem> &items);
+  /// Bytes of the operands of view op `i` (clone `c`) that cp gathers,
+  /// whole; only the float ones (those with gradients) if `floatOnly`.
+  double cpGatherBytes(int i, Operation *c, bool floatOnly = false) const;
   void comm(std::vector<WorkItem> &items, const char *name, Phase phase,
-            CollectiveKind kind, double bytes, bool overlaps = false);
+            CollectiveKind kind, double bytes, bool overlaps = false,
+            cost::Axis axis = cost::Axis::TP);
 
   const ForwardView &v;
   const TpLayout &l;
+  const std::vector<llvm::SmallVector<unsigned, 2>> &cpGathers;
   const cost::ParallelPlan &p;
   std::vector<int> ops;
   llvm::DenseSet<Operation *> inRegion;
@@ -366,6 +430,8 @@ private:
   llvm::DenseMap<Value, Value> gatheredFrom;
   /// A forward value -> its gathered argument.
   llvm::DenseMap<Value, Value> gatheredOf;
+  /// Arguments standing for values all-gathered over cp.
+  llvm::DenseSet<Value> cpGathered;
   /// Values gathered over tp at a region entry (sequence parallelism).
   llvm::DenseSet<Value> gatheredEntries;
   /// Forward clone -> index of its op in the view.
@@ -394,9 +460,10 @@ Value RegionBuilder::rootWeight(Value x) const {
 }
 
 Operation *RegionBuilder::buildLocal(Operation *op, const ShardingRule &rule,
-                                     int batchFactor, int splitFactor,
+                                     const LocalSplit &split,
                                      ValueRange operands,
                                      TypeRange resultTypes) {
+  int batchFactor = split.batchFactor, splitFactor = split.splitFactor;
   // The op's own per-device form (sizes held in attributes, positions of
   // its block), as the partitioner builds it, when that is one op of the
   // same kind; otherwise a clone on the local types.
@@ -409,6 +476,8 @@ Operation *RegionBuilder::buildLocal(Operation *op, const ShardingRule &rule,
       axes[size_t(batchFactor)].push_back("b");
     if (splitFactor >= 0 && p.tp > 1)
       axes[size_t(splitFactor)].push_back("tp");
+    if (split.seqFactor >= 0 && split.cp > 1)
+      axes[size_t(split.seqFactor)].push_back("cp");
     MeshOp mesh = meshFor(batchBlocks);
     Operation *last = block->empty() ? nullptr : &block->back();
     SmallVector<Value> results;
@@ -420,10 +489,20 @@ Operation *RegionBuilder::buildLocal(Operation *op, const ShardingRule &rule,
       built = shardable.buildLocalOp(builder, context, results);
     }
     Operation *local = results.empty() ? nullptr : results[0].getDefiningOp();
-    if (succeeded(built) && local && local->getName() == op->getName() &&
+    // Ops built before it must do no work (the block index of a causal
+    // attention's queries under cp).
+    bool helpersFree = true;
+    for (Operation *o = last ? last->getNextNode() : &block->front();
+         o && o != local; o = o->getNextNode()) {
+      auto c = dyn_cast<CostOpInterface>(o);
+      helpersFree &= !c || c.getWork(OpShapes::of(o)).kind == WorkKind::None;
+    }
+    if (succeeded(built) && local && helpersFree &&
+        local->getName() == op->getName() &&
         local->getNumResults() == results.size() &&
         llvm::equal(local->getResults(), results) &&
-        TypeRange(local->getResultTypes()) == resultTypes)
+        TypeRange(local->getResultTypes()) == resultTypes &&
+        local == &block->back())
       return local;
     // Not one op: undo and clone.
     while (!block->empty() && &block->back() != last)
@@ -443,14 +522,19 @@ MeshOp RegionBuilder::meshFor(int64_t batchBlocks) {
     builder.setInsertionPointToStart(scratch->getBody());
     std::string name = "planner_mesh_" + std::to_string(batchBlocks);
     mesh = builder.create<MeshOp>(
-        scratch->getLoc(), name, ArrayRef<StringRef>{"b", "tp"},
-        ArrayRef<int64_t>{batchBlocks, std::max<int64_t>(p.tp, 1)},
-        ArrayRef<LinkKind>{LinkKind::NVLink, LinkKind::NVLink});
+        scratch->getLoc(), name, ArrayRef<StringRef>{"b", "tp", "cp"},
+        ArrayRef<int64_t>{batchBlocks, std::max<int64_t>(p.tp, 1),
+                          std::max<int64_t>(p.cp, 1)},
+        ArrayRef<LinkKind>{LinkKind::NVLink, LinkKind::NVLink,
+                           LinkKind::NVLink});
+    if (p.cp > 1 && p.cpBalanced)
+      mesh.setBalancedAxesAttr(builder.getStrArrayAttr({"cp"}));
   }
   return mesh;
 }
 
-Value RegionBuilder::operandFor(Value x, Type type, bool gathered) {
+Value RegionBuilder::operandFor(Value x, Type type, bool gathered,
+                                double weightElements) {
   if (Value m = map.lookupOrNull(x); m && m.getType() == type)
     return m;
   if (Value g = gatheredOf.lookup(x); g && g.getType() == type)
@@ -459,8 +543,7 @@ Value RegionBuilder::operandFor(Value x, Type type, bool gathered) {
   Value arg = block->addArgument(type, x.getLoc());
   if (Value w = rootWeight(x)) {
     weightArgs.insert(arg);
-    auto t = cast<RankedTensorType>(type);
-    weights.insert({w, double(t.getNumElements())});
+    weights.insert({w, weightElements});
   }
   if (Value m = map.lookupOrNull(x); m && gathered) {
     gatheredFrom[arg] = m; // the same value, gathered over tp
@@ -488,19 +571,33 @@ LogicalResult RegionBuilder::build(std::string &error) {
       return failure();
     }
     const ShardingRule &rule = v.rules[size_t(i)];
-    int bf = v.batchFactor[size_t(i)], f = l.factor[size_t(i)];
+    LocalSplit split;
+    split.batchFactor = v.batchFactor[size_t(i)];
+    split.splitFactor = l.factor[size_t(i)];
+    split.seqFactor = v.seqFactor[size_t(i)];
+    split.batch = v.batch;
+    split.microBatch = mbs;
+    split.tp = p.tp;
+    split.cp = p.cp;
+    // A weight is whole over cp (only the op's use of it is sliced).
+    LocalSplit weightSplit = split;
+    weightSplit.cp = 1;
     SmallVector<Value> operands;
-    for (auto [k, x] : llvm::enumerate(op->getOperands()))
-      operands.push_back(
-          operandFor(x,
-                     localType(x.getType(), rule.getOperand(k), rule, bf, f,
-                               v.batch, mbs, p.tp),
-                     llvm::is_contained(l.gathers[size_t(i)], unsigned(k))));
+    for (auto [k, x] : llvm::enumerate(op->getOperands())) {
+      auto whole = dyn_cast<RankedTensorType>(
+          localType(x.getType(), rule.getOperand(k), weightSplit));
+      bool overCp = llvm::is_contained(cpGathers[size_t(i)], unsigned(k));
+      operands.push_back(operandFor(
+          x, localType(x.getType(), rule.getOperand(k), split),
+          llvm::is_contained(l.gathers[size_t(i)], unsigned(k)) || overCp,
+          whole ? double(whole.getNumElements()) : 0));
+      if (overCp)
+        cpGathered.insert(operands.back());
+    }
     SmallVector<Type> resultTypes;
     for (auto [r, y] : llvm::enumerate(op->getResults()))
-      resultTypes.push_back(localType(y.getType(), rule.getResult(r), rule, bf,
-                                      f, v.batch, mbs, p.tp));
-    Operation *c = buildLocal(op, rule, bf, f, operands, resultTypes);
+      resultTypes.push_back(localType(y.getType(), rule.getResult(r), split));
+    Operation *c = buildLocal(op, rule, split, operands, resultTypes);
     for (auto [r, y] : llvm::enumerate(c->getResults()))
       map.map(op->getResult(unsigned(r)), y);
     cloneOf[op] = c;
@@ -563,6 +660,9 @@ LogicalResult RegionBuilder::build(std::string &error) {
             strides(type.getRank(), 1);
         dx = builder.create<SliceOp>(op->getLoc(), dx, offsets, type.getShape(),
                                      strides);
+        // Over cp the reduce-scatter delivers that part: no copy.
+        if (cpGathered.contains(x))
+          absorbed.insert(dx.getDefiningOp());
         x = from;
       }
       if (Value prev = grads.lookup(x);
@@ -760,7 +860,7 @@ void RegionBuilder::mergeGemms() {
 
 void RegionBuilder::comm(std::vector<WorkItem> &items, const char *name,
                          Phase phase, CollectiveKind kind, double bytes,
-                         bool overlaps) {
+                         bool overlaps, cost::Axis axis) {
   flushGroup(phase, items);
   WorkItem it;
   it.name = name;
@@ -768,9 +868,24 @@ void RegionBuilder::comm(std::vector<WorkItem> &items, const char *name,
   it.isComm = true;
   it.commKind = kind;
   it.commBytes = bytes;
-  it.commAxis = cost::Axis::TP;
+  it.commAxis = axis;
   it.overlapsPrevious = overlaps;
   items.push_back(it);
+}
+
+double RegionBuilder::cpGatherBytes(int i, Operation *c, bool floatOnly) const {
+  double total = 0;
+  for (unsigned k : cpGathers[size_t(i)]) {
+    Value x = c->getOperand(k);
+    auto t = dyn_cast<RankedTensorType>(x.getType());
+    if (!t || (floatOnly && !isFloatTensor(x)))
+      continue;
+    Type e = t.getElementType();
+    total +=
+        double(t.getNumElements()) *
+        (isa<FloatType>(e) ? act : double((e.getIntOrFloatBitWidth() + 7) / 8));
+  }
+  return total;
 }
 
 void RegionBuilder::flushGroup(Phase phase, std::vector<WorkItem> &items) {
@@ -880,9 +995,17 @@ void RegionBuilder::emitOp(Operation *op, Phase phase, double scale, bool core,
     break;
   case WorkKind::Attention: {
     const AttentionWork &a = w.attention;
+    // A block of the queries against every key (context parallelism): the
+    // load-balanced layout gives every rank half of its causal scores, a
+    // contiguous one the last rank (2n-1)/2n of them.
+    double share = 0.5;
+    if (a.causal && a.seqKV > a.seqQ && !p.cpBalanced) {
+      double n = a.seqKV / a.seqQ;
+      share = (2 * n - 1) / (2 * n);
+    }
     it.kernel = cost::Kernel::makeAttention(
-        {a.batch, a.heads, a.seqQ, a.seqKV, a.headDim, a.causal}, a.backward,
-        dtype);
+        {a.batch, a.heads, a.seqQ, a.seqKV, a.headDim, a.causal, share},
+        a.backward, dtype);
     it.conventionFlops =
         a.backward ? w.attentionFlops / 2.5 * 2 : w.attentionFlops;
     break;
@@ -919,6 +1042,9 @@ void RegionBuilder::emit(std::vector<WorkItem> &items, double *outputBytes) {
       for (unsigned k : l.entries[size_t(i)])
         comm(items, "tp_entry_all_gather", Phase::Forward,
              CollectiveKind::AllGather, bytes(c->getOperand(k)));
+    if (double b = cpGatherBytes(i, c); b > 0)
+      comm(items, "cp_all_gather", Phase::Forward, CollectiveKind::AllGather, b,
+           false, cost::Axis::CP);
     bool core = false;
     if (auto cost = dyn_cast<CostOpInterface>(c))
       core = cost.getWork(OpShapes::of(c)).kind == WorkKind::Attention;
@@ -946,6 +1072,10 @@ void RegionBuilder::emit(std::vector<WorkItem> &items, double *outputBytes) {
         emitOp(o, ph, scaleOf(i), false, items);
       }
     }
+    if (!l.weightOnly[size_t(i)])
+      if (double b = cpGatherBytes(i, cloneOf[op], /*float only*/ true); b > 0)
+        comm(items, "cp_grad_reduce_scatter", Phase::Backward,
+             CollectiveKind::ReduceScatter, b, false, cost::Axis::CP);
     if (l.weightOnly[size_t(i)])
       continue;
     Operation *c = cloneOf[op];
@@ -976,10 +1106,13 @@ cost::Result<GraphItems> deriveGraphItems(const ForwardView &v,
   using R = cost::Result<GraphItems>;
   if (v.count == 0)
     return R::failure("the function has no repeated block (layers)");
-  if (p.cp > 1)
-    return R::failure("plan.cp: context parallelism is not derived from the "
-                      "op graph yet");
+  if (p.cp > 1 && llvm::all_of(v.seqFactor, [](int f) { return f < 0; }))
+    return R::failure("plan.cp = " + std::to_string(p.cp) +
+                      ": context parallelism splits the sequence of a "
+                      "[batch, sequence] integer token input, and the "
+                      "function has none");
   TpLayout layout = layoutTp(v, p.tp);
+  std::vector<llvm::SmallVector<unsigned, 2>> cpGathers = layoutCp(v, p.cp);
   std::vector<int> before, layer, after;
   int end = v.start + v.length * v.count;
   for (int i = 0; i < int(v.ops.size()); ++i) {
@@ -1005,7 +1138,7 @@ cost::Result<GraphItems> deriveGraphItems(const ForwardView &v,
                {&after, &g.head, &g.headParams, nullptr, &g.headKeptBytes}};
   llvm::DenseSet<Value> firstStageWeights;
   for (Part &part : parts) {
-    RegionBuilder rb(v, layout, p, *part.ops);
+    RegionBuilder rb(v, layout, cpGathers, p, *part.ops);
     if (failed(rb.build(error)))
       return R::failure(error);
     rb.emit(*part.items, part.output);
@@ -1069,8 +1202,9 @@ cost::Workload workloadFromItems(const GraphItems &g, const ModelConfig &m,
   w.headActivationBytes = g.headKeptBytes;
   bool shard = p.sequenceParallel || p.scatterGatherP2p;
   w.p2pBytes = g.layerOutputBytes / (shard ? p.tp : 1);
-  // Whole-model FLOPs: the local items times the tp split, per sequence.
-  double perRank = double(p.tp) / double(p.microBatchSize);
+  // Whole-model FLOPs: the local items times the tp and cp splits, per
+  // sequence.
+  double perRank = double(p.tp) * p.cp / double(p.microBatchSize);
   double layerFwd =
       cost::conventionFlops(g.layer, Phase::Forward, false) * perRank;
   double headFwd =
@@ -1096,13 +1230,17 @@ std::function<cost::Workload(const cost::ParallelPlan &)>
 graphWorkloadFunction(const ForwardView &view, const ModelConfig &model,
                       const cost::ClusterSpec &cluster,
                       std::shared_ptr<std::string> error) {
-  using Key = std::tuple<int, bool, int64_t, DType>;
+  using Key = std::tuple<int, bool, int64_t, DType, int, bool>;
   auto cache = std::make_shared<std::map<Key, GraphItems>>();
   const ForwardView *v = &view;
   const cost::CostConstants *c = &cost::defaultConstants();
   return [=](const cost::ParallelPlan &plan) {
-    Key key{plan.tp, plan.sequenceParallel && plan.tp > 1, plan.microBatchSize,
-            plan.dtype};
+    Key key{plan.tp,
+            plan.sequenceParallel && plan.tp > 1,
+            plan.microBatchSize,
+            plan.dtype,
+            plan.cp,
+            plan.cp > 1 && plan.cpBalanced};
     auto it = cache->find(key);
     if (it == cache->end()) {
       cost::Result<GraphItems> items = deriveGraphItems(*v, plan);

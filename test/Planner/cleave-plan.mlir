@@ -46,7 +46,7 @@
 // says which constraint fails and by how much.
 // NOFIT: no plan fits:
 // NOFIT-NEXT: memory: the plan needing the least memory ({{.*}}) needs {{[0-9.]+}} GB per GPU on stage {{[0-9]+}} (parameters {{.*}}), {{[0-9.]+}} GB ({{[0-9.]+}}%) over the 85.1 GB usable of 85.1 GB (0% headroom)
-// NOFIT-NEXT: constraints in effect: pp at most 2, 8 GPUs, no context parallelism (relaxing them may help)
+// NOFIT-NEXT: constraints in effect: pp at most 2, 8 GPUs (relaxing them may help)
 // NOFIT-NEXT: (preset gpt3-175b, priced like any module: 96 layers, hidden 12288, 96 heads, vocabulary 50257 read from the module; kernels priced from its ops)
 
 // BAD: cleave-plan: error: cluster: unknown cluster preset 'tpu-v5'

@@ -50,13 +50,32 @@ cost::ParallelPlan makePlan(int tp, int pp, int dp, bool sp, int64_t mbs,
   return p;
 }
 
+cost::ParallelPlan withCp(cost::ParallelPlan p, int cp, bool balanced) {
+  p.cp = cp;
+  p.cpBalanced = balanced;
+  return p;
+}
+
 /// Every kind of plan the graph path prices: data, tensor (with and
-/// without sequence parallelism) and pipeline parallelism, every
-/// schedule, ZeRO stage and recomputation, micro-batch sizes.
+/// without sequence parallelism), context (both layouts) and pipeline
+/// parallelism, every schedule, ZeRO stage and recomputation, micro-batch
+/// sizes.
 std::vector<PlanKind> planKinds() {
   using S = cost::Schedule;
   using R = cost::Recompute;
   return {
+      {"cp2-dp4",
+       withCp(makePlan(1, 1, 4, false, 1, 2, S::OneFOneB, 1, R::None), 2,
+              true)},
+      {"cp4-dp2-contiguous",
+       withCp(makePlan(1, 1, 2, false, 1, 4, S::OneFOneB, 0, R::None), 4,
+              false)},
+      {"tp2-cp2-sp-selective",
+       withCp(makePlan(2, 1, 2, true, 1, 4, S::OneFOneB, 2, R::Selective), 2,
+              true)},
+      {"pp2-cp2-full",
+       withCp(makePlan(1, 2, 2, false, 1, 4, S::OneFOneB, 1, R::Full), 2,
+              true)},
       {"dp", makePlan(1, 1, 8, false, 1, 4, S::OneFOneB, 0, R::None)},
       {"dp-mbs4-zero1",
        makePlan(1, 1, 8, false, 4, 2, S::OneFOneB, 1, R::None)},
@@ -148,7 +167,7 @@ TEST_F(GraphWorkloadTest, AgreesWithTheFormulasOnEveryPresetAndPlanKind) {
       if (p.recompute == cost::Recompute::None) {
         ModelConfig noDropout = m;
         noDropout.dropout = 0;
-        double tokens = double(p.microBatchSize) * m.seqLen;
+        double tokens = double(p.microBatchSize) * m.seqLen / p.cp;
         double act = p.dtype == DType::F32 ? 4 : 2;
         double expected =
             cost::layerActivationBytes(noDropout, p) -

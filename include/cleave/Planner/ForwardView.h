@@ -55,6 +55,10 @@ struct ForwardView {
   std::vector<mlir::cleave::ShardingRule> rules;
   /// Per op: the factor that carries the batch, or -1.
   std::vector<int> batchFactor;
+  /// Per op: the factor that carries the sequence of the [batch, sequence]
+  /// token inputs and that the op may split (context parallelism: not a
+  /// factor it needs whole, such as an attention's key sequence), or -1.
+  std::vector<int> seqFactor;
   /// The global batch: dimension 0 of the data inputs (0: no input). A
   /// batch factor's size is a multiple of it where batch and sequence are
   /// flattened into one dimension.
