@@ -29,6 +29,13 @@
 // EXPORT: predicted step: {{[0-9.]+}} ms, MFU {{[0-9.]+}}% (cost model: --predict, tp=1 pp=1 dp=2 cp=1 mbs=2 m=1 {{.*}} priced from the module's ops on local-cpu (built-in), 2 ranks)
 // EXPORT: step 1/1
 
+// Context parallelism is priced from the ops too: the export's sequence
+// split over cp, its attention's keys and values gathered.
+// RUN: cleave-run %t/export.mlir -n 2 --plan cp=2 --predict --inputs %t/batches.safetensors --steps 1 | FileCheck %s --check-prefix=CP
+// CP: predicted by the cost model: {{[0-9.]+}} ms/step, peak memory {{[0-9.]+}} MiB per rank
+// CP: predicted step: {{[0-9.]+}} ms, MFU {{[0-9.]+}}% (cost model: --predict, tp=1 pp=1 dp=1 cp=2 mbs=4 m=1 {{.*}} priced from the module's ops on local-cpu (built-in), 2 ranks)
+// CP: step 1/1
+
 // A module without repeated blocks (an MLP) is priced op by op as the
 // planner's graph mode prices its meshes: a dp x tp mesh and a ZeRO
 // stage. A plan graph mode cannot price is named by its field.
