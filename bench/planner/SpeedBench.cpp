@@ -139,8 +139,9 @@ int searchAlone(const Problem &p, int repeat) {
                     cost::describe(r->best->plan).c_str(), r->best->stepTime);
       chosen[graph] = line;
     }
-  std::printf("\nsearch alone, same space (cp included), best of %d, interleaved\n",
-              repeat);
+  std::printf(
+      "\nsearch alone, same space (cp included), best of %d, interleaved\n",
+      repeat);
   std::printf("  preset path (formulas): %7.2f s  %s\n", best[0],
               chosen[0].c_str());
   std::printf("  graph path (ops):       %7.2f s  %s\n", best[1],
