@@ -111,6 +111,24 @@ void Propagator::seed() {
   });
 }
 
+/// Whether `s` keeps every split of `old` and splits dimensions `old` leaves
+/// whole, neither being a pending sum: a propagated sharding that a later
+/// proposal refines (a sequence split over cp that a consumer proposes for
+/// a value its producer split over dp only).
+static bool splitsFurther(ShardingAttr s, ShardingAttr old) {
+  if (s.getRank() != old.getRank() || s.getMesh() != old.getMesh() ||
+      !s.getPartialAxes().empty() || !old.getPartialAxes().empty())
+    return false;
+  bool more = false;
+  for (unsigned d = 0; d < s.getRank(); ++d) {
+    SmallVector<StringRef> a = s.getDimAxes(d), b = old.getDimAxes(d);
+    if (!b.empty() && a != b)
+      return false;
+    more |= b.empty() && !a.empty();
+  }
+  return more;
+}
+
 LogicalResult Propagator::visit(ShardingRuleOpInterface op, bool &changed) {
   ShardingRule rule = op.getShardingRule();
   // User annotations first (operands, then results), then propagated
@@ -139,7 +157,14 @@ LogicalResult Propagator::visit(ShardingRuleOpInterface op, bool &changed) {
                     /*warn=*/warned.insert(op).second);
   FactorAxes *axes = &assigned;
   auto offer = [&](Value v, ShardingAttr s) {
-    if (known.count(v) || s.isFullyReplicated())
+    if (s.isFullyReplicated())
+      return;
+    // A constraint's operand may stay sharded differently (the
+    // partitioner reshards between them): it refines nothing.
+    if (auto it = known.find(v);
+        it != known.end() &&
+        (it->second.isUser || isa<ShardingConstraintOp>(op.getOperation()) ||
+         !splitsFurther(s, it->second.sharding)))
       return;
     known[v] = {s, false, std::nullopt};
     changed = true;

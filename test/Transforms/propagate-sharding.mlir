@@ -331,3 +331,23 @@ func.func @minor_axis_taken(%x0: tensor<2x8x16xf32> {cleave.sharding = #cleave.s
   %0 = cleave.matmul %x, %w {transpose_rhs} : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
   return %0 : tensor<2x8x32xf32>
 }
+
+// -----
+
+// A later proposal splits what a propagated sharding leaves whole: the
+// relu first gets the argument's [dp, _], then the add's annotated operand
+// also splits its columns over cp, so the relu runs on [dp, cp] blocks (the
+// key and value gradients of attention under dp x cp keep their sequence
+// block this way). The user's annotation of %x is not changed.
+cleave.mesh @m(dp = 2 : ib, cp = 2 : ib)
+
+// CHECK-LABEL: func.func @split_further
+// CHECK-SAME: %{{[^:]+}}: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, _]>}
+func.func @split_further(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, _]>},
+                         %y: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, cp]>}) -> tensor<8x16xf32> {
+  // CHECK: cleave.relu {{.*}} {cleave.shardings = [#cleave.sharding<@m, [dp, cp]>]}
+  %0 = cleave.relu %x : tensor<8x16xf32>
+  // CHECK: cleave.add {{.*}} {cleave.shardings = [#cleave.sharding<@m, [dp, cp]>]}
+  %1 = cleave.add %0, %y : tensor<8x16xf32>
+  return %1 : tensor<8x16xf32>
+}

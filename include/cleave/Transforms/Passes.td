@@ -197,8 +197,14 @@ def CleavePropagateShardingPass
     must not be split (the softmax dimension) takes none, and a proposal
     whose axis another factor holds is dropped. A tensor receives a sharding
     once, and only one that splits something or is a pending sum, so later
-    visits can still split values that are replicated so far. What stays
-    unknown is replicated. A dimension made of several factors (the query
+    visits can still split values that are replicated so far; a later
+    proposal may also split the dimensions that a propagated sharding leaves
+    whole, keeping its splits (a consumer's sequence split over `cp` on a
+    value its producer split over `dp` only: the key and value gradients of
+    attention under `dp` x `cp` are then reduce-scattered rather than
+    all-reduced, and the ops after them keep their sequence block). Splits,
+    pending sums and user annotations are never changed. What stays unknown
+    is replicated. A dimension made of several factors (the query
     heads of grouped-query attention are key/value heads times the group) is
     only split into contiguous blocks: a minor factor keeps axes only while
     every factor before it is split completely. A reduction factor split
