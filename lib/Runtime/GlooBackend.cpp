@@ -385,6 +385,17 @@ public:
 
   std::unique_ptr<Communicator> connect(const GroupInfo &group, KvStore &store,
                                         const std::string &prefix) override {
+    // The settings are checked before connecting: every rank then fails
+    // on its own with the setting named, instead of a peer seeing the
+    // connection of a rank that already failed close.
+    ReduceScatterAlgo algo = parseReduceScatterAlgo(
+        getEnv("CLEAVE_REDUCE_SCATTER").value_or("auto"));
+    int64_t segment = envInt("CLEAVE_RS_SEGMENT_BYTES", 1 << 20);
+    require(segment > 0, "CLEAVE_RS_SEGMENT_BYTES must be positive");
+    int64_t direct = envInt("CLEAVE_DIRECT_BYTES", kDefaultDirectBytes);
+    require(direct >= 0, "CLEAVE_DIRECT_BYTES must not be negative");
+    int64_t halving = envInt("CLEAVE_RS_HALVING_BYTES", kDefaultHalvingBytes);
+    require(halving >= 0, "CLEAVE_RS_HALVING_BYTES must not be negative");
     std::shared_ptr<gloo::transport::Device> &dev = device();
     gloo::rendezvous::PrefixStore prefixed(prefix, store);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(group.groupRank,
@@ -399,14 +410,6 @@ public:
       throw RuntimeError(
           concat("connecting the group through Gloo failed: ", e.what()));
     }
-    ReduceScatterAlgo algo = parseReduceScatterAlgo(
-        getEnv("CLEAVE_REDUCE_SCATTER").value_or("auto"));
-    int64_t segment = envInt("CLEAVE_RS_SEGMENT_BYTES", 1 << 20);
-    require(segment > 0, "CLEAVE_RS_SEGMENT_BYTES must be positive");
-    int64_t direct = envInt("CLEAVE_DIRECT_BYTES", kDefaultDirectBytes);
-    require(direct >= 0, "CLEAVE_DIRECT_BYTES must not be negative");
-    int64_t halving = envInt("CLEAVE_RS_HALVING_BYTES", kDefaultHalvingBytes);
-    require(halving >= 0, "CLEAVE_RS_HALVING_BYTES must not be negative");
     return std::make_unique<GlooCommunicator>(
         ctx, timeout, algo, size_t(segment), size_t(direct), size_t(halving));
   }
