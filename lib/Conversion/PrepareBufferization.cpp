@@ -51,6 +51,8 @@ struct CleavePrepareBufferizationPass final
               b.getBoolAttr(false));
       func.walk([&](func::ReturnOp ret) { copyDuplicates(ret); });
       func.walk([&](linalg::FillOp fill) { unshareFill(fill); });
+      if (!unshareEmpties)
+        continue;
       SmallVector<tensor::EmptyOp> empties;
       func.walk([&](tensor::EmptyOp empty) { empties.push_back(empty); });
       for (tensor::EmptyOp empty : empties)

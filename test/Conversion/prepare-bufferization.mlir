@@ -1,4 +1,5 @@
 // RUN: cleave-opt %s --split-input-file --cleave-prepare-bufferization | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --cleave-prepare-bufferization=unshare-empties=false | FileCheck %s --check-prefix=SHARED
 
 // The arguments of a public function are read-only for the compiled code;
 // arguments that are not tensors get no attribute.
@@ -159,6 +160,12 @@ func.func @bucket_members(%b: tensor<4xf32>, %m: tensor<2x4xf32>) -> tensor<1xf3
 // CHECK: linalg.generic {{.*}} outs(%[[E2]] : tensor<4xf32>)
 // CHECK-NOT: tensor.empty
 // CHECK: linalg.generic {{.*}} outs(%[[E2]] : tensor<4xf32>)
+// Unless told not to (the CUDA pipeline).
+// SHARED-LABEL: func.func @shared_empty
+// SHARED: %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// SHARED-NOT: tensor.empty
+// SHARED-COUNT-4: outs(%[[E]] : tensor<4xf32>)
+// SHARED-NOT: tensor.empty
 #id = affine_map<(d0) -> (d0)>
 func.func @shared_empty(%a: tensor<4xf32>, %n: index) -> tensor<4xf32> {
   %e = tensor.empty() : tensor<4xf32>

@@ -160,7 +160,9 @@ def CleavePrepareBufferizationPass
     function) gets its own, right before it (the ops inside one loop share
     one): bufferization would otherwise give them one buffer, alive from
     the first user to the last, from a layer's forward pass to its backward
-    pass. It replaces every `cleave.optimization_barrier` by its
+    pass (`unshare-empties`; the CUDA pipeline, which frees buffers at the
+    end of the step, keeps the shared buffers: there they are reuse). It
+    replaces every `cleave.optimization_barrier` by its
     operand: no CSE runs after it, and bufferization needs no copy for it.
 
     ```mlir
@@ -171,6 +173,10 @@ def CleavePrepareBufferizationPass
     return %g, %c : tensor<4xf32>, tensor<4xf32>
     ```
   }];
+  let options = [
+    Option<"unshareEmpties", "unshare-empties", "bool", /*default=*/"true",
+           "Give every user of a shared tensor.empty its own">
+  ];
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
