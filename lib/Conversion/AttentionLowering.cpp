@@ -53,6 +53,14 @@ Value mlir::cleave::toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
   return reshapeTensor(b, loc, out, {batch * hq, len, d});
 }
 
+Value mlir::cleave::layoutBehindBarrier(OpBuilder &b, Location loc, Value x,
+                                        function_ref<Value(Value)> layout) {
+  auto barrier = x.getDefiningOp<OptimizationBarrierOp>();
+  if (!barrier)
+    return layout(x);
+  return b.create<OptimizationBarrierOp>(loc, layout(barrier.getInput()));
+}
+
 Value mlir::cleave::fromHeadMajor(OpBuilder &b, Location loc, Value x,
                                   int64_t batch, int64_t hq) {
   auto t = tensorTypeOf(x);
@@ -133,9 +141,14 @@ struct AttentionLowering : OpRewritePattern<AttentionOp> {
     Location loc = op.getLoc();
     AttnShape a = attentionShapeOf(op.getQuery(), op.getKey(), op.getValue());
     Type elem = op.getType().getElementType();
-    Value q = toHeadMajor(rewriter, loc, op.getQuery(), a.hq, 1);
-    Value k = toHeadMajor(rewriter, loc, op.getKey(), a.hq, a.groups());
-    Value v = toHeadMajor(rewriter, loc, op.getValue(), a.hq, a.groups());
+    auto heads = [&](Value x, int64_t groups) {
+      return layoutBehindBarrier(rewriter, loc, x, [&](Value y) {
+        return toHeadMajor(rewriter, loc, y, a.hq, groups);
+      });
+    };
+    Value q = heads(op.getQuery(), 1);
+    Value k = heads(op.getKey(), a.groups());
+    Value v = heads(op.getValue(), a.groups());
     Value scores = buildMatmul(rewriter, loc, q, k, false, true, elem);
     Value p =
         probabilities(rewriter, loc, scores, op.getScaleOrDefault(),

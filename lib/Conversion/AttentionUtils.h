@@ -23,6 +23,15 @@ AttnShape attentionShapeOf(Value q, Value k, Value v);
 /// [B, L, H, D] -> [B*Hq, L, D], repeating each head `groups` times.
 Value toHeadMajor(OpBuilder &b, Location loc, Value x, int64_t hq,
                   int64_t groups);
+/// `layout(x)`: the layout copy an attention op makes of an operand. If `x`
+/// is a cleave.optimization_barrier (the attention is recomputed,
+/// cleave-remat), the copy is made of the barrier's input instead, the same
+/// copy the forward attention and the gradient make (CSE shares it: the
+/// recomputation neither keeps the operand alive in both layouts until the
+/// backward pass nor copies it again), and the barrier moves onto the copy,
+/// which still keeps the recomputed attention apart from the forward one.
+Value layoutBehindBarrier(OpBuilder &b, Location loc, Value x,
+                          function_ref<Value(Value)> layout);
 /// [B*Hq, L, D] -> [B, L, Hq, D].
 Value fromHeadMajor(OpBuilder &b, Location loc, Value x, int64_t batch,
                     int64_t hq);

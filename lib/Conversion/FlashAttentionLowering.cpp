@@ -349,7 +349,8 @@ Value normalise(OpBuilder &b, Location loc, const Tiling &t,
       });
 }
 
-/// Q, K, V (and dO) in head-major layout, padded to whole tiles.
+/// Q, K, V (and dO) in head-major layout, padded to whole tiles (a
+/// recomputed attention's barriers moved onto the copies).
 struct Operands {
   Value q, k, v;
 };
@@ -357,9 +358,13 @@ struct Operands {
 Operands headMajor(OpBuilder &b, Location loc, const Tiling &t, Value q,
                    Value k, Value v) {
   const AttnShape &a = t.a;
-  return {padRows(b, loc, toHeadMajor(b, loc, q, a.hq, 1), t.sp),
-          padRows(b, loc, toHeadMajor(b, loc, k, a.hq, a.groups()), t.kp),
-          padRows(b, loc, toHeadMajor(b, loc, v, a.hq, a.groups()), t.kp)};
+  auto heads = [&](Value x, int64_t groups, int64_t rows) {
+    return layoutBehindBarrier(b, loc, x, [&](Value y) {
+      return padRows(b, loc, toHeadMajor(b, loc, y, a.hq, groups), rows);
+    });
+  };
+  return {heads(q, 1, t.sp), heads(k, a.groups(), t.kp),
+          heads(v, a.groups(), t.kp)};
 }
 
 struct FlashAttentionLowering : OpRewritePattern<AttentionOp> {

@@ -51,26 +51,69 @@ struct CleavePrepareBufferizationPass final
               b.getBoolAttr(false));
       func.walk([&](func::ReturnOp ret) { copyDuplicates(ret); });
       func.walk([&](linalg::FillOp fill) { unshareFill(fill); });
+      if (!unshareEmpties)
+        continue;
+      SmallVector<tensor::EmptyOp> empties;
+      func.walk([&](tensor::EmptyOp empty) { empties.push_back(empty); });
+      for (tensor::EmptyOp empty : empties)
+        unshareEmpty(empty);
     }
   }
 
   /// CSE merges identical fills (the zeros every GEMM accumulates into);
   /// one-shot bufferization then fills one buffer and copies it for every
-  /// user that writes into it. A fill per user is a memset instead of a
-  /// copy, and lets the GEMM lowering drop it entirely (beta = 0).
+  /// user that writes into it. A fill per user, right before it, is a memset
+  /// instead of a copy, lets the GEMM lowering drop it entirely (beta = 0),
+  /// and allocates no buffer before the user needs it (the merged fill sits
+  /// where its first occurrence was, in the forward pass say).
   void unshareFill(linalg::FillOp fill) {
     if (!fill.hasPureTensorSemantics() || fill->getResult(0).hasOneUse())
       return;
     SmallVector<OpOperand *> uses;
     for (OpOperand &use : fill->getResult(0).getUses())
       uses.push_back(&use);
-    for (OpOperand *use : llvm::drop_begin(uses)) {
+    for (OpOperand *use : uses) {
       OpBuilder b(use->getOwner());
       IRMapping mapping;
       if (auto init = fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
         mapping.map(init.getResult(), b.clone(*init)->getResult(0));
       use->set(b.clone(*fill, mapping)->getResult(0));
     }
+    auto init = fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>();
+    fill.erase();
+    if (init && init->use_empty())
+      init.erase();
+  }
+
+  /// CSE merges the tensor.empty ops of one shape all over a function, and
+  /// one-shot bufferization gives the merged one a single buffer, which
+  /// each user writes in place once the previous user's result is dead: one
+  /// buffer alive from the first user to the last (from a layer's forward
+  /// pass to its backward pass), however short each value lives. An empty
+  /// per user, right before it, is a buffer per value, freed after its last
+  /// use (cleave-early-dealloc). Users inside one op's regions (a loop's
+  /// tiles) keep sharing one empty, put right before that op.
+  static void unshareEmpty(tensor::EmptyOp empty) {
+    Block *block = empty->getBlock();
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : empty->getUses())
+      uses.push_back(&use);
+    if (uses.size() < 2)
+      return;
+    DenseMap<Operation *, Value> perAncestor;
+    for (OpOperand *use : uses) {
+      Operation *ancestor = block->findAncestorOpInBlock(*use->getOwner());
+      if (!ancestor)
+        continue;
+      Value &copy = perAncestor[ancestor];
+      if (!copy || ancestor == use->getOwner()) {
+        OpBuilder b(ancestor);
+        copy = b.clone(*empty)->getResult(0);
+      }
+      use->set(copy);
+    }
+    if (empty->use_empty())
+      empty.erase();
   }
 
   /// Whether `v` bufferizes to a view whose layout is not the identity: a

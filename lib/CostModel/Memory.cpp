@@ -121,23 +121,8 @@ double peakLiveLayerMicroBatches(const ModelConfig &m, const ParallelPlan &p,
   });
 }
 
-namespace {
-
-/// Largest working set beyond the saved activations: one layer's backward
-/// (the recomputed layer under full recompute, plus a tensor and its
-/// gradient of the largest intermediate) or, on the last stage, the loss
-/// (16-bit logits, fp32 logits and softmax) less what the head keeps as
-/// activations (`headKept`, from the program's ops). The two are not live
-/// at once.
-double transientBytes(const ModelConfig &m, const ParallelPlan &p,
-                      bool lastStage, double headKept) {
+double largestIntermediateBytes(const ModelConfig &m, const ParallelPlan &p) {
   ActDims d = actDims(m, p);
-  double layer = 0;
-  if (p.recompute == Recompute::Full) {
-    ParallelPlan none = p;
-    none.recompute = Recompute::None;
-    layer += layerActivationBytes(m, none);
-  }
   double largest =
       std::max(d.w * d.tokens * d.ffn * (m.arch == Architecture::Llama ? 2 : 1),
                d.w * d.tokens * d.h);
@@ -147,7 +132,34 @@ double transientBytes(const ModelConfig &m, const ParallelPlan &p,
                                     2 * double(m.expertFfnHidden));
   if (p.attention == AttentionImpl::Unfused)
     largest = std::max(largest, d.w * d.scores);
-  layer += 2 * largest;
+  return largest;
+}
+
+double recomputedLayerTransientBytes(const ModelConfig &m,
+                                     const ParallelPlan &p) {
+  ActDims d = actDims(m, p);
+  ParallelPlan none = p;
+  none.recompute = Recompute::None;
+  double checkpoint = layerActivationBytes(m, p);
+  return layerActivationBytes(m, none) - checkpoint +
+         largestIntermediateBytes(m, p) + d.w * d.tokensSp * d.h;
+}
+
+namespace {
+
+/// Largest working set beyond the saved activations: one layer's backward
+/// or, on the last stage, the loss (16-bit logits, fp32 logits and softmax)
+/// less what the head keeps as activations (`headKept`, from the program's
+/// ops). The two are not live at once. Without full recomputation a layer's
+/// backward holds a tensor and its gradient of the largest intermediate;
+/// under full recomputation, the recomputed layer and the gradients its
+/// backward pass starts with (recomputedLayerTransientBytes).
+double transientBytes(const ModelConfig &m, const ParallelPlan &p,
+                      bool lastStage, double headKept) {
+  ActDims d = actDims(m, p);
+  double layer = p.recompute == Recompute::Full
+                     ? recomputedLayerTransientBytes(m, p)
+                     : 2 * largestIntermediateBytes(m, p);
   double loss = 0;
   if (lastStage)
     loss = std::max(0.0, d.tokens * std::ceil(double(m.vocab) / p.tp) *

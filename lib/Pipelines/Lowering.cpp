@@ -99,7 +99,11 @@ static bool allFunctions(func::FuncOp *) { return true; }
 /// caller-provided buffers; GEMMs (with their fused epilogues on CUDA)
 /// become runtime calls.
 static void addBufferization(OpPassManager &pm, Target target) {
-  pm.addPass(createCleavePrepareBufferizationPass());
+  // CUDA frees buffers at the end of the step: there, the buffer that users
+  // of one shared tensor.empty write in turn is reuse, not a long life.
+  CleavePrepareBufferizationPassOptions prepare;
+  prepare.unshareEmpties = target == Target::CPU;
+  pm.addPass(createCleavePrepareBufferizationPass(prepare));
   bufferization::OneShotBufferizationOptions bufferization;
   bufferization.bufferizeFunctionBoundaries = true;
   bufferization.setFunctionBoundaryTypeConversion(

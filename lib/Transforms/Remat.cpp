@@ -234,18 +234,35 @@ LogicalResult Recomputer::run(int64_t layer, ArrayRef<Operation *> candidates) {
       if (Operation *def = v.getDefiningOp(); def && inSet.contains(def))
         work.push_back(def);
   }
+  // Broadcasts of invariants (a bias over the tokens) are recomputed too:
+  // shared with the forward pass, they would stay materialised from the
+  // forward to the backward pass, each as large as an activation.
+  SmallVector<Operation *> clones;
+  DenseSet<Operation *> expanded;
+  for (Operation *op : candidates)
+    if (slice.contains(op))
+      for (Value v : op->getOperands())
+        if (auto broadcast = v.getDefiningOp<BroadcastOp>();
+            broadcast && analysis.isInvariant(v) &&
+            expanded.insert(broadcast).second)
+          clones.push_back(broadcast);
   // Recomputed ops read the layer's inputs through barriers; parameters and
-  // other invariants directly.
+  // other invariants directly, except the operands of recomputed
+  // broadcasts, which need barriers to stay apart from the forward pass.
   OpBuilder b(first);
   IRMapping mapping;
   auto stage = candidates.front()->getAttr(CleaveDialect::kStageAttrName);
-  for (Operation *op : candidates) {
-    if (!slice.contains(op))
-      continue;
+  for (Operation *op : candidates)
+    if (slice.contains(op))
+      clones.push_back(op);
+  llvm::sort(clones,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  for (Operation *op : clones) {
+    bool isExpanded = expanded.contains(op);
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
-      if ((def && slice.contains(def)) || analysis.isInvariant(v) ||
-          mapping.contains(v))
+      if ((def && (slice.contains(def) || expanded.contains(def))) ||
+          mapping.contains(v) || (analysis.isInvariant(v) && !isExpanded))
         continue;
       if (def && !def->isBeforeInBlock(first))
         return op->emitError()
@@ -259,9 +276,8 @@ LogicalResult Recomputer::run(int64_t layer, ArrayRef<Operation *> candidates) {
       mapping.map(v, barrier.getResult());
     }
   }
-  for (Operation *op : candidates)
-    if (slice.contains(op))
-      created.insert(b.clone(*op, mapping));
+  for (Operation *op : clones)
+    created.insert(b.clone(*op, mapping));
   for (Value v : recompute) {
     Value copy = mapping.lookup(v);
     v.replaceUsesWithIf(

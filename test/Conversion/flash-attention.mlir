@@ -1,6 +1,7 @@
 // RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg=attention-tile=4 | FileCheck %s
 // RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg | FileCheck %s --check-prefix=DEFAULT
 // RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg=attention-tile=4 | FileCheck %s --check-prefix=NOSS
+// RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg=attention-tile=4 --cse | FileCheck %s --check-prefix=BARRIER
 
 // The tiled (flash) lowering never builds a score tensor over the whole
 // sequence: the largest attention temporaries are [B*H, 4, 4] tiles.
@@ -136,4 +137,33 @@ func.func @full_tiles(%q: tensor<1x4x1x4xf32>, %k: tensor<1x8x1x4xf32>) -> tenso
 func.func @grad_query_block(%q: tensor<1x6x2x4xf32>, %k: tensor<1x12x1x4xf32>, %v: tensor<1x12x1x4xf32>, %do: tensor<1x6x2x4xf32>, %b: tensor<i64>) -> (tensor<1x6x2x4xf32>, tensor<1x12x1x4xf32>, tensor<1x12x1x4xf32>) {
   %dq, %dk, %dv = cleave.attention_grad %q, %k, %v, %do, %b {causal} : (tensor<1x6x2x4xf32>, tensor<1x12x1x4xf32>, tensor<1x12x1x4xf32>, tensor<1x6x2x4xf32>, tensor<i64>) -> (tensor<1x6x2x4xf32>, tensor<1x12x1x4xf32>, tensor<1x12x1x4xf32>)
   return %dq, %dk, %dv : tensor<1x6x2x4xf32>, tensor<1x12x1x4xf32>, tensor<1x12x1x4xf32>
+}
+
+// -----
+
+// An attention recomputed by cleave-remat reads q, k, v through barriers.
+// The lowering copies the barriers' inputs to head-major layout, which CSE
+// shares with the forward attention (one copy of each, not two, and q, k, v
+// in their original layout need not live on to the backward pass), and puts
+// the barriers on the copies: the recomputed tile loop stays apart.
+// BARRIER-LABEL: func.func @recomputed
+// BARRIER: %[[QH:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<1x8x2x4xf32>)
+// BARRIER: %[[QE:.*]] = tensor.expand_shape %{{.*}} output_shape [2, 8, 4]
+// BARRIER: %[[KE:.*]] = tensor.expand_shape %{{.*}} output_shape [2, 8, 4]
+// BARRIER: %[[VE:.*]] = tensor.expand_shape %{{.*}} output_shape [2, 8, 4]
+// BARRIER: scf.for
+// BARRIER-NOT: ins(%arg0 : tensor<1x8x2x4xf32>)
+// BARRIER: cleave.optimization_barrier %[[QE]] : tensor<2x8x4xf32>
+// BARRIER-NEXT: cleave.optimization_barrier %[[KE]] : tensor<2x8x4xf32>
+// BARRIER-NEXT: cleave.optimization_barrier %[[VE]] : tensor<2x8x4xf32>
+// BARRIER-NEXT: scf.for
+// BARRIER-NOT: ins(%arg0 : tensor<1x8x2x4xf32>)
+// BARRIER: return
+func.func @recomputed(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x4xf32>) -> (tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>) {
+  %a = cleave.attention %q, %k, %v {causal} : (tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>) -> tensor<1x8x2x4xf32>
+  %bq = cleave.optimization_barrier %q : tensor<1x8x2x4xf32>
+  %bk = cleave.optimization_barrier %k : tensor<1x8x2x4xf32>
+  %bv = cleave.optimization_barrier %v : tensor<1x8x2x4xf32>
+  %r = cleave.attention %bq, %bk, %bv {causal} : (tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>) -> tensor<1x8x2x4xf32>
+  return %a, %r : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
 }

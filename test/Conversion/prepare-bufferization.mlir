@@ -1,4 +1,5 @@
 // RUN: cleave-opt %s --split-input-file --cleave-prepare-bufferization | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --cleave-prepare-bufferization=unshare-empties=false | FileCheck %s --check-prefix=SHARED
 
 // The arguments of a public function are read-only for the compiled code;
 // arguments that are not tensors get no attribute.
@@ -64,22 +65,22 @@ func.func @returned_argument(%x: tensor<2x3xf32>, %n: i64) -> (tensor<2x3xf32>, 
 // -----
 
 // A fill shared by three GEMMs (as CSE leaves the zeros they accumulate
-// into) becomes one fill per user: every user but one gets a copy of the
-// fill, into its own tensor.empty, right before it.
+// into) becomes one fill per user, into its own tensor.empty, right before
+// it: none stays where the shared one was, so no buffer is filled before
+// its user needs it.
 // CHECK-LABEL: func.func @shared_fill
 // CHECK-SAME: (%[[A:.*]]: tensor<4x4xf32> {bufferization.writable = false})
 // CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK: %[[E0:.*]] = tensor.empty() : tensor<4x4xf32>
-// CHECK: %[[F0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E0]] : tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
-// CHECK: %[[F1:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E1]] : tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK: %[[M0:.*]] = linalg.matmul ins(%[[A]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F1]] : tensor<4x4xf32>)
-// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
-// CHECK: %[[F2:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E2]] : tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK: %[[M1:.*]] = linalg.matmul ins(%[[M0]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F2]] : tensor<4x4xf32>)
-// CHECK-NOT: linalg.fill
-// CHECK: %[[M2:.*]] = linalg.matmul ins(%[[M1]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F0]] : tensor<4x4xf32>)
-// CHECK: return %[[M2]]
+// CHECK-NEXT: %[[E0:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[F0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E0]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[M0:.*]] = linalg.matmul ins(%[[A]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F0]] : tensor<4x4xf32>)
+// CHECK-NEXT: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[F1:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E1]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[M1:.*]] = linalg.matmul ins(%[[M0]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F1]] : tensor<4x4xf32>)
+// CHECK-NEXT: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[F2:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E2]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[M2:.*]] = linalg.matmul ins(%[[M1]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F2]] : tensor<4x4xf32>)
+// CHECK-NEXT: return %[[M2]]
 func.func @shared_fill(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<4x4xf32>
@@ -137,4 +138,61 @@ func.func @bucket_members(%b: tensor<4xf32>, %m: tensor<2x4xf32>) -> tensor<1xf3
   %r0 = tensor.collapse_shape %s0 [[0, 1]] : tensor<1x4xf32> into tensor<4xf32>
   %y = call @stage(%r1, %r0) : (tensor<f32>, tensor<4xf32>) -> tensor<1xf32>
   return %y : tensor<1xf32>
+}
+
+// -----
+
+// One tensor.empty that CSE shares between an op early in the function, a
+// later one and a loop becomes an empty right before each op (the loop's
+// body keeps sharing the one before the loop): bufferization would
+// otherwise write every user's result into one buffer, alive from the first
+// user to the last.
+// CHECK-LABEL: func.func @shared_empty
+// CHECK-SAME: (%[[A:.*]]: tensor<4xf32> {bufferization.writable = false}
+// CHECK-NOT: tensor.empty
+// CHECK: %[[E0:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK-NEXT: %[[X:.*]] = linalg.generic {{.*}} ins(%[[A]] : tensor<4xf32>) outs(%[[E0]] : tensor<4xf32>)
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK-NEXT: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4xf32>) outs(%[[E1]] : tensor<4xf32>)
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK-NEXT: scf.for
+// CHECK-NOT: tensor.empty
+// CHECK: linalg.generic {{.*}} outs(%[[E2]] : tensor<4xf32>)
+// CHECK-NOT: tensor.empty
+// CHECK: linalg.generic {{.*}} outs(%[[E2]] : tensor<4xf32>)
+// Unless told not to (the CUDA pipeline).
+// SHARED-LABEL: func.func @shared_empty
+// SHARED: %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// SHARED-NOT: tensor.empty
+// SHARED-COUNT-4: outs(%[[E]] : tensor<4xf32>)
+// SHARED-NOT: tensor.empty
+#id = affine_map<(d0) -> (d0)>
+func.func @shared_empty(%a: tensor<4xf32>, %n: index) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %x = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.negf %in : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.negf %in : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %y) -> (tensor<4xf32>) {
+    %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%acc : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %r = arith.negf %in : f32
+      linalg.yield %r : f32
+    } -> tensor<4xf32>
+    %u = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%t : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %r = arith.negf %in : f32
+      linalg.yield %r : f32
+    } -> tensor<4xf32>
+    scf.yield %u : tensor<4xf32>
+  }
+  return %z : tensor<4xf32>
 }

@@ -30,7 +30,8 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
                      %wo1: tensor<8x8xf32> {cleave.param = "h.1.attn.o.weight"},
                      %wf1: tensor<16x8xf32> {cleave.param = "h.1.mlp.fc.weight"},
                      %gf: tensor<8xf32> {cleave.param = "ln_f.weight"},
-                     %bf: tensor<8xf32> {cleave.param = "ln_f.bias"}) -> tensor<f32> {
+                     %bf: tensor<8xf32> {cleave.param = "ln_f.bias"},
+                     %cf1: tensor<16xf32> {cleave.param = "h.1.mlp.fc.bias"}) -> tensor<f32> {
     %x0 = cleave.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
     // layer 0
     %n0 = cleave.layer_norm %x0, %g0, %b0 : (tensor<2x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8xf32>
@@ -60,7 +61,9 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
     %m1 = cleave.reshape %a1 : tensor<2x8x2x4xf32> to tensor<2x8x8xf32>
     %o1 = cleave.matmul %m1, %wo1 {transpose_rhs} : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
     %r1 = cleave.add %x1, %o1 : tensor<2x8x8xf32>
-    %f1 = cleave.matmul %r1, %wf1 {transpose_rhs} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+    %w1 = cleave.matmul %r1, %wf1 {transpose_rhs} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+    %c1 = cleave.broadcast %cf1 dims = [2] : tensor<16xf32> -> tensor<2x8x16xf32>
+    %f1 = cleave.add %w1, %c1 : tensor<2x8x16xf32>
     %e1 = cleave.gelu %f1 : tensor<2x8x16xf32>
     %p1 = cleave.matmul %e1, %wf1 : (tensor<2x8x16xf32>, tensor<16x8xf32>) -> tensor<2x8x8xf32>
     %x2 = cleave.add %r1, %p1 : tensor<2x8x8xf32>
@@ -79,10 +82,15 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
 // FULL: %[[N1:.*]] = cleave.layer_norm %[[X1:.*]], %arg10, %arg11
 // FULL: %[[LOSS:.*]] = cleave.cross_entropy
 // FULL: %[[B1:.*]] = cleave.optimization_barrier %[[X1]] : tensor<2x8x8xf32>
+// The bias broadcast is recomputed too, from a barrier on the parameter
+// (the forward one, as large as an activation, is not kept: KEPT).
+// FULL-NEXT: %[[BC1:.*]] = cleave.optimization_barrier %arg19 : tensor<16xf32>
 // FULL-NEXT: %[[RN1:.*]] = cleave.layer_norm %[[B1]], %arg10, %arg11
 // FULL-NEXT: cleave.matmul %[[RN1]], %arg12 {transpose_rhs}
 // FULL: %[[RA1:.*]] = cleave.attention
-// FULL: %[[RG1:.*]] = cleave.gelu
+// FULL: %[[RC1:.*]] = cleave.broadcast %[[BC1]] dims = [2]
+// FULL-NEXT: %[[RF1:.*]] = cleave.add %{{.*}}, %[[RC1]]
+// FULL-NEXT: %[[RG1:.*]] = cleave.gelu %[[RF1]]
 // FULL: cleave.matmul %[[RG1]], %{{.*}} {reduce_batch, transpose_lhs}
 // The norm's gradient reads the kept layer input.
 // FULL: cleave.layer_norm_grad %[[X1]], %arg10
@@ -94,11 +102,14 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
 // FULL: return
 
 // The forward values of layer 1 have no backward reader left: the weight
-// gradients of q, k and v read the recomputed norm.
+// gradients of q, k and v read the recomputed norm, the recomputed MLP its
+// own bias broadcast.
 // KEPT-LABEL: func.func @train_step
 // KEPT: %[[N1:.*]] = cleave.layer_norm %[[X1:.*]], %arg10, %arg11
+// KEPT: %[[C1:.*]] = cleave.broadcast %arg19
 // KEPT: cleave.cross_entropy
 // KEPT-NOT: %[[N1]]{{[^0-9]}}
+// KEPT-NOT: %[[C1]]{{[^0-9]}}
 // KEPT: return
 
 // Selective: only the attention runs again, from the kept q, k and v; the
@@ -128,6 +139,7 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
 // is not; the recomputed ops keep their stage.
 // STAGE-LABEL: func.func @train_step
 // STAGE: cleave.optimization_barrier %{{.*}} {cleave.stage = 1 : i64}
+// STAGE-NEXT: cleave.optimization_barrier %arg19 {cleave.stage = 1 : i64}
 // STAGE-NEXT: cleave.layer_norm %{{.*}}, %arg10, %arg11 {cleave.stage = 1 : i64}
 // STAGE-NOT: cleave.optimization_barrier
 // STAGE: return
@@ -135,4 +147,5 @@ module attributes {cleave.plan = {recompute = "full", recompute_per_stage = ["no
 // Partitioned over dp: the barriers and recomputed ops take local shapes.
 // PART-LABEL: func.func @train_step
 // PART: cleave.optimization_barrier %{{.*}} : tensor<1x8x8xf32>
+// PART-NEXT: cleave.optimization_barrier %arg19 : tensor<16xf32>
 // PART-NEXT: cleave.layer_norm %{{.*}} -> tensor<1x8x8xf32>

@@ -308,3 +308,48 @@ TEST(MemoryTest, Llama3With405BParametersFitsItsPublishedPlan) {
 }
 
 } // namespace
+
+/// Under full recomputation a layer's backward pass holds the recomputed
+/// layer (every activation it keeps without recomputation, less its input,
+/// which the saved activations count as the checkpoint), the gradient of
+/// its largest intermediate and the gradient of its output: for the GPT of
+/// bench/remat (hidden 256, ffn 1024, seq 256, batch 8, fp32, flash) 31.5 MB
+/// + 8.4 MB + 2.1 MB, measured 44.1 MB beside a 2.1 MB checkpoint at the
+/// step's peak (docs/recompute.md).
+TEST(MemoryTest, FullRecomputeTransientIsTheRecomputedLayer) {
+  ModelConfig m = test::model("tiny-gpt");
+  m.layers = 4;
+  m.hidden = 256;
+  m.heads = m.kvHeads = 8;
+  m.ffnHidden = 1024;
+  m.seqLen = 256;
+  m.dropout = 0;
+  ParallelPlan p = test::plan(1, 1, 1);
+  p.microBatchSize = 8;
+  p.dtype = DType::F32;
+  p.attention = AttentionImpl::Flash;
+  p.recompute = Recompute::Full;
+  double tokens = 8 * 256, w = 4;
+  double checkpoint = w * tokens * 256;
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, p), checkpoint);
+  ParallelPlan none = p;
+  none.recompute = Recompute::None;
+  // LN inputs 4 T h, Q K V 3 T h, attention output T h, MLP 2 T ffn, and
+  // the log-sum-exp (4 bytes per token and head).
+  double kept = w * tokens * (8 * 256 + 2 * 1024) + 4 * tokens * 8;
+  EXPECT_DOUBLE_EQ(layerActivationBytes(m, none), kept);
+  EXPECT_DOUBLE_EQ(largestIntermediateBytes(m, p), w * tokens * 1024);
+  EXPECT_DOUBLE_EQ(recomputedLayerTransientBytes(m, p),
+                   kept - checkpoint + w * tokens * 1024 + w * tokens * 256);
+  // The layer's backward dominates the loss's working set (vocabulary 65),
+  // and the recomputed tensors are not counted twice: less than the saved
+  // activations of one layer plus a tensor and its gradient of the largest
+  // intermediate (the transient without recomputation).
+  m.vocab = 65;
+  ClusterSpec c = test::preset("dgx-a100-80gb", 1);
+  Result<Estimate> e = estimate(m, c, p);
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_DOUBLE_EQ(e->peakMemory().transient,
+                   recomputedLayerTransientBytes(m, p));
+  EXPECT_LT(e->peakMemory().transient, kept + 2 * w * tokens * 1024);
+}

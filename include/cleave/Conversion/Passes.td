@@ -154,8 +154,15 @@ def CleavePrepareBufferizationPass
     identity layouts, and a `memref.cast` cannot drop a static offset.
     Finally it gives every user of a shared
     `linalg.fill` (CSE merges the zero fills that GEMMs accumulate into) its
-    own fill: bufferization would otherwise fill once and copy the buffer
-    for every user. It replaces every `cleave.optimization_barrier` by its
+    own fill, right before it: bufferization would otherwise fill once and
+    copy the buffer for every user. Likewise every op that writes into a
+    shared `tensor.empty` (CSE merges those of one shape all over the
+    function) gets its own, right before it (the ops inside one loop share
+    one): bufferization would otherwise give them one buffer, alive from
+    the first user to the last, from a layer's forward pass to its backward
+    pass (`unshare-empties`; the CUDA pipeline, which frees buffers at the
+    end of the step, keeps the shared buffers: there they are reuse). It
+    replaces every `cleave.optimization_barrier` by its
     operand: no CSE runs after it, and bufferization needs no copy for it.
 
     ```mlir
@@ -166,6 +173,10 @@ def CleavePrepareBufferizationPass
     return %g, %c : tensor<4xf32>, tensor<4xf32>
     ```
   }];
+  let options = [
+    Option<"unshareEmpties", "unshare-empties", "bool", /*default=*/"true",
+           "Give every user of a shared tensor.empty its own">
+  ];
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"

@@ -64,6 +64,21 @@ double layerActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
 /// inputs and output, expert output) and the shared experts' SwiGLU.
 double moeActivationBytes(const ModelConfig &model, const ParallelPlan &plan);
 
+/// The largest intermediate of one layer on one rank for one micro-batch:
+/// the MLP's hidden activation (both SwiGLU inputs on Llama), the hidden
+/// state, a MoE rank's expert rows or, unfused, one s x s score tensor.
+double largestIntermediateBytes(const ModelConfig &model,
+                                const ParallelPlan &plan);
+/// Under full recomputation, what the backward pass of a layer holds beyond
+/// the saved activations (which count the layer's checkpointed input):
+/// every activation the recomputed forward keeps for the layer's backward,
+/// except that input, the gradient of the largest intermediate and the
+/// gradient of the layer's output (the residual stream) it starts from.
+/// The recomputed tensors are not counted a second time: the rest of a
+/// layer's backward working set is what it frees of them.
+double recomputedLayerTransientBytes(const ModelConfig &model,
+                                     const ParallelPlan &plan);
+
 /// Layer-micro-batches whose activations one rank of `stage` keeps alive at
 /// once under the plan's schedule, computed from the schedule's order (the
 /// same order the simulator replays).

@@ -464,7 +464,10 @@ def CleaveRematPass : Pass<"cleave-remat", "::mlir::ModuleOp"> {
     does (`h.3.`, `layers.3.`): the forward ops (those the loss depends on)
     computed from that layer's parameters and from the layer's own results
     and inputs. Ops computed from parameters alone (casts, ZeRO-3 gathers)
-    are not recomputed. The recomputed ops read their inputs through
+    are not recomputed, except broadcasts (a bias over the tokens): kept,
+    each would be as large as an activation; recomputed, from a barrier on
+    what they broadcast, the lowering fuses them into their user. The
+    recomputed ops read their inputs through
     `cleave.optimization_barrier`, so that no CSE merges them with the
     forward ops; they keep their attributes (`cleave.stage`, sharding
     constraints), so the partitioner and the pipeline pass treat them like
