@@ -111,15 +111,23 @@ void Propagator::seed() {
   });
 }
 
-/// Whether `s` keeps every split of `old` and splits dimensions `old` leaves
-/// whole, neither being a pending sum: a propagated sharding that a later
-/// proposal refines (a sequence split over cp that a consumer proposes for
-/// a value its producer split over dp only).
+/// Whether `s` keeps every split and pending sum of `old` and adds splits
+/// of dimensions `old` leaves whole or pending sums over more axes: a
+/// propagated sharding that a later proposal refines (a sequence split over
+/// cp that a consumer proposes for a value its producer split over dp only;
+/// then the sum over that sequence, pending over dp, pending over dp and
+/// cp).
 static bool splitsFurther(ShardingAttr s, ShardingAttr old) {
-  if (s.getRank() != old.getRank() || s.getMesh() != old.getMesh() ||
-      !s.getPartialAxes().empty() || !old.getPartialAxes().empty())
+  if (s.getRank() != old.getRank() || s.getMesh() != old.getMesh())
     return false;
-  bool more = false;
+  SmallVector<StringRef> partial = s.getPartialAxes(),
+                         oldPartial = old.getPartialAxes();
+  if (!oldPartial.empty() && partial.empty())
+    return false;
+  for (StringRef axis : oldPartial)
+    if (!llvm::is_contained(partial, axis))
+      return false;
+  bool more = partial.size() > oldPartial.size();
   for (unsigned d = 0; d < s.getRank(); ++d) {
     SmallVector<StringRef> a = s.getDimAxes(d), b = old.getDimAxes(d);
     if (!b.empty() && a != b)

@@ -343,11 +343,16 @@ cleave.mesh @m(dp = 2 : ib, cp = 2 : ib)
 
 // CHECK-LABEL: func.func @split_further
 // CHECK-SAME: %{{[^:]+}}: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, _]>}
+// The sum of the relu over both dimensions, first pending over dp, becomes
+// pending over dp and cp with it (a bias gradient under dp x cp), rather
+// than gathering its operand over cp.
 func.func @split_further(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, _]>},
-                         %y: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, cp]>}) -> tensor<8x16xf32> {
+                         %y: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@m, [dp, cp]>}) -> (tensor<8x16xf32>, tensor<f32>) {
   // CHECK: cleave.relu {{.*}} {cleave.shardings = [#cleave.sharding<@m, [dp, cp]>]}
   %0 = cleave.relu %x : tensor<8x16xf32>
+  // CHECK: cleave.reduce_sum {{.*}} {cleave.shardings = [#cleave.sharding<@m, [], partial = [dp, cp]>]}
+  %s = cleave.reduce_sum %0 dims = [0, 1] : tensor<8x16xf32> -> tensor<f32>
   // CHECK: cleave.add {{.*}} {cleave.shardings = [#cleave.sharding<@m, [dp, cp]>]}
   %1 = cleave.add %0, %y : tensor<8x16xf32>
-  return %1 : tensor<8x16xf32>
+  return %1, %s : tensor<8x16xf32>, tensor<f32>
 }

@@ -202,9 +202,11 @@ def CleavePropagateShardingPass
     whole, keeping its splits (a consumer's sequence split over `cp` on a
     value its producer split over `dp` only: the key and value gradients of
     attention under `dp` x `cp` are then reduce-scattered rather than
-    all-reduced, and the ops after them keep their sequence block). Splits,
-    pending sums and user annotations are never changed. What stays unknown
-    is replicated. A dimension made of several factors (the query
+    all-reduced, and the ops after them keep their sequence block), and a
+    pending sum may become pending over more axes (their bias gradients,
+    summed over batch and sequence, pending over `dp` and `cp` instead of
+    gathering the gradients over `cp`). Existing splits and user
+    annotations are never changed. What stays unknown is replicated. A dimension made of several factors (the query
     heads of grouped-query attention are key/value heads times the group) is
     only split into contiguous blocks: a minor factor keeps axes only while
     every factor before it is split completely. A reduction factor split
