@@ -150,8 +150,10 @@ LogicalResult Analyzer::classifyArguments() {
 
 /// The ops that `reduce`'s operand is computed by, in program order, if
 /// they read nothing but per-micro-batch data arguments and constants and
-/// have no effects (so they can run on every micro-batch's data before the
-/// micro-batches); nullopt otherwise.
+/// have no effects but linear collectives over other axes than the
+/// micro-batches' (the labels gathered over cp), so they can run on every
+/// micro-batch's data before the micro-batches, every member of those
+/// collectives' groups doing the same; nullopt otherwise.
 static std::optional<SmallVector<Operation *>>
 dataOnlySlice(const Analysis &a, Operation *reduce) {
   SetVector<Operation *> slice;
@@ -164,8 +166,10 @@ dataOnlySlice(const Analysis &a, Operation *reduce) {
       continue;
     }
     Operation *def = v.getDefiningOp();
-    if (!isMemoryEffectFree(def) || def->getNumRegions() != 0 ||
-        isa<AxisIndexOp>(def))
+    bool collective = isLinearCollective(def) &&
+                      !(a.plan.hasMbAxis && namesAxis(def, a.plan.mbAxis));
+    if ((!collective && !isMemoryEffectFree(def)) ||
+        def->getNumRegions() != 0 || isa<AxisIndexOp>(def))
       return std::nullopt;
     if (slice.insert(def))
       llvm::append_range(work, def->getOperands());
