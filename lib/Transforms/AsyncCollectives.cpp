@@ -86,6 +86,34 @@ void sinkViews(Value value, Block &block) {
   }
 }
 
+/// Moves the pure ops that compute `op`'s operands and nothing else (the
+/// balanced layout's reorder copies of a gradient before its
+/// reduce-scatter), transitively, up to just after their own operands but
+/// never above `floor` (the previous communication op), so that the start
+/// of a collective can rise with its data: the second of two gradients a
+/// backward op makes is then in flight while the first one's consumers
+/// compute. Ops that read only values from outside the block stay.
+void hoistProducers(Operation *op, Block &block, Operation *floor) {
+  for (Value operand : op->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || def->getBlock() != &block || def->getNumRegions() != 0 ||
+        !isMemoryEffectFree(def) || communicates(def) ||
+        !llvm::all_of(def->getUsers(),
+                      [&](Operation *user) { return user == op; }))
+      continue;
+    hoistProducers(def, block, floor);
+    Operation *after = nullptr;
+    for (Value x : def->getOperands())
+      if (Operation *d = x.getDefiningOp())
+        after = later(after, block.findAncestorOpInBlock(*d));
+    if (!after)
+      continue;
+    after = later(after, floor);
+    if (after->isBeforeInBlock(def) && after->getNextNode() != def)
+      def->moveAfter(after);
+  }
+}
+
 /// The start op equivalent to blocking `op`, built by `b`.
 Operation *buildStart(OpBuilder &b, Operation *op) {
   Location loc = op->getLoc();
@@ -136,15 +164,17 @@ int64_t scheduleBlock(Block &block, int64_t prefetch) {
   for (Operation *op : work) {
     // Lower bound of the start: operand ready, previous communication,
     // the wait of the request of this kind `prefetch` requests back.
-    Operation *bound = nullptr;
+    Operation *previous = nullptr;
+    for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+      if (communicates(prev)) {
+        previous = prev;
+        break;
+      }
+    hoistProducers(op, block, previous);
+    Operation *bound = previous;
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp())
         bound = later(bound, block.findAncestorOpInBlock(*def));
-    for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
-      if (communicates(prev)) {
-        bound = later(bound, prev);
-        break;
-      }
     SmallVector<Operation *> &waits = waitsOf[op->getName()];
     if (prefetch > 0 && int64_t(waits.size()) >= prefetch)
       bound = later(bound, waits[waits.size() - prefetch]);

@@ -151,3 +151,31 @@ func.func @permute_and_all_to_all(%kv: tensor<8x8xf32>, %q: tensor<8x8xf32>, %to
   %e = cleave.neg %d : tensor<4x8xf32>
   return %o, %e : tensor<8x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+cleave.mesh @m(cp = 2 : ib)
+
+// Two gradients of one backward op (an attention's dK and dV under cp): the
+// copies that prepare the second one's reduce-scatter rise with it, above
+// the first one's consumers, so its start does too and it is in flight
+// while they compute. The first has nothing to overlap with.
+// CHECK-LABEL: func.func @second_gradient_rises
+func.func @second_gradient_rises(%x: tensor<8x8xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  // CHECK: %[[G:.*]] = cleave.neg
+  // CHECK-NEXT: %[[VS:.*]] = cleave.slice %[[G]] offsets = [0, 0]
+  // CHECK-NEXT: %[[V:.*]] = cleave.reduce_scatter %[[VS]] on @m axes = [cp] dim = 1
+  // CHECK-NEXT: %[[KS:.*]] = cleave.slice %[[G]] offsets = [4, 0]
+  // CHECK-NEXT: %[[RK:.*]] = cleave.reduce_scatter_start %[[KS]]
+  // CHECK-NEXT: cleave.matmul %[[V]]
+  // CHECK-NEXT: %[[K:.*]] = cleave.wait %[[RK]]
+  // CHECK-NEXT: cleave.matmul %[[K]]
+  %g = cleave.neg %x : tensor<8x8xf32>
+  %vs = cleave.slice %g offsets = [0, 0] sizes = [4, 8] strides = [1, 1] : tensor<8x8xf32> -> tensor<4x8xf32>
+  %v = cleave.reduce_scatter %vs on @m axes = [cp] dim = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+  %mv = cleave.matmul %v, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %ks = cleave.slice %g offsets = [4, 0] sizes = [4, 8] strides = [1, 1] : tensor<8x8xf32> -> tensor<4x8xf32>
+  %k = cleave.reduce_scatter %ks on @m axes = [cp] dim = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+  %mk = cleave.matmul %k, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %mv, %mk : tensor<4x4xf32>, tensor<4x4xf32>
+}

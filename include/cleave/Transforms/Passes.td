@@ -800,6 +800,12 @@ def CleaveAsyncCollectivesPass
       kind started `prefetch` requests before it, which bounds the memory
       that prefetching holds: with `prefetch = 1`, ZeRO-3 gathers the next
       layer's parameters while the current layer computes;
+    * the pure ops that compute only the collective's operand (the reorder
+      copies of a gradient before its reduce-scatter) rise first, to just
+      after their own operands, but not above the previous communication
+      op nor when they read only values from outside the block: the second
+      of two gradients a backward op makes then starts while the first
+      one's consumers compute;
     * the wait moves down to just before the first op of the block that uses
       the result, after the pure one-operand ops that read it (a bucket's
       slices and reshapes) have been moved down to their own first use; a
