@@ -86,10 +86,8 @@ DType computeType(const ForwardView &v) {
 void fitToModule(ModelConfig &m, const ForwardView &v, int64_t params) {
   func::FuncOp f = v.func;
   for (BlockArgument a : f.getArguments()) {
-    auto t = dyn_cast<RankedTensorType>(a.getType());
-    if (v.isInput(a) && t && t.getRank() == 2 &&
-        t.getElementType().isInteger()) {
-      m.seqLen = t.getDimSize(1);
+    if (v.isTokenInput(a)) {
+      m.seqLen = cast<RankedTensorType>(a.getType()).getDimSize(1);
       break;
     }
   }

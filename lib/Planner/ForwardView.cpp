@@ -22,6 +22,11 @@ bool ForwardView::isInput(BlockArgument a) const {
       a.getArgNumber(), CleaveDialect::kInputAttrName));
 }
 
+bool ForwardView::isTokenInput(BlockArgument a) const {
+  auto t = dyn_cast<RankedTensorType>(a.getType());
+  return isInput(a) && t && t.getRank() == 2 && t.getElementType().isInteger();
+}
+
 OperandSource ForwardView::sourceOf(int t, int j, unsigned k) const {
   using S = OperandSource;
   Value x = at(t, j)->getOperand(k);
@@ -96,12 +101,12 @@ std::vector<Operation *> forwardOps(func::FuncOp func, Value loss) {
 /// factors excluded).
 std::vector<llvm::SmallVector<bool>>
 propagateDim(const ForwardView &v, int64_t seedDim,
-             llvm::function_ref<bool(RankedTensorType)> seeds, bool majorOnly,
+             llvm::function_ref<bool(BlockArgument)> seeds, bool majorOnly,
              const std::vector<llvm::SmallVector<bool>> *excluded = nullptr) {
   llvm::DenseMap<Value, uint64_t> dims;
   for (BlockArgument a : mlir::func::FuncOp(v.func).getArguments()) {
     auto t = dyn_cast<RankedTensorType>(a.getType());
-    if (v.isInput(a) && t && t.getRank() > seedDim && seeds(t))
+    if (v.isInput(a) && t && t.getRank() > seedDim && seeds(a))
       dims[a] = uint64_t(1) << seedDim;
   }
   std::vector<llvm::SmallVector<bool>> marked(v.ops.size());
@@ -163,12 +168,9 @@ void propagateBatchAndSequence(ForwardView &v) {
       v.batch = t.getDimSize(0);
   }
   auto batch = propagateDim(
-      v, 0, [](RankedTensorType) { return true; }, /*majorOnly=*/true);
+      v, 0, [](BlockArgument) { return true; }, /*majorOnly=*/true);
   auto sequence = propagateDim(
-      v, 1,
-      [](RankedTensorType t) {
-        return t.getRank() == 2 && t.getElementType().isInteger();
-      },
+      v, 1, [&](BlockArgument a) { return v.isTokenInput(a); },
       /*majorOnly=*/false, &batch);
   for (size_t i = 0; i < v.ops.size(); ++i) {
     auto it = std::find(batch[i].begin(), batch[i].end(), true);

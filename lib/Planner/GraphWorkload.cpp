@@ -311,13 +311,8 @@ bool holds(const TensorFactors &tf, size_t d, int f) {
 /// (-1: whole): the sequence of a token input, the sequence factor's
 /// dimension of an op's result. Parameters are never split.
 int cpSplitDim(const ForwardView &v, Value x) {
-  if (auto a = dyn_cast<BlockArgument>(x)) {
-    auto t = dyn_cast<RankedTensorType>(a.getType());
-    return v.isInput(a) && t && t.getRank() == 2 &&
-                   t.getElementType().isInteger()
-               ? 1
-               : -1;
-  }
+  if (auto a = dyn_cast<BlockArgument>(x))
+    return v.isTokenInput(a) ? 1 : -1;
   auto it = v.position.find(x.getDefiningOp());
   if (it == v.position.end())
     return -1;
@@ -396,6 +391,9 @@ private:
   void emitOp(Operation *op, Phase phase, double scale, bool core,
               std::vector<WorkItem> &items);
   void flushGroup(Phase phase, std::vector<WorkItem> &items);
+  /// Bytes of `x` on the local shape: floats in the plan's precision,
+  /// integers at their width.
+  double valueBytes(Value x) const;
   /// Bytes of the operands of view op `i` (clone `c`) that cp gathers,
   /// whole; only the float ones (those with gradients) if `floatOnly`.
   double cpGatherBytes(int i, Operation *c, bool floatOnly = false) const;
@@ -740,14 +738,8 @@ double RegionBuilder::keptBytes() const {
         continue; // a backward value
       if (!kept.insert(root).second)
         continue;
-      auto t = dyn_cast<RankedTensorType>(root.getType());
-      if (!t)
+      if (!isa<RankedTensorType>(root.getType()))
         continue;
-      // Floats take the plan's precision (as the work does), integers
-      // their width.
-      Type e = t.getElementType();
-      double elementBytes =
-          isa<FloatType>(e) ? act : double((e.getIntOrFloatBitWidth() + 7) / 8);
       // Sequence parallelism splits the values between the tensor-parallel
       // regions (and the region's inputs, the residual stream) by sequence.
       auto it = d ? indexOfClone.find(d) : indexOfClone.end();
@@ -759,7 +751,9 @@ double RegionBuilder::keptBytes() const {
       // pass instead of gathering it again.
       bool split = sp && between &&
                    (p.regatherForBackward || !gatheredEntries.contains(root));
-      total += double(t.getNumElements()) * elementBytes / (split ? p.tp : 1);
+      // Floats take the plan's precision (as the work does), integers
+      // their width.
+      total += valueBytes(root) / (split ? p.tp : 1);
     }
   }
   return total;
@@ -873,18 +867,21 @@ void RegionBuilder::comm(std::vector<WorkItem> &items, const char *name,
   items.push_back(it);
 }
 
+double RegionBuilder::valueBytes(Value x) const {
+  auto t = dyn_cast<RankedTensorType>(x.getType());
+  if (!t)
+    return 0;
+  double e = isa<FloatType>(t.getElementType())
+                 ? act
+                 : double((t.getElementTypeBitWidth() + 7) / 8);
+  return double(t.getNumElements()) * e;
+}
+
 double RegionBuilder::cpGatherBytes(int i, Operation *c, bool floatOnly) const {
   double total = 0;
-  for (unsigned k : cpGathers[size_t(i)]) {
-    Value x = c->getOperand(k);
-    auto t = dyn_cast<RankedTensorType>(x.getType());
-    if (!t || (floatOnly && !isFloatTensor(x)))
-      continue;
-    Type e = t.getElementType();
-    total +=
-        double(t.getNumElements()) *
-        (isa<FloatType>(e) ? act : double((e.getIntOrFloatBitWidth() + 7) / 8));
-  }
+  for (unsigned k : cpGathers[size_t(i)])
+    if (!floatOnly || isFloatTensor(c->getOperand(k)))
+      total += valueBytes(c->getOperand(k));
   return total;
 }
 
@@ -935,15 +932,7 @@ void RegionBuilder::emitOp(Operation *op, Phase phase, double scale, bool core,
     w.gemm = it->second;
     w.gemmFlops = 2 * w.gemm.m * w.gemm.n * w.gemm.k * w.gemm.batch;
   }
-  auto bytesOf = [&](Value x) {
-    auto t = dyn_cast<RankedTensorType>(x.getType());
-    if (!t)
-      return 0.0;
-    double e = isa<FloatType>(t.getElementType())
-                   ? act
-                   : double((t.getElementTypeBitWidth() + 7) / 8);
-    return double(t.getNumElements()) * e;
-  };
+  auto bytesOf = [&](Value x) { return valueBytes(x); };
   bool isForward = forwardClones.contains(op);
   if (w.fusable) {
     if (Value x = epilogueInput(op)) {
@@ -1266,9 +1255,8 @@ cost::Result<ModelConfig> deriveModelConfig(const ForwardView &v) {
   m.layers = v.count;
   m.tiedEmbeddings = false;
   for (BlockArgument a : f.getArguments()) {
-    auto t = dyn_cast<RankedTensorType>(a.getType());
-    if (v.isInput(a) && t && t.getRank() == 2 &&
-        t.getElementType().isInteger()) {
+    if (v.isTokenInput(a)) {
+      auto t = cast<RankedTensorType>(a.getType());
       m.batch = t.getDimSize(0);
       m.seqLen = t.getDimSize(1);
       break;

@@ -86,6 +86,16 @@ void sinkViews(Value value, Block &block) {
   }
 }
 
+/// The last op of `block` that defines an operand of `op` (null: none, or
+/// only values from outside the block).
+Operation *lastOperandDef(Operation *op, Block &block) {
+  Operation *last = nullptr;
+  for (Value x : op->getOperands())
+    if (Operation *def = x.getDefiningOp())
+      last = later(last, block.findAncestorOpInBlock(*def));
+  return last;
+}
+
 /// Moves the pure ops that compute `op`'s operands and nothing else (the
 /// balanced layout's reorder copies of a gradient before its
 /// reduce-scatter), transitively, up to just after their own operands but
@@ -102,10 +112,7 @@ void hoistProducers(Operation *op, Block &block, Operation *floor) {
                       [&](Operation *user) { return user == op; }))
       continue;
     hoistProducers(def, block, floor);
-    Operation *after = nullptr;
-    for (Value x : def->getOperands())
-      if (Operation *d = x.getDefiningOp())
-        after = later(after, block.findAncestorOpInBlock(*d));
+    Operation *after = lastOperandDef(def, block);
     if (!after)
       continue;
     after = later(after, floor);
@@ -171,10 +178,7 @@ int64_t scheduleBlock(Block &block, int64_t prefetch) {
         break;
       }
     hoistProducers(op, block, previous);
-    Operation *bound = previous;
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        bound = later(bound, block.findAncestorOpInBlock(*def));
+    Operation *bound = later(previous, lastOperandDef(op, block));
     SmallVector<Operation *> &waits = waitsOf[op->getName()];
     if (prefetch > 0 && int64_t(waits.size()) >= prefetch)
       bound = later(bound, waits[waits.size() - prefetch]);

@@ -84,6 +84,9 @@ struct ForwardView {
   OperandSource sourceOf(int instance, int slot, unsigned k) const;
   bool isParam(mlir::BlockArgument a) const;
   bool isInput(mlir::BlockArgument a) const;
+  /// A [batch, sequence] integer data input (token ids, labels): its
+  /// dimension 1 is the sequence that context parallelism splits.
+  bool isTokenInput(mlir::BlockArgument a) const;
 };
 
 /// "op 'cleave.x' at loc(...)": how the planner's errors name an op.
