@@ -12,7 +12,8 @@
 //     every size that divides N (2, 4, ..., N consecutive ranks; all the
 //     groups at once, as a mesh axis's groups run in a step), and
 //     point-to-point (ping-pong within every pair at once), from 1 KB to
-//     16 MB; each also fitted to t = latency + bytes / bandwidth (relative
+//     16 MB, each point the mean of 4 interleaved turns (1 with --quick);
+//     each op also fitted to t = latency + bytes / bandwidth (relative
 //     least squares) with the bytes that the ring algorithm moves per rank.
 // Prints a table and writes DIR/local-cpu-measured.json (every measured
 // point and fit) and DIR/local-cpu-N.json, a cluster file for each N (with
@@ -50,6 +51,8 @@ struct Config {
   bool quick = false;
   /// Seconds each timed case runs for at least.
   double minSeconds() const { return quick ? 0.02 : 0.15; }
+  /// Turns in which each collective's point is timed (interleaved).
+  int rounds() const { return quick ? 1 : 4; }
 };
 
 struct GemmShape {
@@ -177,76 +180,90 @@ std::pair<double, double> fitLatencyBandwidth(const std::vector<double> &x,
   return {alpha, 1.0 / invBeta};
 }
 
-/// Times `op` ("all_reduce", "all_gather", "reduce_scatter" or "p2p") on
-/// `group` (`size` members; every group of the mesh runs it at once) for
-/// each message size; returns the points and the alpha-beta fit.
-json measureCollective(const Config &cfg, const std::string &op, int64_t group,
-                       int size) {
+/// Seconds per call of `op` ("all_reduce", "all_gather", "reduce_scatter"
+/// or "p2p") on `group` (`size` members; every group of the mesh runs it at
+/// once) with a buffer of `bytes`, timed for `seconds`; `moved` is set to
+/// the bytes the ring algorithm moves per rank.
+double timeCollective(const std::string &op, int64_t group, int size,
+                      int64_t bytes, double seconds, double &moved) {
   int rank = int(cleave_rt_group_rank(group));
-  json points = json::array();
-  std::vector<double> xs, ts;
-  for (int64_t bytes : kMessageBytes) {
-    // `bytes` is the full buffer: the all-reduce's, the all-gather's
-    // result, the reduce-scatter's input, the p2p message.
-    int64_t count = bytes / 4, block = std::max<int64_t>(1, count / size);
-    std::vector<float> in(count, 1.0f), out(count, 0.0f);
-    double sec = 0, moved = 0;
-    if (op == "all_reduce") {
-      sec = timeCalls(
-          [&] {
-            cleave_rt_all_reduce(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
-                                 out.data(), count);
-          },
-          cfg.minSeconds());
-      moved = 2.0 * (size - 1) / size * bytes;
-    } else if (op == "all_gather") {
-      sec = timeCalls(
-          [&] {
-            cleave_rt_all_gather(group, CLEAVE_F32, in.data(), out.data(),
-                                 block);
-          },
-          cfg.minSeconds());
-      moved = double(size - 1) * block * 4;
-    } else if (op == "reduce_scatter") {
-      sec = timeCalls(
-          [&] {
-            cleave_rt_reduce_scatter(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
-                                     out.data(), block);
-          },
-          cfg.minSeconds());
-      moved = double(size - 1) * block * 4;
-    } else {
-      // Ping-pong between group ranks 0 and 1 of every pair: one-way time
-      // is half a round trip.
-      int64_t peer = 1 - rank;
-      sec = timeCalls(
-                [&] {
-                  if (rank == 0) {
-                    cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
-                    cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
-                  } else {
-                    cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
-                    cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
-                  }
-                },
-                cfg.minSeconds()) /
-            2;
-      moved = double(bytes);
-    }
-    if (cleave_rt_failed()) {
-      std::fprintf(stderr, "[rank %d] %s: %s\n", cleave_rt_rank(), op.c_str(),
-                   cleave_rt_error_message());
-      std::exit(1);
-    }
-    // The slowest rank bounds a collective (for p2p: the slowest pair's
-    // sender).
-    std::vector<double> all = gatherAll(sec);
-    double worst = *std::max_element(all.begin(), all.end());
-    xs.push_back(moved);
-    ts.push_back(worst);
-    points.push_back({{"bytes", bytes}, {"us", worst * 1e6}});
+  // `bytes` is the full buffer: the all-reduce's, the all-gather's
+  // result, the reduce-scatter's input, the p2p message.
+  int64_t count = bytes / 4, block = std::max<int64_t>(1, count / size);
+  std::vector<float> in(count, 1.0f), out(count, 0.0f);
+  double sec = 0;
+  if (op == "all_reduce") {
+    sec = timeCalls(
+        [&] {
+          cleave_rt_all_reduce(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
+                               out.data(), count);
+        },
+        seconds);
+    moved = 2.0 * (size - 1) / size * bytes;
+  } else if (op == "all_gather") {
+    sec = timeCalls(
+        [&] {
+          cleave_rt_all_gather(group, CLEAVE_F32, in.data(), out.data(), block);
+        },
+        seconds);
+    moved = double(size - 1) * block * 4;
+  } else if (op == "reduce_scatter") {
+    sec = timeCalls(
+        [&] {
+          cleave_rt_reduce_scatter(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
+                                   out.data(), block);
+        },
+        seconds);
+    moved = double(size - 1) * block * 4;
+  } else {
+    // Ping-pong between group ranks 0 and 1 of every pair: one-way time
+    // is half a round trip.
+    int64_t peer = 1 - rank;
+    sec = timeCalls(
+              [&] {
+                if (rank == 0) {
+                  cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
+                  cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
+                } else {
+                  cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
+                  cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
+                }
+              },
+              seconds) /
+          2;
+    moved = double(bytes);
   }
-  auto [alpha, beta] = fitLatencyBandwidth(xs, ts);
+  if (cleave_rt_failed()) {
+    std::fprintf(stderr, "[rank %d] %s: %s\n", cleave_rt_rank(), op.c_str(),
+                 cleave_rt_error_message());
+    std::exit(1);
+  }
+  // The slowest rank bounds a collective (for p2p: the slowest pair's
+  // sender).
+  std::vector<double> all = gatherAll(sec);
+  return *std::max_element(all.begin(), all.end());
+}
+
+/// The points of one op and group size (the mean over the rounds of each
+/// size's time) and their alpha-beta fit.
+json collectiveJson(const std::string &op, int size,
+                    const std::vector<std::vector<double>> &rounds,
+                    const std::vector<double> &moved) {
+  json points = json::array();
+  std::vector<double> ts;
+  for (size_t i = 0; i < moved.size(); ++i) {
+    double sum = 0;
+    for (const std::vector<double> &round : rounds)
+      sum += round[i];
+    ts.push_back(sum / double(rounds.size()));
+    json each = json::array();
+    for (const std::vector<double> &round : rounds)
+      each.push_back(round[i] * 1e6);
+    points.push_back({{"bytes", kMessageBytes[i]},
+                      {"us", ts.back() * 1e6},
+                      {"rounds_us", each}});
+  }
+  auto [alpha, beta] = fitLatencyBandwidth(moved, ts);
   return {{"group_size", size},
           {"points", points},
           {"latency_us", alpha * 1e6},
@@ -259,7 +276,11 @@ json measureCollective(const Config &cfg, const std::string &op, int64_t group,
 /// Every collective on groups of each size that divides the world (2, 4,
 /// ..., all ranks): the groups of consecutive ranks of a mesh
 /// [world / size, size], all running at once as a mesh axis's groups do.
-/// Point to point on pairs.
+/// Point to point on pairs. A small call's time depends on where the
+/// scheduler has put the ranks (a woken rank that shares its core with a
+/// busy one waits up to a 4 ms slice), and that changes every few seconds:
+/// each point is timed in `rounds` turns, interleaved with the other ops
+/// and sizes of its group size, and priced at their mean.
 json measureCollectives(const Config &cfg) {
   int world = cleave_rt_world_size();
   json r = json::object();
@@ -273,10 +294,25 @@ json measureCollectives(const Config &cfg) {
                    size, cleave_rt_error_message());
       std::exit(1);
     }
-    for (const char *op : {"all_reduce", "all_gather", "reduce_scatter"})
-      r[op].push_back(measureCollective(cfg, op, size, size));
+    std::vector<std::string> ops = {"all_reduce", "all_gather",
+                                    "reduce_scatter"};
     if (size == 2)
-      r["p2p"].push_back(measureCollective(cfg, "p2p", size, size));
+      ops.push_back("p2p");
+    const size_t sizes = std::size(kMessageBytes);
+    // [op][round][size]
+    std::vector<std::vector<std::vector<double>>> times(ops.size());
+    std::vector<std::vector<double>> moved(ops.size(),
+                                           std::vector<double>(sizes));
+    for (int round = 0; round < cfg.rounds(); ++round)
+      for (size_t o = 0; o < ops.size(); ++o) {
+        times[o].emplace_back(sizes);
+        for (size_t i = 0; i < sizes; ++i)
+          times[o].back()[i] =
+              timeCollective(ops[o], size, size, kMessageBytes[i],
+                             cfg.minSeconds(), moved[o][i]);
+      }
+    for (size_t o = 0; o < ops.size(); ++o)
+      r[ops[o]].push_back(collectiveJson(ops[o], size, times[o], moved[o]));
   }
   return r;
 }
