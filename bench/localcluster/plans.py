@@ -2,7 +2,7 @@
 ranks; predicted step time and memory per rank beside the measured ones.
 
     python3 bench/localcluster/plans.py [--build build] [--spec DIR]
-                                        [--ranks 4] [--steps 8]
+                                        [--ranks 4] [--steps 8] [--cpu]
 
 --spec is a folder written by cleave-measure-local-cpu (measured if
 missing: GEMM rate by shape, memory bandwidth, the runtime's collectives).
@@ -14,6 +14,11 @@ local-cpu-RANKS.json cluster, priced from the program's ops as the planner
 prices its candidates (activations: the values the step keeps). `auto` is
 the planner's choice.
 
+With --cpu, each row also shows the CPU seconds per step of all ranks
+together (user + system: compute, and the communication's system time and
+wake-ups), and that over the machine's cores: the step time if the ranks
+were bound by the cores alone (docs/planner.md).
+
 Prints one row per plan, then Spearman's rank correlation of step times,
 the median absolute step-time error and the memory errors, against the
 targets of issue 14 (>= 0.9, <= 15 %, within 20 %). Numbers; with
@@ -24,6 +29,7 @@ only: the step times of a shared machine are not a test).
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,21 +64,50 @@ PLANS = [
 ]
 
 
-def run(args, plan):
-    """Measured and predicted step time and memory of `plan` (cleave-run
-    --predict: the cost model prices the plan from the program's ops on the
-    local-cpu cluster of CLEAVE_LOCAL_CPU_SPEC, as the planner does)."""
-    cmd = [os.path.join(args.build, "bin", "cleave-run"), "-n", str(args.ranks),
-           "--plan", plan, "--model", "tiny-gpt", "--layers", str(args.layers),
-           "--hidden", str(args.hidden), "--heads", str(args.heads),
-           "--seq", str(args.seq), "--batch", str(args.batch),
-           "--steps", str(args.steps), "--log-every", str(args.steps),
-           "--predict"]
+def children_cpu():
+    """CPU seconds (user + system) of the finished child processes so far:
+    cleave-run and, through it, its ranks."""
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def cpu_per_step(args, plan):
+    """CPU seconds per step of all ranks together: a run of --steps and a
+    run of one step (start-up, compilation from the cache, the first step),
+    the difference over the steps between."""
+    def cpu_of(steps):
+        before = children_cpu()
+        out = subprocess.run(command(args, plan, steps), capture_output=True,
+                             env=environment(args))
+        return children_cpu() - before if out.returncode == 0 else None
+    many, one = cpu_of(args.steps), cpu_of(1)
+    if many is None or one is None or args.steps < 2:
+        return None
+    return (many - one) / (args.steps - 1)
+
+
+def command(args, plan, steps):
+    return [os.path.join(args.build, "bin", "cleave-run"), "-n", str(args.ranks),
+            "--plan", plan, "--model", "tiny-gpt", "--layers", str(args.layers),
+            "--hidden", str(args.hidden), "--heads", str(args.heads),
+            "--seq", str(args.seq), "--batch", str(args.batch),
+            "--steps", str(steps), "--log-every", str(steps), "--predict"]
+
+
+def environment(args):
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     env.pop("CLEAVE_LOCAL_CPU_SPEC", None)
     if args.spec != "none":
         env["CLEAVE_LOCAL_CPU_SPEC"] = os.path.abspath(args.spec)
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return env
+
+
+def run(args, plan):
+    """Measured and predicted step time and memory of `plan` (cleave-run
+    --predict: the cost model prices the plan from the program's ops on the
+    local-cpu cluster of CLEAVE_LOCAL_CPU_SPEC, as the planner does)."""
+    out = subprocess.run(command(args, plan, args.steps), capture_output=True,
+                         text=True, env=environment(args))
     text = out.stdout + out.stderr
     if out.returncode != 0:
         return None, text.strip().splitlines()[-1] if text.strip() else "failed"
@@ -127,6 +162,10 @@ def main():
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--plans", nargs="*", default=PLANS)
+    p.add_argument("--cpu", action="store_true",
+                   help="also print each plan's CPU seconds per step (all ranks, user + "
+                        "system; two more runs per plan) over this machine's cores: the "
+                        "step time if the ranks were bound by the cores' CPU time alone")
     args = p.parse_args()
     if args.spec is None:
         args.spec = os.path.join(args.build, "local-cpu")
@@ -137,8 +176,10 @@ def main():
     print(f"tiny-gpt shape: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, "
           f"seq {args.seq}, batch {args.batch}, f32; {args.ranks} ranks; median of "
           f"{args.steps - 1} steps after the first; spec {args.spec}")
+    cores = os.cpu_count() or 1
     print(f"{'plan':<34} {'measured':>9} {'predicted':>9} {'err':>6}   "
-          f"{'mem MiB':>7} {'pred MiB':>8} {'err':>6}")
+          f"{'mem MiB':>7} {'pred MiB':>8} {'err':>6}" +
+          (f"   {'CPU/step':>9} {f'/ {cores} cores':>11}" if args.cpu else ""))
     rows = []
     for text in args.plans:
         measured, err = run(args, text)
@@ -149,10 +190,15 @@ def main():
         t_err = measured["pred_step_s"] / measured["step_s"] - 1
         m_err = measured["pred_mem"] / measured["mem"] - 1
         rows.append((measured, t_err, m_err))
+        cpu = ""
+        if args.cpu:
+            c = cpu_per_step(args, text)
+            cpu = (f"   {c * 1e3:7.1f}ms {c / cores * 1e3:9.1f}ms" if c is not None
+                   else "   (failed)")
         print(f"{name:<34} {measured['step_s'] * 1e3:7.1f}ms "
               f"{measured['pred_step_s'] * 1e3:7.1f}ms {t_err:+6.0%}   "
               f"{measured['mem'] / 2**20:7.1f} {measured['pred_mem'] / 2**20:8.1f} "
-              f"{m_err:+6.0%}", flush=True)
+              f"{m_err:+6.0%}{cpu}", flush=True)
     if len(rows) < 2:
         sys.exit("fewer than two plans ran")
     rho = spearman([r[0]["step_s"] for r in rows],
