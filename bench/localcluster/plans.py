@@ -71,19 +71,19 @@ def children_cpu():
     return u.ru_utime + u.ru_stime
 
 
-def cpu_per_step(args, plan):
-    """CPU seconds per step of all ranks together: a run of --steps and a
-    run of one step (start-up, compilation from the cache, the first step),
-    the difference over the steps between."""
-    def cpu_of(steps):
-        before = children_cpu()
-        out = subprocess.run(command(args, plan, steps), capture_output=True,
-                             env=environment(args))
-        return children_cpu() - before if out.returncode == 0 else None
-    many, one = cpu_of(args.steps), cpu_of(1)
-    if many is None or one is None or args.steps < 2:
+def cpu_per_step(args, plan, cpu_of_run):
+    """CPU seconds per step of all ranks together: the CPU of the measured
+    run (`cpu_of_run`, --steps steps) less that of a run of one step
+    (start-up, compilation from the cache, the first step), over the steps
+    between."""
+    if args.steps < 2:
         return None
-    return (many - one) / (args.steps - 1)
+    before = children_cpu()
+    out = subprocess.run(command(args, plan, 1), capture_output=True,
+                         env=environment(args))
+    if out.returncode != 0:
+        return None
+    return (cpu_of_run - (children_cpu() - before)) / (args.steps - 1)
 
 
 def command(args, plan, steps):
@@ -106,8 +106,10 @@ def run(args, plan):
     """Measured and predicted step time and memory of `plan` (cleave-run
     --predict: the cost model prices the plan from the program's ops on the
     local-cpu cluster of CLEAVE_LOCAL_CPU_SPEC, as the planner does)."""
+    before = children_cpu()
     out = subprocess.run(command(args, plan, args.steps), capture_output=True,
                          text=True, env=environment(args))
+    cpu = children_cpu() - before
     text = out.stdout + out.stderr
     if out.returncode != 0:
         return None, text.strip().splitlines()[-1] if text.strip() else "failed"
@@ -122,7 +124,8 @@ def run(args, plan):
             "mem": float(mem.group(1)) * 2**20,
             "pred_step_s": float(pred.group(1)) / 1e3,
             "pred_mem": float(pred.group(2)) * 2**20,
-            "chosen": chosen.group(1) if chosen else None}, None
+            "chosen": chosen.group(1) if chosen else None,
+            "cpu_s": cpu}, None
 
 
 def spearman(a, b):
@@ -164,7 +167,7 @@ def main():
     p.add_argument("--plans", nargs="*", default=PLANS)
     p.add_argument("--cpu", action="store_true",
                    help="also print each plan's CPU seconds per step (all ranks, user + "
-                        "system; two more runs per plan) over this machine's cores: the "
+                        "system; one more run per plan) over this machine's cores: the "
                         "step time if the ranks were bound by the cores' CPU time alone")
     args = p.parse_args()
     if args.spec is None:
@@ -192,7 +195,7 @@ def main():
         rows.append((measured, t_err, m_err))
         cpu = ""
         if args.cpu:
-            c = cpu_per_step(args, text)
+            c = cpu_per_step(args, text, measured["cpu_s"])
             cpu = (f"   {c * 1e3:7.1f}ms {c / cores * 1e3:9.1f}ms" if c is not None
                    else "   (failed)")
         print(f"{name:<34} {measured['step_s'] * 1e3:7.1f}ms "

@@ -275,15 +275,24 @@ TEST_F(OpWorkTest, EveryCostOpHasAHandCountedRow) {
           << " implements CostOpInterface but OpWorkTest has no row for it";
 }
 
+/// Expects `w` to be `batch` GEMMs of [m, k] x [k, n] and their FLOPs.
+void expectGemm(const char *what, const OpWork &w, double m, double n, double k,
+                double batch) {
+  SCOPED_TRACE(what);
+  EXPECT_DOUBLE_EQ(w.gemm.m, m);
+  EXPECT_DOUBLE_EQ(w.gemm.n, n);
+  EXPECT_DOUBLE_EQ(w.gemm.k, k);
+  EXPECT_DOUBLE_EQ(w.gemm.batch, batch);
+  EXPECT_DOUBLE_EQ(w.gemmFlops, 2.0 * batch * m * n * k);
+}
+
 TEST_F(OpWorkTest, MatmulReportsItsGemmShape) {
   ASSERT_TRUE(module);
   // A shared weight folds the batch into the rows: one [8, 8] x [8, 16].
-  auto shared = cast<CostOpInterface>(first("cleave.matmul"))
-                    .getWork(OpShapes::of(first("cleave.matmul")));
-  EXPECT_DOUBLE_EQ(shared.gemm.m, 8);
-  EXPECT_DOUBLE_EQ(shared.gemm.n, 16);
-  EXPECT_DOUBLE_EQ(shared.gemm.k, 8);
-  EXPECT_DOUBLE_EQ(shared.gemm.batch, 1);
+  Operation *matmul = first("cleave.matmul");
+  expectGemm("shared weight",
+             cast<CostOpInterface>(matmul).getWork(OpShapes::of(matmul)), 8, 16,
+             8, 1);
   // A batched product (rhs of the lhs rank) keeps its batch:
   // [2, 8, 4]^T x [2, 8, 4] is 2 x ([4, 8] x [8, 4]).
   Operation *batched = nullptr, *summed = nullptr;
@@ -294,21 +303,15 @@ TEST_F(OpWorkTest, MatmulReportsItsGemmShape) {
       summed = op;
   });
   ASSERT_TRUE(batched);
-  OpWork w = cast<CostOpInterface>(batched).getWork(OpShapes::of(batched));
-  EXPECT_DOUBLE_EQ(w.gemm.m, 4);
-  EXPECT_DOUBLE_EQ(w.gemm.n, 4);
-  EXPECT_DOUBLE_EQ(w.gemm.k, 8);
-  EXPECT_DOUBLE_EQ(w.gemm.batch, 2);
-  EXPECT_DOUBLE_EQ(w.gemmFlops, 2.0 * 2 * 4 * 4 * 8);
+  expectGemm("batched",
+             cast<CostOpInterface>(batched).getWork(OpShapes::of(batched)), 4,
+             4, 8, 2);
   // Summed batches (a weight gradient): one GEMM whose depth is every row
   // of every batch, [8, 2 x 4] x [2 x 4, 16].
   ASSERT_TRUE(summed);
-  OpWork s = cast<CostOpInterface>(summed).getWork(OpShapes::of(summed));
-  EXPECT_DOUBLE_EQ(s.gemm.m, 8);
-  EXPECT_DOUBLE_EQ(s.gemm.n, 16);
-  EXPECT_DOUBLE_EQ(s.gemm.k, 8);
-  EXPECT_DOUBLE_EQ(s.gemm.batch, 1);
-  EXPECT_DOUBLE_EQ(s.gemmFlops, 2.0 * 8 * 16 * 8);
+  expectGemm("summed batches",
+             cast<CostOpInterface>(summed).getWork(OpShapes::of(summed)), 8, 16,
+             8, 1);
 }
 
 TEST_F(OpWorkTest, AttentionReportsItsProblem) {
