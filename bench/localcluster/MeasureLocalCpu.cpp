@@ -7,6 +7,8 @@
 // the cores):
 //   - GEMM rate per rank by shape (f32, the runtime's cleave_rt_gemm, i.e.
 //     OpenBLAS with one thread per rank as cleave-run sets it);
+//   - the node's compute capacity: the N ranks' summed GEMM rate over one
+//     rank's rate alone (the others idle), in ranks computing alone;
 //   - streaming memory bandwidth per rank (a STREAM-style triad);
 //   - the runtime's all-reduce, all-gather and reduce-scatter on groups of
 //     every size that divides N (2, 4, ..., N consecutive ranks; all the
@@ -135,6 +137,59 @@ json measureGemm(const Config &cfg) {
          {"gflops_min_rank", *std::min_element(all.begin(), all.end()) / 1e9}});
   }
   return rows;
+}
+
+/// The node's compute capacity: how many ranks computing alone the N ranks
+/// computing at once equal. Rank 0 times the large GEMM shapes alone, the
+/// others waiting in a barrier (asleep), against `rows`, the rates with
+/// every rank computing; the median over the shapes of N x the rate at
+/// once over the rate alone, between 1 and N. 1 on this machine's 2
+/// virtual cores: two ranks GEMM at half the rate of one.
+json measureCapacity(const Config &cfg, const json &rows) {
+  int world = cleave_rt_world_size();
+  std::vector<double> ratios;
+  json shapes = json::array();
+  for (const GemmShape &s : kGemmShapes) {
+    if (s.m < 256 || s.n < 256 || s.k < 256)
+      continue;
+    double alone = 0;
+    if (cleave_rt_rank() == 0) {
+      std::vector<float> a(s.m * s.k, 0.5f), b(s.k * s.n, 0.25f),
+          c(s.m * s.n, 0.0f);
+      auto gemm = [&] {
+        cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, s.m, s.n, s.k, 1.0, a.data(), s.k,
+                       0, b.data(), s.n, 0, 0.0, c.data(), s.n, 0);
+      };
+      gemm(); // warm-up
+      long calls = 0;
+      double t0 = cleave_rt_now(), sec = 0;
+      for (long batch = 1; sec < cfg.minSeconds() || calls < 3; batch *= 2) {
+        for (long i = 0; i < batch; ++i)
+          gemm();
+        calls += batch;
+        sec = cleave_rt_now() - t0;
+      }
+      alone = 2.0 * s.m * s.n * s.k * double(calls) / sec;
+    }
+    cleave_rt_barrier(CLEAVE_WORLD_GROUP);
+    double atOnce = 0;
+    for (const json &row : rows)
+      if (row["m"] == s.m && row["n"] == s.n && row["k"] == s.k)
+        atOnce = double(row["gflops_per_rank"]) * 1e9;
+    if (cleave_rt_rank() == 0 && alone > 0) {
+      ratios.push_back(world * atOnce / alone);
+      shapes.push_back({{"m", s.m},
+                        {"n", s.n},
+                        {"k", s.k},
+                        {"gflops_alone", alone / 1e9},
+                        {"ranks_equivalent", ratios.back()}});
+    }
+  }
+  double capacity =
+      ratios.empty()
+          ? double(world)
+          : std::clamp(median(ratios), 1.0, double(world));
+  return {{"ranks_equivalent", capacity}, {"shapes", shapes}};
 }
 
 json measureMemory(const Config &cfg) {
@@ -330,6 +385,7 @@ int runRank(void *arg) {
   json r;
   r["ranks"] = world;
   r["gemm"] = measureGemm(cfg);
+  r["compute_capacity"] = measureCapacity(cfg, r["gemm"]);
   r["memory"] = measureMemory(cfg);
   if (world > 1)
     r["collectives"] = measureCollectives(cfg);
@@ -400,6 +456,10 @@ cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
   // Gloo's buffers are outside the count.
   g.runtimeReservedBytes = 0;
   g.communicatorBufferBytes = 0;
+  // The rates above are every rank's at once; with fewer ranks computing
+  // the simulator runs them faster, up to the capacity's rate alone.
+  if (n > 1)
+    c.hostComputeCapacity = double(m["compute_capacity"]["ranks_equivalent"]);
   for (const json &row : m["gemm"])
     g.measuredGemms.push_back({double(row["m"]), double(row["n"]),
                                double(row["k"]),
@@ -495,6 +555,8 @@ void printMeasurement(const json &m) {
     std::printf("    %5d x %5d x %5d  %7.1f GFLOP/s (slowest rank %.1f)\n",
                 int(row["m"]), int(row["n"]), int(row["k"]),
                 double(row["gflops_per_rank"]), double(row["gflops_min_rank"]));
+  std::printf("  compute capacity: %.2f ranks computing alone\n",
+              double(m["compute_capacity"]["ranks_equivalent"]));
   std::printf("  triad bandwidth per rank: %.2f GB/s\n",
               double(m["memory"]["triad_gb_per_s_per_rank"]));
   if (!m.contains("collectives"))

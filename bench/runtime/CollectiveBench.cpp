@@ -15,7 +15,11 @@
 // with gloo::alltoall. CLEAVE_BENCH_OPS=all_to_all,reduce_scatter (any of
 // all_reduce, all_gather, reduce_scatter, all_to_all) limits the ops;
 // CLEAVE_BENCH_MAX_BYTES the sizes; CLEAVE_BENCH_STAT=min times the fastest
-// call instead of the median. Prints numbers; it is not a test.
+// call instead of the median. Ops with one runtime and one raw call also
+// print `paired`: the median over all rounds of raw / runtime for each
+// pair of adjacent calls, which cancels what the two calls of a pair meet
+// alike (a core taken by another rank, a scheduler slice). Prints numbers;
+// it is not a test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,7 +99,8 @@ void rawBarrier(const Ctx &ctx) {
 /// same order, so the collectives stay matched).
 std::vector<double>
 timeInterleaved(const std::vector<std::function<void()>> &fns,
-                const std::function<void()> &sync, int iters) {
+                const std::function<void()> &sync, int iters,
+                std::vector<std::vector<double>> *calls = nullptr) {
   sync();
   std::vector<std::vector<double>> times(fns.size());
   for (int i = 0; i < iters; ++i)
@@ -106,6 +111,8 @@ timeInterleaved(const std::vector<std::function<void()>> &fns,
       times[f].push_back(cleave_rt_now() - t0);
     }
   sync();
+  if (calls)
+    *calls = times;
   static const bool fastest = [] {
     const char *stat = std::getenv("CLEAVE_BENCH_STAT");
     return stat && std::strcmp(stat, "min") == 0;
@@ -127,15 +134,29 @@ struct Row {
   size_t bytes;
   double runtime, raw;
   double busFactor;
+  /// The median over every pair of adjacent calls (the runtime's and raw
+  /// Gloo's, one after the other) of raw / runtime; 0: not paired.
+  double paired = 0;
 };
 
 void printRow(int n, const Row &r, const char *rawName) {
   double rtBw = r.bytes * r.busFactor / r.runtime / 1e9;
   double rawBw = r.bytes * r.busFactor / r.raw / 1e9;
   std::printf("%-24s ranks %d %9zu B  runtime %9.1f us %7.3f GB/s   %-22s "
-              "%9.1f us %7.3f GB/s   ratio %.2f\n",
+              "%9.1f us %7.3f GB/s   ratio %.2f",
               r.op.c_str(), n, r.bytes, r.runtime * 1e6, rtBw, rawName,
               r.raw * 1e6, rawBw, r.raw / r.runtime);
+  if (r.paired > 0)
+    std::printf("  paired %.2f", r.paired);
+  std::printf("\n");
+}
+
+/// The median of `v` (copied).
+double medianOf(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 void printReduceScatter(int n, size_t rsBytes, const double *best, double gBus);
@@ -191,6 +212,9 @@ int runRank() {
     int iters = int(std::clamp<size_t>((32u << 20) / bytes, 7, 300));
     double best[13];
     std::fill(best, best + 13, 1e30);
+    // Raw / runtime of each pair of adjacent calls, by the runtime case's
+    // index (ops with one runtime call and one raw call).
+    std::vector<double> paired[13];
     std::vector<int> rs(static_cast<size_t>(n), static_cast<int>(per));
     std::vector<float *> hdPtrs{b.data()};
     if (enabled("reduce_scatter") && !hd.count(bytes))
@@ -250,9 +274,13 @@ int runRank() {
         std::vector<std::function<void()>> fns;
         for (Case &c : opCases)
           fns.push_back(c.second);
-        std::vector<double> t = timeInterleaved(fns, sync, iters);
+        std::vector<std::vector<double>> calls;
+        std::vector<double> t = timeInterleaved(fns, sync, iters, &calls);
         for (size_t i = 0; i < opCases.size(); ++i)
           best[opCases[i].first] = std::min(best[opCases[i].first], t[i]);
+        if (opCases.size() == 2)
+          for (size_t c = 0; c < calls[0].size(); ++c)
+            paired[opCases[0].first].push_back(calls[1][c] / calls[0][c]);
       }
       std::fill(a.begin(), a.end(), 1.0f);
       std::fill(b.begin(), b.end(), 1.0f);
@@ -266,13 +294,19 @@ int runRank() {
     double arBus = 2.0 * (n - 1) / n, gBus = double(n - 1) / n;
     size_t rsBytes = per * n * 4;
     if (enabled("all_reduce"))
-      printRow(n, {"all_reduce", bytes, best[0], best[1], arBus},
+      printRow(n,
+               {"all_reduce", bytes, best[0], best[1], arBus,
+                medianOf(paired[0])},
                "gloo allreduce");
     if (enabled("all_gather"))
-      printRow(n, {"all_gather", per * n * 4, best[2], best[3], gBus},
+      printRow(n,
+               {"all_gather", per * n * 4, best[2], best[3], gBus,
+                medianOf(paired[2])},
                "gloo allgather");
     if (enabled("all_to_all"))
-      printRow(n, {"all_to_all", per * n * 4, best[11], best[12], gBus},
+      printRow(n,
+               {"all_to_all", per * n * 4, best[11], best[12], gBus,
+                medianOf(paired[11])},
                "gloo alltoall");
     if (enabled("reduce_scatter"))
       printReduceScatter(n, rsBytes, best, gBus);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <map>
+#include <sstream>
 
 namespace cleave::cost {
 
@@ -91,6 +92,16 @@ std::string ClusterSpec::validate() const {
   if (inter.podNodes < 0)
     return "cluster.inter_node.pod_nodes: expected a count >= 0, got " +
            std::to_string(inter.podNodes);
+  if (!(hostComputeCapacity == 0 ||
+        (hostComputeCapacity >= 1 && hostComputeCapacity <= gpusPerNode)))
+    return "cluster.measured.compute_capacity: expected a number from 1 to "
+           "gpus_per_node (" +
+           std::to_string(gpusPerNode) + "), got " +
+           [&] {
+             std::ostringstream os;
+             os << hostComputeCapacity;
+             return os.str();
+           }();
   return "";
 }
 

@@ -216,12 +216,13 @@ void readFabric(const json &j, Fabric &f, bool required, std::string &err) {
   opt.number("oversubscription", f.oversubscription, 1, Check::AtLeastOne);
 }
 
-/// "measured": {"gemm": [{"m", "n", "k", "gflops"}], "collectives":
-/// [{"op", "group_size", "points": [[bytes, us], ...]}]}: what
-/// cleave-measure-local-cpu measured (docs/cost-model.md).
+/// "measured": {"compute_capacity", "gemm": [{"m", "n", "k", "gflops"}],
+/// "collectives": [{"op", "group_size", "points": [[bytes, us], ...]}]}:
+/// what cleave-measure-local-cpu measured (docs/cost-model.md).
 void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
   ObjectReader r(j, "cluster.measured", false, err);
-  r.onlyKeys({"gemm", "collectives"});
+  r.onlyKeys({"compute_capacity", "gemm", "collectives"});
+  r.number("compute_capacity", c.hostComputeCapacity, 1, Check::AtLeastOne);
   auto list = [&](const char *key) -> const json * {
     const json *v = r.child(key);
     if (v && !v->is_array()) {
@@ -387,6 +388,8 @@ std::string clusterToJson(const ClusterSpec &c) {
                      {"sharp", c.inter.sharp},
                      {"pod_nodes", c.inter.podNodes},
                      {"oversubscription", c.inter.oversubscription}};
+  if (c.hostComputeCapacity > 0)
+    j["measured"]["compute_capacity"] = c.hostComputeCapacity;
   for (const MeasuredGemm &m : g.measuredGemms)
     j["measured"]["gemm"].push_back({{"m", m.m},
                                      {"n", m.n},

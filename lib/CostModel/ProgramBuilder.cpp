@@ -584,6 +584,11 @@ void Builder::finishRank() {
 Program Builder::resolve() {
   Program prog;
   prog.symmetric = symmetric;
+  if (cl.hostComputeCapacity > 0) {
+    prog.hostCapacity = cl.hostComputeCapacity;
+    prog.hostRanksPerNode = cl.gpusPerNode;
+    prog.hostNodes = std::max(1, cl.nodes);
+  }
   prog.groups = std::move(groups);
   prog.ranks.resize(pending.size());
   for (size_t r = 0; r < pending.size(); ++r) {

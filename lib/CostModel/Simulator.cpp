@@ -62,6 +62,11 @@ struct Activity {
   SmallList<TaskRef> tasks;
   SmallList<Footprint> footprints;
   bool isComm = false;
+  /// A compute task on a shared host computes first (`shared`, counted in
+  /// the host's load), then runs its blocking communication (`fixed`
+  /// seconds at its own pace).
+  bool shared = false;
+  double fixed = 0, weight = 0;
   double remaining = 0, rate = 1, lastUpdate = 0;
   uint32_t version = 0;
   bool done = false;
@@ -107,6 +112,12 @@ private:
     }
   }
   void push(int32_t id);
+  /// Brings activity `id`'s progress up to now and re-rates it.
+  void update(int32_t id);
+  /// How much faster than its standalone duration a computing rank runs
+  /// on a shared host with the current load.
+  double hostSpeed() const;
+  void setShared(int32_t id, bool on);
   std::string stallMessage() const;
 
   const Program &prog;
@@ -129,6 +140,9 @@ private:
   std::vector<int32_t> dirty;
   std::vector<char> isDirty;
   size_t finished = 0, total = 0;
+  /// Real ranks per node computing on a shared host, and their activities.
+  double hostLoad = 0;
+  std::vector<int32_t> sharedRunning;
 };
 
 void Engine::prepare() {
@@ -182,10 +196,20 @@ void Engine::prepare() {
     postedPerMember[g].assign(prog.groups[g].size(), 0);
 }
 
+/// Durations are priced with every rank of a node computing (the measured
+/// rates of a local CPU cluster). With `load` ranks computing, each gets
+/// min(1, capacity / load) of its rate alone, which is n / capacity times
+/// the priced rate for n ranks per node: min(n / capacity, n / load).
+double Engine::hostSpeed() const {
+  double n = prog.hostRanksPerNode;
+  return std::min(n / prog.hostCapacity, n / std::max(hostLoad, 1e-9));
+}
+
 double Engine::rateOf(const Activity &a) const {
   if (!a.isComm) {
     const RankState &rs = ranks[a.footprints[0].rank];
-    return rs.commRunning > 0 ? 1.0 / (1.0 + c.overlapSlowdown) : 1.0;
+    double rate = rs.commRunning > 0 ? 1.0 / (1.0 + c.overlapSlowdown) : 1.0;
+    return a.shared ? rate * hostSpeed() : rate;
   }
   double rate = 1;
   a.footprints.forEach([&](const Footprint &f) {
@@ -201,22 +225,41 @@ void Engine::push(int32_t id) {
   heap.push({now + a.remaining / a.rate, id, a.version});
 }
 
-void Engine::rerate(const SmallList<Footprint> &touched, int32_t skip) {
-  for (size_t i = 0; i < touched.size(); ++i) {
-    for (int32_t id : ranks[touched[i].rank].running) {
-      Activity &a = activities[id];
-      if (a.done || id == skip)
-        continue;
-      a.remaining = std::max(0.0, a.remaining - (now - a.lastUpdate) * a.rate);
-      a.lastUpdate = now;
-      double rate = rateOf(a);
-      if (rate != a.rate) {
-        a.rate = rate;
-        ++a.version;
-        push(id);
-      }
-    }
+void Engine::update(int32_t id) {
+  Activity &a = activities[id];
+  a.remaining = std::max(0.0, a.remaining - (now - a.lastUpdate) * a.rate);
+  a.lastUpdate = now;
+  double rate = rateOf(a);
+  if (rate != a.rate) {
+    a.rate = rate;
+    ++a.version;
+    push(id);
   }
+}
+
+void Engine::rerate(const SmallList<Footprint> &touched, int32_t skip) {
+  for (size_t i = 0; i < touched.size(); ++i)
+    for (int32_t id : ranks[touched[i].rank].running)
+      if (!activities[id].done && id != skip)
+        update(id);
+}
+
+/// Counts activity `id` in the host's load, or stops counting it, and
+/// re-rates every computing activity (a handful: one per simulated rank).
+void Engine::setShared(int32_t id, bool on) {
+  Activity &a = activities[id];
+  a.shared = on;
+  if (on) {
+    hostLoad += a.weight;
+    sharedRunning.push_back(id);
+  } else {
+    hostLoad = std::max(0.0, hostLoad - a.weight);
+    sharedRunning.erase(
+        std::find(sharedRunning.begin(), sharedRunning.end(), id));
+  }
+  for (int32_t other : sharedRunning)
+    if (other != id)
+      update(other);
 }
 
 void Engine::startActivity(Activity a) {
@@ -234,7 +277,11 @@ void Engine::startActivity(Activity a) {
     for (int l = 0; l < 2; ++l)
       rs.linkUse[l] += (f.links >> l) & 1;
   });
+  bool shared = a.shared;
+  a.shared = false;
   activities.push_back(std::move(a));
+  if (shared)
+    setShared(id, true);
   Activity &act = activities[id];
   act.rate = rateOf(act);
   push(id);
@@ -251,6 +298,14 @@ void Engine::post(int32_t rank, int32_t t) {
   Activity a;
   a.remaining = tk.duration;
   a.isComm = tk.kind != TaskKind::Compute;
+  if (!a.isComm && prog.hostCapacity > 0) {
+    a.fixed = std::min(tk.duration, tk.tp + tk.cp + tk.ep);
+    a.remaining = tk.duration - a.fixed;
+    a.weight = double(prog.ranks[rank].multiplicity) / prog.hostNodes;
+    a.shared = a.remaining > 0;
+    if (!a.shared)
+      std::swap(a.remaining, a.fixed);
+  }
   if (tk.kind != TaskKind::Collective || tk.group < 0) {
     a.tasks.push_back(me);
     a.footprints.push_back({rank, tk.links});
@@ -293,6 +348,8 @@ void Engine::tryStart(int32_t rank) {
 
 void Engine::finish(int32_t id) {
   Activity &a = activities[id];
+  if (a.shared)
+    setShared(id, false);
   a.done = true;
   a.remaining = 0;
   a.footprints.forEach([&](const Footprint &f) {
@@ -448,6 +505,19 @@ Result<SimulationResult> Engine::run(bool keepTimings) {
     if (a.done || e.version != a.version)
       continue;
     now = std::max(now, e.time);
+    if (a.shared && a.fixed > 0) {
+      // Its computation is done; its blocking communication follows.
+      int32_t id = e.activity;
+      setShared(id, false);
+      Activity &b = activities[id];
+      b.remaining = b.fixed;
+      b.fixed = 0;
+      b.lastUpdate = now;
+      b.rate = rateOf(b);
+      ++b.version;
+      push(id);
+      continue;
+    }
     finish(e.activity);
     // Ranks in ascending order, as in a sorted pass: deterministic.
     std::sort(dirty.begin(), dirty.end());

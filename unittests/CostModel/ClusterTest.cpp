@@ -165,6 +165,7 @@ TEST(ClusterTest, MeasuredTablesRoundTripAndPrice) {
   Result<ClusterSpec> c = clusterFromJson(R"({
     "base": "dgx-a100-80gb", "nodes": 1, "gpus_per_node": 4,
     "measured": {
+      "compute_capacity": 1.5,
       "gemm": [{"m": 256, "n": 128, "k": 128, "gflops": 10},
                {"m": 1024, "n": 1024, "k": 1024, "gflops": 40}],
       "collectives": [
@@ -179,6 +180,7 @@ TEST(ClusterTest, MeasuredTablesRoundTripAndPrice) {
   ASSERT_EQ(back->gpu.measuredGemms.size(), 2u);
   EXPECT_DOUBLE_EQ(back->measuredCollectives[0].points[1].second, 3e-3);
   EXPECT_DOUBLE_EQ(back->gpu.measuredGemms[0].flopsPerSecond, 10e9);
+  EXPECT_DOUBLE_EQ(back->hostComputeCapacity, 1.5);
 
   const CostConstants &k = defaultConstants();
   GroupPlacement pair = placeGroup(2, 1, 4), four = placeGroup(4, 1, 4);
@@ -216,6 +218,13 @@ TEST(ClusterTest, BadMeasuredTablesNameTheEntry) {
       {R"({"base": "dgx-h100", "nodes": 1, "measured": {"gemm": [
            {"m": 8, "n": 8, "k": 8}]}})",
        "cluster.measured.gemm[0].gflops: missing"},
+      {R"({"base": "dgx-h100", "nodes": 1,
+           "measured": {"compute_capacity": 0.5}})",
+       "cluster.measured.compute_capacity: expected a number >= 1, got 0.5"},
+      {R"({"base": "dgx-h100", "nodes": 1,
+           "measured": {"compute_capacity": 9}})",
+       "cluster.measured.compute_capacity: expected a number from 1 to "
+       "gpus_per_node (8), got 9"},
   };
   for (const Case &c : cases) {
     Result<ClusterSpec> r = clusterFromJson(c.json);

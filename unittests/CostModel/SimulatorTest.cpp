@@ -82,6 +82,46 @@ TEST(SimulatorTest, OverlapSlowsCompute) {
   EXPECT_NEAR(r.timings[0][1].end, 1, 1e-12);
 }
 
+/// On a shared host (4 ranks per node computing as fast as 1 alone),
+/// durations are priced with every rank computing: a stage computes faster
+/// while the other is idle or communicating.
+TEST(SimulatorTest, SharedHostRunsFewerRanksFaster) {
+  CostConstants c = test::exactConstants();
+  Program p;
+  p.hostCapacity = 1;
+  p.hostRanksPerNode = 4;
+  p.ranks.resize(2);
+  p.ranks[0].multiplicity = p.ranks[1].multiplicity = 2;
+  p.add(0, compute(4), {});
+  p.add(1, compute(2), {});
+  SimulationResult r = run(p, c);
+  // Both stages compute until 2 s; then rank 0's last 2 s run twice as fast.
+  EXPECT_NEAR(r.timings[1][0].end, 2, 1e-12);
+  EXPECT_NEAR(r.timings[0][0].end, 3, 1e-12);
+
+  // A compute task's blocking communication (here TP) does not load the
+  // host: while rank 0 communicates, rank 1 computes twice as fast.
+  Program q = p;
+  q.ranks[0].tasks.clear();
+  q.ranks[1].tasks.clear();
+  Task withTp = compute(3);
+  withTp.tp = 1;
+  q.add(0, withTp, {});
+  q.add(1, compute(4), {});
+  r = run(q, c);
+  EXPECT_NEAR(r.timings[0][0].end, 3, 1e-12);
+  EXPECT_NEAR(r.timings[1][0].end, 3, 1e-12);
+
+  // Alone, a rank runs at most at the capacity's rate alone: with the
+  // capacity of 2 ranks, one rank of 4 computes twice as fast, not 4x.
+  Program one;
+  one.hostCapacity = 2;
+  one.hostRanksPerNode = 4;
+  one.ranks.resize(1);
+  one.add(0, compute(4), {});
+  EXPECT_NEAR(run(one, c).stepTime, 2, 1e-12);
+}
+
 /// A collective starts when the last member arrives.
 TEST(SimulatorTest, CollectivesWaitForEveryMember) {
   CostConstants c = test::exactConstants();

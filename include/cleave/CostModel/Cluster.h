@@ -123,6 +123,15 @@ struct ClusterSpec {
   /// Measured collective times; a collective with a table for its kind and
   /// group size is priced from it (Collective.h), not from the links.
   std::vector<MeasuredCollective> measuredCollectives;
+  /// Ranks that share one host's cores (a measured local CPU cluster): the
+  /// node computes as fast as this many ranks computing alone
+  /// (cleave-measure-local-cpu: the ranks' summed GEMM rate with every
+  /// rank of the node computing, over one rank's rate with the others
+  /// idle). The GPU's rates stay those of every rank computing at once;
+  /// the simulator runs a rank's compute faster while fewer of the node's
+  /// ranks compute, up to the rate alone (docs/cost-model.md). 0: each
+  /// device computes on its own (GPUs).
+  double hostComputeCapacity = 0;
 
   int numGpus() const { return nodes * gpusPerNode; }
   /// Bytes/s of network bandwidth per GPU (the node's NICs shared evenly).

@@ -102,6 +102,12 @@ struct Program {
   std::vector<std::vector<int32_t>> groups;
   /// Whether the program has one simulated rank per stage.
   bool symmetric = true;
+  /// The host's compute, shared by the ranks of a node (ClusterSpec::
+  /// hostComputeCapacity; 0: each rank computes on its own device), and
+  /// the ranks per node. Every node runs the same share of the simulated
+  /// ranks' real ranks (a measured local CPU cluster is one node).
+  double hostCapacity = 0;
+  int hostRanksPerNode = 0, hostNodes = 1;
 
   /// Appends `task` to rank `rank` with dependencies `deps`; returns its
   /// index on that rank.

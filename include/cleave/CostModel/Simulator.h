@@ -5,8 +5,12 @@
 // arrive. Running tasks progress at a rate: 1 alone; a communication task
 // sharing a NIC direction with k-1 others gets 1/k of it (processor
 // sharing); a compute task slows by CostConstants::overlapSlowdown while a
-// communication task runs on its rank. The simulator reports when every
-// task ran and, per rank, where the time of its compute stream went.
+// communication task runs on its rank. On a shared host (local CPU ranks,
+// Program::hostCapacity) compute is priced with every rank of the node
+// computing, and a computing rank runs faster while fewer of the node's
+// ranks compute: min(n / capacity, n / computing ranks) times its priced
+// rate. The simulator reports when every task ran and, per rank, where
+// the time of its compute stream went.
 //
 //===----------------------------------------------------------------------===//
 
