@@ -126,6 +126,14 @@ void abortAllGroups(RuntimeState &state, const std::string &why);
 /// in a call that can never match this one (a mismatch or a deadlock).
 void watchForStalls(RuntimeState &state, Heartbeat &heartbeat);
 
+/// The watchdog's verdict "rank 2 is hung: ..." when a rank that `call` on
+/// `info` waits for has been silent for longer than
+/// CLEAVE_HEARTBEAT_TIMEOUT_MS; "" when none is (or the store is gone). A
+/// call that fails because a peer's watchdog aborted it names the hung rank
+/// with it, as its own watchdog would have a moment later.
+std::string hungPeerVerdict(RuntimeState &state, Heartbeat &heartbeat,
+                            const Fingerprint &call, const GroupInfo &info);
+
 /// Writes the flight recorder to stderr and, if CLEAVE_FLIGHT_RECORDER_DIR
 /// is set, to <dir>/cleave-flight-rank<R>.json. Returns the file written.
 std::string dumpFlightRecorder(RuntimeState &state);

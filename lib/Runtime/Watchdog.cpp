@@ -17,7 +17,9 @@
 // status; the call that needs this rank is judged against this rank's own
 // counters, which only grow, so a verdict is certain once it is seen twice
 // in a row on the same blocked call. Cycles through three or more ranks are
-// left to the collective timeout.
+// left to the collective timeout. A call that fails first (a peer's
+// watchdog closed its connections) asks hungPeerVerdict() before reporting,
+// so every rank waiting for a hung one names it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,24 +113,37 @@ std::string judge(RuntimeState &state, const Blocked &mine, int peer,
                 group->info.describe(), " for ", who(state.options.rank));
 }
 
-/// The ranks `b` waits for (none known for a permute: its pairs are not
-/// recorded).
-std::vector<int> awaited(const Blocked &b) {
+/// The ranks `call` on `info` waits for (none known for a permute: its
+/// pairs are not recorded).
+std::vector<int> awaited(const Fingerprint &call, const GroupInfo &info) {
   std::vector<int> ranks;
-  if (b.call.isPointToPoint()) {
-    ranks.push_back(b.info.members[size_t(b.call.peer)]);
+  if (call.isPointToPoint()) {
+    ranks.push_back(info.members[size_t(call.peer)]);
     return ranks;
   }
-  if (b.call.op == OpPermute)
+  if (call.op == OpPermute)
     return ranks;
-  if (b.call.op == OpBroadcast && int(b.call.extra) != b.info.groupRank) {
-    ranks.push_back(b.info.members[size_t(b.call.extra)]);
+  if (call.op == OpBroadcast && int(call.extra) != info.groupRank) {
+    ranks.push_back(info.members[size_t(call.extra)]);
     return ranks;
   }
-  for (int member : b.info.members)
-    if (member != b.info.members[size_t(b.info.groupRank)])
+  for (int member : info.members)
+    if (member != info.members[size_t(info.groupRank)])
       ranks.push_back(member);
   return ranks;
+}
+
+/// The verdict on `peer`, whose last heartbeat (`status`) is `ageMs` old,
+/// while this rank waits for it in `call` on `info`.
+std::string hungText(RuntimeState &state, int peer, const RankStatus &status,
+                     int64_t ageMs, const Fingerprint &call,
+                     const GroupInfo &info) {
+  return concat("rank ", peer, " is hung: its last heartbeat was ",
+                secondsText(ageMs), " s ago (pid ", status.pid, " on ",
+                status.host,
+                "; CLEAVE_HEARTBEAT_TIMEOUT_MS=", state.hangTimeoutMs,
+                ") while rank ", state.options.rank, " waits for it in ",
+                describe(call), " on ", info.describe());
 }
 
 /// Aborts every group with `verdict` (once); returns when it did.
@@ -176,6 +191,22 @@ void endIfStillBlocked(RuntimeState &state, int64_t sinceMs) {
 
 } // namespace
 
+std::string hungPeerVerdict(RuntimeState &state, Heartbeat &heartbeat,
+                            const Fingerprint &call, const GroupInfo &info) {
+  for (int peer : awaited(call, info)) {
+    std::optional<RankStatus> status;
+    try {
+      status = heartbeat.read(peer);
+    } catch (const std::exception &) {
+      return ""; // The store is gone: the diagnosis says so.
+    }
+    int64_t age = status ? wallMillis() - status->timeMs : 0;
+    if (status && age > state.hangTimeoutMs)
+      return hungText(state, peer, *status, age, call, info);
+  }
+  return "";
+}
+
 void watchForStalls(RuntimeState &state, Heartbeat &heartbeat) {
   static thread_local std::vector<Suspect> previous;
   static thread_local int64_t trippedMs = 0;
@@ -204,7 +235,7 @@ void watchForStalls(RuntimeState &state, Heartbeat &heartbeat) {
   std::vector<Suspect> suspects;
   std::string verdict;
   for (const Blocked &b : blocked) {
-    for (int peer : awaited(b)) {
+    for (int peer : awaited(b.call, b.info)) {
       std::optional<RankStatus> status;
       try {
         status = heartbeat.read(peer);
@@ -215,14 +246,8 @@ void watchForStalls(RuntimeState &state, Heartbeat &heartbeat) {
         continue;
       int64_t age = now - status->timeMs;
       if (age > state.hangTimeoutMs) {
-        trippedMs = trip(
-            state, heartbeat,
-            concat("rank ", peer, " is hung: its last heartbeat was ",
-                   secondsText(age), " s ago (pid ", status->pid, " on ",
-                   status->host,
-                   "; CLEAVE_HEARTBEAT_TIMEOUT_MS=", state.hangTimeoutMs,
-                   ") while rank ", state.options.rank, " waits for it in ",
-                   describe(b.call), " on ", b.info.describe()));
+        trippedMs = trip(state, heartbeat,
+                         hungText(state, peer, *status, age, b.call, b.info));
         return;
       }
       if (status->state == "finalized") {
