@@ -124,8 +124,10 @@ void failCommunication(RuntimeState &state, Group &group,
                    : ""));
     std::cerr << "cleave: " << full << "\n";
     dumpFlightRecorder(state);
-    if (state.heartbeat)
+    if (state.heartbeat) {
       state.heartbeat->publishNow();
+      lingerForPeers(state, *state.heartbeat);
+    }
     return;
   }
   abortAllGroups(state, head);

@@ -134,6 +134,13 @@ void watchForStalls(RuntimeState &state, Heartbeat &heartbeat);
 std::string hungPeerVerdict(RuntimeState &state, Heartbeat &heartbeat,
                             const Fingerprint &call, const GroupInfo &info);
 
+/// On the rank that hosts the tcp store (rank 0), after a watchdog verdict:
+/// waits until every other rank has failed, finalized or gone silent, at
+/// most staleMs() plus an interval, so that the ranks still waiting can read
+/// the heartbeats (and name the hung rank) before this process ends and
+/// takes the store with it. Returns at once elsewhere.
+void lingerForPeers(RuntimeState &state, Heartbeat &heartbeat);
+
 /// Writes the flight recorder to stderr and, if CLEAVE_FLIGHT_RECORDER_DIR
 /// is set, to <dir>/cleave-flight-rank<R>.json. Returns the file written.
 std::string dumpFlightRecorder(RuntimeState &state);

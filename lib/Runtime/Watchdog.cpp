@@ -19,15 +19,18 @@
 // in a row on the same blocked call. Cycles through three or more ranks are
 // left to the collective timeout. A call that fails first (a peer's
 // watchdog closed its connections) asks hungPeerVerdict() before reporting,
-// so every rank waiting for a hung one names it.
+// so every rank waiting for a hung one names it; rank 0, which hosts a tcp
+// store, lingers after a verdict until the others have read it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "State.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 namespace cleave::rt {
 namespace {
@@ -186,10 +189,38 @@ void endIfStillBlocked(RuntimeState &state, int64_t sinceMs) {
             << " (the call cannot be interrupted: ending the process)"
             << std::endl;
   dumpFlightRecorder(state);
+  lingerForPeers(state, *state.heartbeat);
   std::_Exit(1);
 }
 
 } // namespace
+
+void lingerForPeers(RuntimeState &state, Heartbeat &heartbeat) {
+  if (!state.server)
+    return;
+  double deadline = monotonicSeconds() +
+                    double(heartbeat.staleMs() + heartbeat.intervalMs()) / 1e3;
+  for (;;) {
+    bool waiting = false;
+    for (int r = 0; r < state.options.worldSize && !waiting; ++r) {
+      if (r == state.options.rank)
+        continue;
+      std::optional<RankStatus> status;
+      try {
+        status = heartbeat.read(r);
+      } catch (const std::exception &) {
+        return;
+      }
+      // Running with a fresh heartbeat: it may still need the store.
+      waiting = status && status->state == "running" &&
+                wallMillis() - status->timeMs <= heartbeat.staleMs();
+    }
+    if (!waiting || monotonicSeconds() >= deadline)
+      return;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(heartbeat.intervalMs() / 2));
+  }
+}
 
 std::string hungPeerVerdict(RuntimeState &state, Heartbeat &heartbeat,
                             const Fingerprint &call, const GroupInfo &info) {
