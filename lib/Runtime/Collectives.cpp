@@ -85,8 +85,8 @@ void checkFingerprint(Group &group, const Fingerprint &mine) {
 }
 
 void failCommunication(RuntimeState &state, Group &group,
-                       const std::string &where, uint64_t seq,
-                       const CommError &e) {
+                       const std::string &where, const Fingerprint &call,
+                       uint64_t seq, const CommError &e) {
   std::string head =
       e.kind == CommError::Timeout
           ? concat(where, " timed out after ", group.info.timeoutMs, " ms")
@@ -95,16 +95,39 @@ void failCommunication(RuntimeState &state, Group &group,
   {
     std::lock_guard<std::mutex> lock(state.groupsMutex);
     verdict = state.watchdogVerdict;
-    if (verdict.empty())
-      state.failureNote = head;
   }
+  // A peer's watchdog that declared a rank hung aborts its connections, and
+  // the launcher kills the stopped rank: this call may fail before this
+  // rank's own watchdog has looked. If a rank it waits for is hung, that is
+  // this rank's verdict too, so that every waiting rank names it.
+  std::string hung;
+  if (verdict.empty() && state.heartbeat)
+    hung = hungPeerVerdict(state, *state.heartbeat, call, group.info);
+  bool ownVerdict = false;
+  {
+    std::lock_guard<std::mutex> lock(state.groupsMutex);
+    verdict = state.watchdogVerdict;
+    if (verdict.empty() && !hung.empty()) {
+      state.watchdogVerdict = verdict = hung;
+      ownVerdict = true;
+    }
+    state.failureNote = verdict.empty() ? head : verdict;
+  }
+  if (ownVerdict)
+    abortAllGroups(state, verdict);
   if (!verdict.empty()) {
-    // The watchdog aborted the call; its verdict is the explanation.
-    std::string full = recordError(concat(where, ": ", verdict));
+    // The watchdog's verdict is the explanation (with the transport's
+    // error when the call failed before this rank's watchdog aborted it).
+    std::string full = recordError(concat(
+        where, ": ", verdict,
+        ownVerdict ? concat(" [", state.backend->name(), ": ", e.what(), "]")
+                   : ""));
     std::cerr << "cleave: " << full << "\n";
     dumpFlightRecorder(state);
-    if (state.heartbeat)
+    if (state.heartbeat) {
       state.heartbeat->publishNow();
+      lingerForPeers(state, *state.heartbeat);
+    }
     return;
   }
   abortAllGroups(state, head);
@@ -197,8 +220,8 @@ void runCallNow(Fingerprint call, Prepare &&prepare, Body &&body) {
   } catch (const CommError &e) {
     state->recorder.finish(slot, false);
     group->endCall();
-    failCommunication(*state, *group, where(), p2p ? group->seq.load() : seq,
-                      e);
+    failCommunication(*state, *group, where(), call,
+                      p2p ? group->seq.load() : seq, e);
   } catch (const std::exception &e) {
     state->recorder.finish(slot, false);
     group->endCall();

@@ -126,6 +126,21 @@ void abortAllGroups(RuntimeState &state, const std::string &why);
 /// in a call that can never match this one (a mismatch or a deadlock).
 void watchForStalls(RuntimeState &state, Heartbeat &heartbeat);
 
+/// The watchdog's verdict "rank 2 is hung: ..." when a rank that `call` on
+/// `info` waits for has been silent for longer than
+/// CLEAVE_HEARTBEAT_TIMEOUT_MS; "" when none is (or the store is gone). A
+/// call that fails because a peer's watchdog aborted it names the hung rank
+/// with it, as its own watchdog would have a moment later.
+std::string hungPeerVerdict(RuntimeState &state, Heartbeat &heartbeat,
+                            const Fingerprint &call, const GroupInfo &info);
+
+/// On the rank that hosts the tcp store (rank 0), after a watchdog verdict:
+/// waits until every other rank has failed, finalized or gone silent, at
+/// most staleMs() plus an interval, so that the ranks still waiting can read
+/// the heartbeats (and name the hung rank) before this process ends and
+/// takes the store with it. Returns at once elsewhere.
+void lingerForPeers(RuntimeState &state, Heartbeat &heartbeat);
+
 /// Writes the flight recorder to stderr and, if CLEAVE_FLIGHT_RECORDER_DIR
 /// is set, to <dir>/cleave-flight-rank<R>.json. Returns the file written.
 std::string dumpFlightRecorder(RuntimeState &state);

@@ -17,15 +17,20 @@
 // status; the call that needs this rank is judged against this rank's own
 // counters, which only grow, so a verdict is certain once it is seen twice
 // in a row on the same blocked call. Cycles through three or more ranks are
-// left to the collective timeout.
+// left to the collective timeout. A call that fails first (a peer's
+// watchdog closed its connections) asks hungPeerVerdict() before reporting,
+// so every rank waiting for a hung one names it; rank 0, which hosts a tcp
+// store, lingers after a verdict until the others have read it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "State.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 namespace cleave::rt {
 namespace {
@@ -111,24 +116,37 @@ std::string judge(RuntimeState &state, const Blocked &mine, int peer,
                 group->info.describe(), " for ", who(state.options.rank));
 }
 
-/// The ranks `b` waits for (none known for a permute: its pairs are not
-/// recorded).
-std::vector<int> awaited(const Blocked &b) {
+/// The ranks `call` on `info` waits for (none known for a permute: its
+/// pairs are not recorded).
+std::vector<int> awaited(const Fingerprint &call, const GroupInfo &info) {
   std::vector<int> ranks;
-  if (b.call.isPointToPoint()) {
-    ranks.push_back(b.info.members[size_t(b.call.peer)]);
+  if (call.isPointToPoint()) {
+    ranks.push_back(info.members[size_t(call.peer)]);
     return ranks;
   }
-  if (b.call.op == OpPermute)
+  if (call.op == OpPermute)
     return ranks;
-  if (b.call.op == OpBroadcast && int(b.call.extra) != b.info.groupRank) {
-    ranks.push_back(b.info.members[size_t(b.call.extra)]);
+  if (call.op == OpBroadcast && int(call.extra) != info.groupRank) {
+    ranks.push_back(info.members[size_t(call.extra)]);
     return ranks;
   }
-  for (int member : b.info.members)
-    if (member != b.info.members[size_t(b.info.groupRank)])
+  for (int member : info.members)
+    if (member != info.members[size_t(info.groupRank)])
       ranks.push_back(member);
   return ranks;
+}
+
+/// The verdict on `peer`, whose last heartbeat (`status`) is `ageMs` old,
+/// while this rank waits for it in `call` on `info`.
+std::string hungText(RuntimeState &state, int peer, const RankStatus &status,
+                     int64_t ageMs, const Fingerprint &call,
+                     const GroupInfo &info) {
+  return concat("rank ", peer, " is hung: its last heartbeat was ",
+                secondsText(ageMs), " s ago (pid ", status.pid, " on ",
+                status.host,
+                "; CLEAVE_HEARTBEAT_TIMEOUT_MS=", state.hangTimeoutMs,
+                ") while rank ", state.options.rank, " waits for it in ",
+                describe(call), " on ", info.describe());
 }
 
 /// Aborts every group with `verdict` (once); returns when it did.
@@ -171,10 +189,54 @@ void endIfStillBlocked(RuntimeState &state, int64_t sinceMs) {
             << " (the call cannot be interrupted: ending the process)"
             << std::endl;
   dumpFlightRecorder(state);
+  lingerForPeers(state, *state.heartbeat);
   std::_Exit(1);
 }
 
 } // namespace
+
+void lingerForPeers(RuntimeState &state, Heartbeat &heartbeat) {
+  if (!state.server)
+    return;
+  double deadline = monotonicSeconds() +
+                    double(heartbeat.staleMs() + heartbeat.intervalMs()) / 1e3;
+  for (;;) {
+    bool waiting = false;
+    for (int r = 0; r < state.options.worldSize && !waiting; ++r) {
+      if (r == state.options.rank)
+        continue;
+      std::optional<RankStatus> status;
+      try {
+        status = heartbeat.read(r);
+      } catch (const std::exception &) {
+        return;
+      }
+      // Running with a fresh heartbeat: it may still need the store.
+      waiting = status && status->state == "running" &&
+                wallMillis() - status->timeMs <= heartbeat.staleMs();
+    }
+    if (!waiting || monotonicSeconds() >= deadline)
+      return;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(heartbeat.intervalMs() / 2));
+  }
+}
+
+std::string hungPeerVerdict(RuntimeState &state, Heartbeat &heartbeat,
+                            const Fingerprint &call, const GroupInfo &info) {
+  for (int peer : awaited(call, info)) {
+    std::optional<RankStatus> status;
+    try {
+      status = heartbeat.read(peer);
+    } catch (const std::exception &) {
+      return ""; // The store is gone: the diagnosis says so.
+    }
+    int64_t age = status ? wallMillis() - status->timeMs : 0;
+    if (status && age > state.hangTimeoutMs)
+      return hungText(state, peer, *status, age, call, info);
+  }
+  return "";
+}
 
 void watchForStalls(RuntimeState &state, Heartbeat &heartbeat) {
   static thread_local std::vector<Suspect> previous;
@@ -204,7 +266,7 @@ void watchForStalls(RuntimeState &state, Heartbeat &heartbeat) {
   std::vector<Suspect> suspects;
   std::string verdict;
   for (const Blocked &b : blocked) {
-    for (int peer : awaited(b)) {
+    for (int peer : awaited(b.call, b.info)) {
       std::optional<RankStatus> status;
       try {
         status = heartbeat.read(peer);
@@ -215,14 +277,8 @@ void watchForStalls(RuntimeState &state, Heartbeat &heartbeat) {
         continue;
       int64_t age = now - status->timeMs;
       if (age > state.hangTimeoutMs) {
-        trippedMs = trip(
-            state, heartbeat,
-            concat("rank ", peer, " is hung: its last heartbeat was ",
-                   secondsText(age), " s ago (pid ", status->pid, " on ",
-                   status->host,
-                   "; CLEAVE_HEARTBEAT_TIMEOUT_MS=", state.hangTimeoutMs,
-                   ") while rank ", state.options.rank, " waits for it in ",
-                   describe(b.call), " on ", b.info.describe()));
+        trippedMs = trip(state, heartbeat,
+                         hungText(state, peer, *status, age, b.call, b.info));
         return;
       }
       if (status->state == "finalized") {

@@ -4,6 +4,7 @@
 // all-reduce the ranks, check, finalize. Exit 0 on success.
 // cleave-runtime-worker stop-rank-2: all-reduce in a loop; rank 2 stops
 // itself (SIGSTOP) at the fourth; the others print their error, exit 1.
+// Rank 1 starts 100 ms late (its heartbeats are out of phase with rank 0's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,7 +12,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <vector>
 
 /// The stop-rank-2 mode.
@@ -37,6 +40,11 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: %s allreduce|stop-rank-2\n", argv[0]);
     return 2;
   }
+  // Stopping: rank 1 starts 100 ms late, so its watchdog does not run at the
+  // same moments as rank 0's (as with ranks started at different times).
+  const char *rankVar = std::getenv("RANK");
+  if (stop && rankVar && std::strcmp(rankVar, "1") == 0)
+    ::usleep(100000);
   if (cleave_rt_init(nullptr) != 0) {
     std::fprintf(stderr, "%s\n", cleave_rt_error_message());
     return 1;

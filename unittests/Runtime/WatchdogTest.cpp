@@ -5,7 +5,8 @@
 // timeout of 30 s: every scenario must end on every rank with the runtime's
 // named error, well before the timeout, without a crash and without
 // finishing as if nothing happened. A stopped rank (SIGSTOP) is declared
-// hung after the heartbeat timeout, and the launcher kills it.
+// hung after the heartbeat timeout by every rank that waits for it, with or
+// without the launcher (which kills it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <functional>
@@ -29,6 +31,17 @@ namespace {
 
 bool has(const std::string &text, const std::string &part) {
   return text.find(part) != std::string::npos;
+}
+
+/// The first line of `text` that starts with `prefix` ("" if none).
+std::string lineWith(const std::string &text, const std::string &prefix) {
+  for (size_t start = 0; start < text.size();) {
+    size_t end = std::min(text.find('\n', start), text.size());
+    if (text.compare(start, prefix.size(), prefix) == 0)
+      return text.substr(start, end - start);
+    start = end + 1;
+  }
+  return "";
 }
 
 /// Collective timeout of the scenarios: a verdict must come long before.
@@ -250,39 +263,92 @@ INSTANTIATE_TEST_SUITE_P(Watchdog, Mismatch, ::testing::ValuesIn(scenarios()),
 /// A stopped rank (SIGSTOP) is declared hung by the others within the
 /// heartbeat timeout; they exit naming it, and the launcher kills it.
 TEST(Watchdog, StoppedRankIsDeclaredHung) {
-  auto body = [&](int) -> int {
-    char *argv[] = {const_cast<char *>(CLEAVE_RUNTIME_WORKER),
-                    const_cast<char *>("stop-rank-2"), nullptr};
-    cleave_launch_options_t o{};
-    o.nprocs = 3;
-    o.argv = argv;
-    o.prefix_output = 1;
-    o.timeout_ms = kTimeoutMs;
-    double t0 = cleave_rt_now();
-    int rc = cleave_launch(&o);
-    std::printf("RC=%d SECONDS=%.1f\n", rc, cleave_rt_now() - t0);
-    return 0;
-  };
-  RunOptions options;
-  options.deadlineSeconds = 25;
-  options.env["CLEAVE_TIMEOUT_MS"] = std::to_string(kTimeoutMs);
-  options.env["CLEAVE_HEARTBEAT_MS"] = "200";
-  options.env["CLEAVE_HEARTBEAT_TIMEOUT_MS"] = "2000";
-  RankResult r = runRanks(1, body, options)[0];
-  ASSERT_EQ(r.exitCode, 0) << r.output;
-  for (int rank : {0, 1})
-    EXPECT_TRUE(has(r.output, "[rank " + std::to_string(rank) + "] worker " +
-                                  std::to_string(rank) + ": rank " +
-                                  std::to_string(rank) +
-                                  ": all_reduce on group -1"))
-        << r.output;
-  EXPECT_TRUE(has(r.output, "rank 2 is hung: its last heartbeat was"))
-      << r.output;
-  EXPECT_TRUE(has(r.output, "rank 2 (pid")) << r.output;
-  EXPECT_TRUE(has(r.output, "is stopped; killing it")) << r.output;
-  EXPECT_TRUE(has(r.output, "RC=1 ")) << r.output;
-  // Heartbeat timeout (2 s) plus 5 s.
-  EXPECT_LT(r.seconds, 7.0) << r.output;
+  // Over the tcp store too, which rank 0 hosts: it must outlive the others'
+  // verdicts.
+  for (const char *rendezvous : {"file", "tcp"}) {
+    auto body = [&](int) -> int {
+      char *argv[] = {const_cast<char *>(CLEAVE_RUNTIME_WORKER),
+                      const_cast<char *>("stop-rank-2"), nullptr};
+      cleave_launch_options_t o{};
+      o.nprocs = 3;
+      o.argv = argv;
+      o.prefix_output = 1;
+      o.timeout_ms = kTimeoutMs;
+      o.rendezvous = rendezvous;
+      double t0 = cleave_rt_now();
+      int rc = cleave_launch(&o);
+      std::printf("RC=%d SECONDS=%.1f\n", rc, cleave_rt_now() - t0);
+      return 0;
+    };
+    RunOptions options;
+    options.deadlineSeconds = 25;
+    options.env["CLEAVE_TIMEOUT_MS"] = std::to_string(kTimeoutMs);
+    options.env["CLEAVE_HEARTBEAT_MS"] = "200";
+    options.env["CLEAVE_HEARTBEAT_TIMEOUT_MS"] = "2000";
+    RankResult r = runRanks(1, body, options)[0];
+    ASSERT_EQ(r.exitCode, 0) << rendezvous << ": " << r.output;
+    // Each waiting rank names rank 2 itself, not only the first to see it.
+    for (int rank : {0, 1}) {
+      std::string prefix = "[rank " + std::to_string(rank) + "] worker " +
+                           std::to_string(rank) + ": rank " +
+                           std::to_string(rank) + ": all_reduce on group -1";
+      EXPECT_TRUE(has(lineWith(r.output, prefix),
+                      "rank 2 is hung: its last heartbeat was"))
+          << rendezvous << ": " << r.output;
+    }
+    EXPECT_TRUE(has(r.output, "rank 2 (pid")) << r.output;
+    EXPECT_TRUE(has(r.output, "is stopped; killing it")) << r.output;
+    EXPECT_TRUE(has(r.output, "RC=1 ")) << r.output;
+    // Heartbeat timeout (2 s) plus 5 s.
+    EXPECT_LT(r.seconds, 7.0) << r.output;
+  }
+}
+
+/// The same without a launcher (as under torchrun: each rank a process of
+/// its own, nobody kills the stopped one): the first waiting rank to see the
+/// stale heartbeat aborts its connections, and the other, whose call fails
+/// on them, names rank 2 too.
+TEST(Watchdog, StoppedRankIsNamedByEveryWaitingRankWithoutLauncher) {
+  for (bool tcp : {false, true}) {
+    RunOptions options;
+    options.tcp = tcp;
+    options.timeoutMs = kTimeoutMs;
+    // The stopped rank is killed by the harness at this deadline.
+    options.deadlineSeconds = 6;
+    options.env["CLEAVE_HEARTBEAT_MS"] = "200";
+    options.env["CLEAVE_HEARTBEAT_TIMEOUT_MS"] = "2000";
+    auto body = [&](int rank) -> int {
+      // Ranks started at different times look at heartbeats at different
+      // times: rank 1's watchdog runs half an interval after rank 0's, so
+      // rank 0 is the first to see the stale heartbeat.
+      if (rank == 1)
+        ::usleep(100000);
+      RT_CHECK(cleave_rt_init(nullptr) == 0, "%s", cleave_rt_error_message());
+      std::vector<float> x(1 << 16, 1.0f);
+      for (int it = 0; it < 1000; ++it) {
+        if (rank == 2 && it == 3)
+          std::raise(SIGSTOP);
+        cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F32, CLEAVE_SUM,
+                             x.data(), x.data(), int64_t(x.size()));
+        if (cleave_rt_failed()) {
+          std::printf("ERROR: %s\n", cleave_rt_error_message());
+          return 1;
+        }
+      }
+      return 0;
+    };
+    auto results = runRanks(3, body, options);
+    EXPECT_TRUE(results[2].hung) << describe(results);
+    for (int rank : {0, 1}) {
+      const RankResult &result = results[size_t(rank)];
+      EXPECT_EQ(result.exitCode, 1) << describe(results);
+      EXPECT_TRUE(has(lineWith(result.output, "ERROR: "),
+                      "rank 2 is hung: its last heartbeat was"))
+          << (tcp ? "tcp: " : "file: ") << describe(results);
+      // Heartbeat timeout (2 s) plus 5 s.
+      EXPECT_LT(result.seconds, 7.0) << describe(results);
+    }
+  }
 }
 
 } // namespace
