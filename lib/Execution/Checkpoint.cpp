@@ -235,6 +235,7 @@ std::vector<Trainer::ShardTensor> Trainer::checkpointShard() const {
       t.dtype = dtype;
       t.data = value;
       t.bytes = 8;
+      t.host = true;
       shard.push_back(std::move(t));
     }
   return shard;
@@ -258,7 +259,10 @@ llvm::Error CheckpointWriter::finish() {
   return makeError(error);
 }
 
-void CheckpointWriter::FreeArena::operator()(char *p) const { std::free(p); }
+void CheckpointWriter::FreeArena::operator()(char *p) const {
+  cleave_rt_host_unpin(p);
+  std::free(p);
+}
 
 /// Where the next block of the snapshot starts: cache-line aligned.
 static int64_t snapshotSlot(int64_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -270,7 +274,8 @@ llvm::Error CheckpointWriter::save(const Trainer &trainer) {
   std::vector<Trainer::ShardTensor> shard = trainer.checkpointShard();
   // The snapshot is one buffer, kept for the next checkpoint (the write
   // that used it has finished): after the first checkpoint it costs no
-  // page faults, only the memcpy. Huge pages where the kernel gives them.
+  // page faults, only the copy. Huge pages where the kernel gives them; on
+  // the cuda backend page-locked, so the copy from the device is DMA.
   int64_t need = 0;
   for (const Trainer::ShardTensor &t : shard)
     need += snapshotSlot(t.bytes);
@@ -285,15 +290,34 @@ llvm::Error CheckpointWriter::save(const Trainer &trainer) {
                        llvm::Twine(bytes) +
                        " bytes of host memory for the checkpoint snapshot");
     ::madvise(p, bytes, MADV_HUGEPAGE);
+    if (cleave_rt_host_pin(p, int64_t(bytes)) != 0) {
+      std::free(p);
+      return makeError("rank " + llvm::Twine(rank_) +
+                       ": the checkpoint snapshot's host memory: " +
+                       cleave_rt_error_message());
+    }
     arena_.reset(static_cast<char *>(p));
     arenaBytes_ = int64_t(bytes);
   }
+  // The buffers go to the snapshot in one batch (cpu backend: a memcpy
+  // each; cuda: DMA on the copy stream, the training thread waiting for it
+  // only); the scaler's host values are copied here.
   char *slot = arena_.get();
+  std::vector<cleave_rt_copy_t> copies;
+  copies.reserve(shard.size());
   for (Trainer::ShardTensor &t : shard) {
-    std::memcpy(slot, t.data, size_t(t.bytes));
+    if (t.host)
+      std::memcpy(slot, t.data, size_t(t.bytes));
+    else
+      copies.push_back({slot, t.data, t.bytes});
     t.data = slot;
     slot += snapshotSlot(t.bytes);
   }
+  if (cleave_rt_copy_to_host(copies.data(), int64_t(copies.size())) != 0)
+    return makeError("rank " + llvm::Twine(rank_) +
+                     ": cannot snapshot the checkpoint of step " +
+                     llvm::Twine(trainer.stepCounter()) + ": " +
+                     cleave_rt_error_message());
   snapshotSeconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -567,6 +591,11 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
       return cleave_tensor_file_read(f, key.c_str(), dst, bytes);
     });
   };
+  // On the cuda backend the blocks are read into host memory and copied to
+  // the device (reading a file into managed memory would fault it in page
+  // by page); on the cpu backend straight into place.
+  bool onDevice = cleave_rt_buffers_on_device() != 0;
+  std::vector<char> staging;
   for (auto [i, b] : llvm::enumerate(spec.buffers)) {
     if (b.role != BufferSpec::Role::Param && b.role != BufferSpec::Role::State)
       continue;
@@ -584,6 +613,14 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
                      ? blockOf(b, *options.mesh, options.rank)
                      : Block{std::vector<int64_t>(b.shape.size(), 0), b.shape};
     int64_t elementBytes = cleave_rt_dtype_size(b.dtype), copied = 0;
+    // Where the block is assembled: in place, or on a device backend in
+    // host memory, copied to the device once complete.
+    void *dst = buffers[i];
+    if (onDevice) {
+      if (staging.size() < size_t(b.numBytes()))
+        staging.resize(size_t(b.numBytes()));
+      dst = staging.data();
+    }
     for (const Saved &s : it->second) {
       if (s.global != global || s.dtype != b.dtype)
         return makeError("checkpoint " + stepDir + ": tensor '" + key +
@@ -602,7 +639,7 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
         n *= d;
       // The same block (a resume on the same mesh): straight into place.
       if (s.block.offsets == mine.offsets && s.block.sizes == mine.sizes) {
-        if (llvm::Error err = readWhole(s, key, buffers[i], n * elementBytes))
+        if (llvm::Error err = readWhole(s, key, dst, n * elementBytes))
           return err;
         copied += n;
         continue;
@@ -613,7 +650,7 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
         const Block &from, &to;
         void *dst;
         int64_t elementBytes, copiedBytes;
-      } target{s.block, mine, buffers[i], elementBytes, 0};
+      } target{s.block, mine, dst, elementBytes, 0};
       auto piece = [](void *context, int64_t offset, const void *data,
                       int64_t bytes) {
         auto &t = *static_cast<Target *>(context);
@@ -634,6 +671,10 @@ llvm::Error Trainer::loadCheckpoint(llvm::StringRef stepDir) {
       return makeError("checkpoint " + stepDir + ": the saved blocks of '" +
                        key + "' cover " + llvm::Twine(copied) + " of the " +
                        llvm::Twine(wanted) + " elements this rank needs");
+    cleave_rt_copy_t toDevice{buffers[i], dst, b.numBytes()};
+    if (onDevice && cleave_rt_copy_from_host(&toDevice, 1) != 0)
+      return makeError("checkpoint " + stepDir + ": cannot copy '" + key +
+                       "' to the device: " + cleave_rt_error_message());
   }
   // The loss scaler's state (checkpoints of this version have it).
   for (auto [name, value] : {std::pair{kLossScaleName, (void *)&scale},

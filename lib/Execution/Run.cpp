@@ -678,6 +678,9 @@ static int runRank(TrainJob &job, const RunOptions &options) {
                                    record, options, job.manifest))
       return fail(toString(std::move(err)));
   }
+  // The snapshot's pinned host memory and the buffers go before the
+  // backend does.
+  checkpoints.reset();
   trainer->reset();
   cleave_rt_finalize();
   llvm::outs().flush();

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,13 @@ public:
   virtual void abort() = 0;
 };
 
+/// One block of a copy between a backend's buffers and host memory.
+struct HostCopy {
+  void *dst;
+  const void *src;
+  size_t bytes;
+};
+
 /// Arguments of cleave_rt_gemm, already checked.
 struct GemmArgs {
   int32_t dtype;
@@ -107,6 +115,20 @@ public:
   virtual void copy(void *dst, const void *src, size_t bytes) = 0;
   /// Sets `bytes` of device memory to zero.
   virtual void zero(void *dst, size_t bytes) = 0;
+
+  /// Bulk copies between buffers of alloc() and host memory (checkpoints;
+  /// Runtime.h). A backend whose buffers are host memory (cpu) keeps these
+  /// defaults: the copies are memcpys and pinning does nothing.
+  virtual bool buffersOnDevice() const { return false; }
+  virtual void pinHost(void *ptr, size_t bytes) {}
+  /// Never throws.
+  virtual void unpinHost(void *ptr) {}
+  /// `toHost`: from alloc()'s buffers to host memory, else the reverse.
+  /// Every copy is done when it returns.
+  virtual void copyHost(const HostCopy *copies, size_t count, bool toHost) {
+    for (size_t i = 0; i < count; ++i)
+      std::memcpy(copies[i].dst, copies[i].src, copies[i].bytes);
+  }
 
   /// Asynchronous requests (Async.cpp). A backend whose communication is
   /// ordered on the device (cuda: each communicator has a stream, ordered

@@ -5,7 +5,8 @@
 // that host tools allocate (cleave_rt_alloc) are managed memory preferring
 // the device, so hosts fill and read them as on the cpu backend; buffers of
 // generated code come from the device's stream-ordered pool, which caches
-// freed memory (release threshold: never).
+// freed memory (release threshold: never). Checkpoints move the managed
+// buffers to and from pinned host memory in bulk, on a copy stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +54,9 @@ public:
     try {
       device_.makeCurrent();
       device_.wait(device_.compute(), [] { return hasFailed(); });
+      if (copyStream_)
+        cuStreamSynchronize(copyStream_);
+      device_.destroyStream(copyStream_);
     } catch (const std::exception &) {
     }
   }
@@ -132,6 +136,55 @@ public:
                               device_.compute()),
               "zeroing device memory");
     afterCall();
+  }
+
+  /// cleave_rt_alloc's buffers are managed memory preferring the device.
+  bool buffersOnDevice() const override { return true; }
+
+  /// Page-locked host memory: the copies below are then DMA, asynchronous
+  /// to the host, at the bus's bandwidth (pageable memory is staged by the
+  /// driver through its own pinned buffers, a chunk at a time).
+  void pinHost(void *ptr, size_t bytes) override {
+    device_.makeCurrent();
+    cudaCheck(cuMemHostRegister(ptr, bytes, 0),
+              concat("page-locking ", bytes, " bytes of host memory at ", ptr,
+                     " for copies with ", device_.describe()));
+  }
+
+  void unpinHost(void *ptr) override {
+    // Memory that was not pinned (or not by this context) stays as it is.
+    try {
+      device_.makeCurrent();
+    } catch (const std::exception &) {
+      return;
+    }
+    cuMemHostUnregister(ptr);
+  }
+
+  /// Checkpoint snapshots and restores: every block on the copy stream, a
+  /// stream of its own that first waits (through an event) for the work
+  /// enqueued on the compute stream so far, then one wait on the host. The
+  /// training thread waits for the copies only.
+  void copyHost(const HostCopy *copies, size_t count, bool toHost) override {
+    if (count == 0)
+      return;
+    device_.makeCurrent();
+    if (!copyStream_)
+      cudaCheck(cuStreamCreate(&copyStream_, CU_STREAM_NON_BLOCKING),
+                "creating the copy stream");
+    device_.order(device_.compute(), copyStream_);
+    const char *direction = toHost ? "to host memory" : "from host memory";
+    for (size_t i = 0; i < count; ++i)
+      cudaCheck(cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(copies[i].dst),
+                              reinterpret_cast<CUdeviceptr>(copies[i].src),
+                              copies[i].bytes, copyStream_),
+                concat("enqueueing a copy of ", copies[i].bytes, " bytes ",
+                       direction, " (block ", i, " of ", count, ")"));
+    // No early exit on another thread's failure: the copies are local and
+    // short, and the host memory must not be reused while they run.
+    CUresult r = device_.wait(copyStream_, nullptr);
+    cudaCheck(r, concat("copying ", count, " buffers ", direction, " on ",
+                        device_.describe()));
   }
 
   void launch(void **function, void **module, const void *image,
@@ -322,6 +375,8 @@ private:
   CudaProfile profile_;
   NcclWatchdog watchdog_;
   CUmemoryPool pool_ = nullptr;
+  /// The stream of copyHost (created at the first copy).
+  CUstream copyStream_ = nullptr;
   NcclCommunicator *world_ = nullptr;
   std::unordered_map<void **, void *> modules_, functions_;
   bool inStep_ = false;

@@ -6,7 +6,9 @@
 // (_mlir_memref_to_llvm_alloc/free, defined below). The sizes of live
 // blocks are kept, so the program's memory can be reported exactly:
 // cleave-run's peak memory is the peak of these bytes, and is what the cost
-// model's memory prediction is compared with.
+// model's memory prediction is compared with. Bulk copies between the
+// buffers and host memory (checkpoints) go through the backend: memcpys on
+// the cpu backend, DMA on the cuda backend's copy stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,9 +16,13 @@
 #include "Error.h"
 #include "State.h"
 
+#include "cleave/Runtime/Runtime.h"
+
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 using namespace cleave::rt;
 
@@ -64,6 +70,32 @@ Accounting &accounting() {
   return *instance;
 }
 
+/// The copies of cleave_rt_copy_to_host / _from_host: memcpys without a
+/// backend (as on the cpu backend), else the backend's.
+int copyHost(const char *what, const cleave_rt_copy_t *copies, int64_t count,
+             bool toHost) {
+  return guard(what, -1, [&] {
+    require(count >= 0 && (copies || count == 0),
+            concat("cannot copy ", count, " blocks"));
+    std::vector<HostCopy> blocks;
+    blocks.reserve(size_t(count));
+    for (int64_t i = 0; i < count; ++i) {
+      const cleave_rt_copy_t &c = copies[i];
+      require(c.bytes >= 0 && ((c.dst && c.src) || c.bytes == 0),
+              concat("block ", i, ": cannot copy ", c.bytes, " bytes from ",
+                     c.src, " to ", c.dst));
+      if (c.bytes > 0)
+        blocks.push_back({c.dst, c.src, size_t(c.bytes)});
+    }
+    if (Backend *backend = currentBackend())
+      backend->copyHost(blocks.data(), blocks.size(), toHost);
+    else
+      for (const HostCopy &b : blocks)
+        std::memcpy(b.dst, b.src, b.bytes);
+    return 0;
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -109,5 +141,33 @@ void *_mlir_memref_to_llvm_alloc(size_t bytes) {
 void _mlir_memref_to_llvm_free(void *ptr) { cleave_rt_free(ptr); }
 
 double cleave_rt_now(void) { return monotonicSeconds(); }
+
+int32_t cleave_rt_buffers_on_device(void) {
+  Backend *backend = currentBackend();
+  return backend && backend->buffersOnDevice() ? 1 : 0;
+}
+
+int cleave_rt_host_pin(void *ptr, int64_t bytes) {
+  return guard("host_pin", -1, [&] {
+    require(ptr && bytes >= 0,
+            concat("cannot pin ", bytes, " bytes of host memory at ", ptr));
+    if (Backend *backend = currentBackend())
+      backend->pinHost(ptr, size_t(bytes));
+    return 0;
+  });
+}
+
+void cleave_rt_host_unpin(void *ptr) {
+  if (Backend *backend = currentBackend(); backend && ptr)
+    backend->unpinHost(ptr);
+}
+
+int cleave_rt_copy_to_host(const cleave_rt_copy_t *copies, int64_t count) {
+  return copyHost("copy_to_host", copies, count, /*toHost=*/true);
+}
+
+int cleave_rt_copy_from_host(const cleave_rt_copy_t *copies, int64_t count) {
+  return copyHost("copy_from_host", copies, count, /*toHost=*/false);
+}
 
 } // extern "C"

@@ -22,3 +22,13 @@
 // RUN: FileCheck %s --check-prefix=NOGPU < %t/nogpu.txt
 // NOGPU: cleave-bundle-run: error: {{no usable CUDA driver|no CUDA device on this machine}}
 // NOGPU-NOT: step
+// Checkpoints are no different (nothing refuses them on cuda): the GPU is
+// what is missing.
+// RUN: %t/b/run --steps 1 --checkpoint %t/ck-cuda --checkpoint-every 1 > %t/nogpu-ckpt.txt 2>&1 || true
+// RUN: FileCheck %s --check-prefix=NOGPU < %t/nogpu-ckpt.txt
+// The CPU build's checkpoints through the bundle's runner, written and
+// resumed (the cuda build's round trip is a --selftest check on a GPU):
+// RUN: %t/b/run --backend cpu --steps 2 --checkpoint %t/ck --checkpoint-every 2 > /dev/null
+// RUN: %t/b/run --backend cpu --steps 3 --checkpoint %t/ck --resume | FileCheck %s --check-prefix=RESUME
+// RESUME: resuming from {{.*}}step-00000002 (after step 2)
+// RESUME: step     3/3  loss

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -224,6 +225,154 @@ std::pair<double, std::string> paramsDifference(const std::string &a,
   return {worst, where};
 }
 
+/// "" when the two parameter files hold the same tensors with the same
+/// bytes (any element type), else what differs first.
+std::string paramsIdentical(const std::string &a, const std::string &b) {
+  cleave_tensor_file *fa = cleave_tensor_file_open(a.c_str());
+  cleave_tensor_file *fb = cleave_tensor_file_open(b.c_str());
+  std::string differs;
+  if (!fa || !fb)
+    differs = "cannot read the saved parameters";
+  for (int64_t i = 0; differs.empty() && i < cleave_tensor_file_count(fa);
+       ++i) {
+    const char *name = cleave_tensor_file_name(fa, i);
+    int32_t dtype, dtypeB;
+    int64_t rank, rankB, shape[8], shapeB[8];
+    if (cleave_tensor_file_info(fa, name, &dtype, &rank, shape) ||
+        cleave_tensor_file_info(fb, name, &dtypeB, &rankB, shapeB) ||
+        dtype != dtypeB || rank != rankB ||
+        !std::equal(shape, shape + rank, shapeB)) {
+      differs = std::string(name) + " is missing or of another shape";
+      break;
+    }
+    int64_t bytes = cleave_rt_dtype_size(dtype);
+    for (int64_t d = 0; d < rank; ++d)
+      bytes *= shape[d];
+    std::vector<char> x(static_cast<size_t>(bytes)), y(x.size());
+    if (cleave_tensor_file_read(fa, name, x.data(), bytes) ||
+        cleave_tensor_file_read(fb, name, y.data(), bytes))
+      differs = std::string("cannot read ") + name;
+    else if (x != y)
+      differs = std::string(name) + " differs";
+  }
+  if (fa)
+    cleave_tensor_file_close(fa);
+  if (fb)
+    cleave_tensor_file_close(fb);
+  return differs;
+}
+
+/// The checkpoint round trip (after the training check, whose straight runs
+/// of `o.steps` steps are in `tmp`): half the steps with a checkpoint at the
+/// end on the cuda build and on the cpu build; the cuda checkpoint resumed
+/// on cuda must end as the straight cuda run, bit for bit (losses and
+/// parameters); each build's checkpoint resumed on the other must give the
+/// other's straight losses within the training check's `tolerance`.
+void checkpointRoundTrip(const SelftestOptions &o, const BundleInfo &bundle,
+                         const std::string &tmp, double tolerance,
+                         std::vector<Row> &rows) {
+  int64_t half = o.steps / 2;
+  std::string seed = std::to_string(o.seed);
+  std::string steps = std::to_string(o.steps);
+  std::string halfSteps = std::to_string(half);
+  const char *backends[2] = {"cuda", "cpu"};
+  std::string written[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string b = backends[i], log = tmp + "/ckpt-" + b + ".log";
+    int rc = runChild(o, bundle,
+                      {"--backend", b, "--steps", halfSteps, "--seed", seed,
+                       "--checkpoint", tmp + "/ckpt-" + b, "--checkpoint-every",
+                       halfSteps},
+                      log);
+    if (rc != 0)
+      written[i] =
+          format("writing the %s checkpoint failed (exit %d): ", b.c_str(),
+                 rc) +
+          tail(log);
+  }
+  struct Case {
+    int from, on;
+    const char *check;
+  } cases[] = {{0, 0, "checkpoint resume on cuda: bit-exact"},
+               {1, 0, "checkpoint of the cpu build on cuda"},
+               {0, 1, "checkpoint of cuda on the cpu build"}};
+  for (const Case &c : cases) {
+    std::string from = backends[c.from], on = backends[c.on];
+    if (!written[c.from].empty()) {
+      rows.push_back({c.check, "FAIL", written[c.from]});
+      continue;
+    }
+    std::string out = tmp + "/resumed-" + from + "-on-" + on;
+    int rc = runChild(o, bundle,
+                      {"--backend", on, "--steps", steps, "--seed", seed,
+                       "--checkpoint", tmp + "/ckpt-" + from, "--resume",
+                       "--save-losses", out + ".losses", "--save-params",
+                       out + ".params"},
+                      out + ".log");
+    if (rc != 0) {
+      rows.push_back({c.check, "FAIL",
+                      format("the resumed run failed (exit %d): ", rc) +
+                          tail(out + ".log")});
+      continue;
+    }
+    std::vector<double> straight =
+        readDoubles(tmp + "/" + on + ".losses", "loss");
+    std::vector<double> resumed = readDoubles(out + ".losses", "loss");
+    if (straight.size() != size_t(o.steps) ||
+        resumed.size() != size_t(o.steps - half)) {
+      rows.push_back({c.check, "FAIL",
+                      format("%zu losses resumed after step %lld, %zu "
+                             "straight; expected %lld and %lld",
+                             resumed.size(), (long long)half, straight.size(),
+                             (long long)(o.steps - half), (long long)o.steps)});
+      continue;
+    }
+    bool exact = c.from == c.on;
+    double worst = 0;
+    size_t worstStep = 0;
+    for (size_t s = 0; s < resumed.size(); ++s) {
+      double want = straight[size_t(half) + s];
+      double d =
+          exact ? (std::memcmp(&want, &resumed[s], 8) == 0 ? 0 : INFINITY)
+                : std::fabs(resumed[s] - want) / std::max(1.0, std::fabs(want));
+      if (!(d <= worst)) {
+        worst = d;
+        worstStep = s;
+      }
+    }
+    std::string where =
+        format("step %lld: resumed %.9g, straight %.9g",
+               (long long)(half + 1 + worstStep), resumed[worstStep],
+               straight[size_t(half) + worstStep]);
+    if (exact) {
+      std::string params =
+          paramsIdentical(tmp + "/" + on + ".params", out + ".params");
+      bool ok = worst == 0 && params.empty();
+      rows.push_back(
+          {c.check, ok ? "PASS" : "FAIL",
+           ok           ? format("steps %lld-%lld resumed from the step-%lld "
+                                           "checkpoint equal the straight run bit for bit, "
+                                           "losses and parameters",
+                                 (long long)(half + 1), (long long)o.steps,
+                                 (long long)half)
+           : worst != 0 ? "the losses differ, first at " + where
+                        : "the final parameters differ: " + params});
+    } else {
+      bool ok = worst <= tolerance;
+      rows.push_back({c.check, ok ? "PASS" : "FAIL",
+                      format("losses of steps %lld-%lld within %.1e relative "
+                             "of the straight %s run (largest at ",
+                             (long long)(half + 1), (long long)o.steps, worst,
+                             on.c_str()) +
+                          where + format("; tolerance %.0e)", tolerance)});
+    }
+  }
+  // The checkpoints may be large (GPT-2 small: parameters and AdamW state);
+  // the logs stay.
+  for (const char *b : backends)
+    std::filesystem::remove_all(tmp + "/ckpt-" + b);
+}
+
 double median(std::vector<double> v) {
   if (v.empty())
     return 0;
@@ -326,6 +475,9 @@ int cleave::bundle::runSelftest(const BundleInfo &bundle,
                 bundle.dtype.empty() ? "this program" : bundle.dtype.c_str(),
                 paramDiff, paramName.c_str())});
   }
+
+  if (status[0] == 0 && status[1] == 0 && o.steps >= 2)
+    checkpointRoundTrip(o, bundle, tmp, tolerance, rows);
 
   if (o.throughputSteps > 1) {
     std::string n = std::to_string(o.throughputSteps);

@@ -2,9 +2,10 @@
 //-*-===//
 //
 // `DIR/run --selftest`: the GPUs, the collectives on them, training steps of
-// the cuda build against the cpu build of the same program, and a
-// throughput run against the cost model's prediction for the GPU kind, as a
-// table (docs/cuda.md, "Running on a GPU cluster").
+// the cuda build against the cpu build of the same program, a checkpoint
+// round trip (resumed on cuda bit for bit, and across the two builds), and
+// a throughput run against the cost model's prediction for the GPU kind, as
+// a table (docs/cuda.md, "Running on a GPU cluster").
 //
 //===----------------------------------------------------------------------===//
 

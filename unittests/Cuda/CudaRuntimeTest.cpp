@@ -3,8 +3,9 @@
 // Without a GPU: asking for the cuda backend fails with a clear message, and
 // CUDA host code refuses to run on the cpu backend. With GPUs (skipped
 // elsewhere, with the reason): cuBLASLt GEMMs and epilogues against the CPU
-// GEMM, every collective on 1, 2 and 4 GPUs and on the groups of a 2x2 mesh,
-// and a collective that a peer never joins reported by the watchdog.
+// GEMM, bulk copies between buffers and pinned host memory (checkpoints),
+// every collective on 1, 2 and 4 GPUs and on the groups of a 2x2 mesh, and
+// a collective that a peer never joins reported by the watchdog.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -347,6 +349,84 @@ TEST(CudaRuntime, GemmEpiloguesAddBiasAndGelu) {
     cleave_rt_finalize();
     return 0;
   });
+  EXPECT_EQ(results[0].exitCode, 0) << describe(results);
+}
+
+//===----------------------------------------------------------------------===//
+// Host copies (checkpoint snapshots and restores; 1 GPU)
+//===----------------------------------------------------------------------===//
+
+/// Buffers written by the GPU go to pinned host memory and back through
+/// cleave_rt_copy_to_host / _from_host, in order after the compute stream's
+/// work even inside a step (where nothing waited for it yet).
+int hostCopies() {
+  if (int rc = initCuda())
+    return rc;
+  RT_CHECK(cleave_rt_buffers_on_device() == 1, "the cuda backend's buffers "
+                                               "are not on the device");
+  // 48 MiB and an odd size: long enough for a copy that overtook the
+  // compute stream to show.
+  const int64_t count = (int64_t(12) << 20) + 3;
+  const int64_t bytes = count * 4;
+  auto *a = static_cast<float *>(cleave_rt_alloc(bytes));
+  auto *c = static_cast<float *>(cleave_rt_alloc(bytes));
+  for (int64_t i = 0; i < count; ++i)
+    a[i] = float(i % 1021) - 510.0f;
+  size_t pinnedBytes = (size_t(bytes) + 4095) / 4096 * 4096;
+  void *pinned = nullptr;
+  RT_CHECK(posix_memalign(&pinned, 4096, pinnedBytes) == 0, "no host memory");
+  auto *host = static_cast<float *>(pinned);
+  RT_CHECK(cleave_rt_host_pin(pinned, int64_t(pinnedBytes)) == 0, "%s",
+           cleave_rt_error_message());
+  for (int round = 0; round < 2; ++round) {
+    std::memset(c, 0, size_t(bytes));
+    std::memset(host, 0xff, size_t(bytes));
+    // C = A on the GPU (a world of one copies on the compute stream), then
+    // C to the host: inside a step (round 0) the copy must wait for it.
+    if (round == 0)
+      cleave_rt_cuda_step_begin();
+    cleave_rt_all_reduce(-1, CLEAVE_F32, CLEAVE_SUM, a, c, count);
+    cleave_rt_copy_t out[] = {{host, c + 5, (count - 5) * 4},
+                              {host + count - 5, c, 5 * 4}};
+    RT_CHECK(cleave_rt_copy_to_host(out, 2) == 0, "%s",
+             cleave_rt_error_message());
+    if (round == 0)
+      cleave_rt_cuda_synchronize();
+    RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+    for (int64_t i = 0; i < count; ++i) {
+      float want = a[i < count - 5 ? i + 5 : i - (count - 5)];
+      RT_CHECK(host[i] == want, "round %d: host[%lld] = %g, expected %g", round,
+               (long long)i, double(host[i]), double(want));
+    }
+  }
+  // Back: host into a buffer, which the GPU then reads (C = B + 0).
+  auto *b = static_cast<float *>(cleave_rt_alloc(bytes));
+  for (int64_t i = 0; i < count; ++i)
+    host[i] = float(i % 777) * 0.5f;
+  cleave_rt_copy_t in[] = {{b, host, bytes}};
+  RT_CHECK(cleave_rt_copy_from_host(in, 1) == 0, "%s",
+           cleave_rt_error_message());
+  std::memset(host, 0, size_t(bytes));
+  cleave_rt_all_reduce(-1, CLEAVE_F32, CLEAVE_SUM, b, c, count);
+  RT_CHECK(!cleave_rt_failed(), "%s", cleave_rt_error_message());
+  for (int64_t i = 0; i < count; ++i)
+    RT_CHECK(c[i] == float(i % 777) * 0.5f,
+             "c[%lld] = %g after the copy "
+             "from the host",
+             (long long)i, double(c[i]));
+  cleave_rt_host_unpin(pinned);
+  std::free(pinned);
+  cleave_rt_free(a);
+  cleave_rt_free(b);
+  cleave_rt_free(c);
+  cleave_rt_finalize();
+  return 0;
+}
+
+TEST(CudaRuntime, HostCopiesFollowTheComputeStream) {
+  REQUIRE_GPUS(1);
+  std::vector<RankResult> results =
+      runRanks(1, [](int) { return hostCopies(); });
   EXPECT_EQ(results[0].exitCode, 0) << describe(results);
 }
 

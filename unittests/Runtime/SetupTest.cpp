@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 using namespace cleave::rt;
 
@@ -287,4 +288,55 @@ TEST(MemoryTest, AllocatorCountsLiveAndPeakBytes) {
   cleave_rt_free(nullptr);
   cleave_rt_memory_stats(&live, nullptr);
   EXPECT_EQ(live, live0);
+}
+
+// Bulk copies between buffers and host memory (checkpoint snapshots and
+// restores): memcpys on the cpu backend and before cleave_rt_init, whose
+// buffers are host memory; pinning does nothing there.
+TEST(MemoryTest, HostCopiesAreMemcpysOnTheCpuBackend) {
+  EnvGuard env;
+  clearLauncherEnv(env);
+  for (bool initialized : {false, true}) {
+    SCOPED_TRACE(initialized ? "cpu backend" : "no runtime");
+    if (initialized)
+      ASSERT_EQ(cleave_rt_init(nullptr), 0) << cleave_rt_error_message();
+    EXPECT_EQ(cleave_rt_buffers_on_device(), 0);
+    auto *a = static_cast<float *>(cleave_rt_alloc(64 * 4));
+    auto *b = static_cast<float *>(cleave_rt_alloc(16 * 4));
+    for (int i = 0; i < 64; ++i)
+      a[i] = float(i);
+    std::vector<float> host(80, -1.0f);
+    EXPECT_EQ(cleave_rt_host_pin(host.data(), int64_t(host.size() * 4)), 0)
+        << cleave_rt_error_message();
+    // Any address inside a buffer; a block of 0 bytes may have no pointers.
+    cleave_rt_copy_t out[] = {{host.data(), a + 8, 56 * 4},
+                              {host.data() + 56, a, 8 * 4},
+                              {nullptr, nullptr, 0}};
+    ASSERT_EQ(cleave_rt_copy_to_host(out, 3), 0) << cleave_rt_error_message();
+    for (int i = 0; i < 64; ++i)
+      EXPECT_EQ(host[i], float(i < 56 ? i + 8 : i - 56)) << i;
+    EXPECT_EQ(host[64], -1.0f);
+    cleave_rt_copy_t in[] = {{b, host.data() + 4, 16 * 4}};
+    ASSERT_EQ(cleave_rt_copy_from_host(in, 1), 0) << cleave_rt_error_message();
+    for (int i = 0; i < 16; ++i)
+      EXPECT_EQ(b[i], float(i + 12)) << i;
+    EXPECT_EQ(cleave_rt_copy_to_host(nullptr, 0), 0);
+    cleave_rt_host_unpin(host.data());
+    // Bad blocks are named.
+    cleave_rt_copy_t bad[] = {{host.data(), a, 4}, {host.data(), nullptr, 4}};
+    EXPECT_NE(cleave_rt_copy_to_host(bad, 2), 0);
+    EXPECT_TRUE(has(cleave_rt_error_message(),
+                    "copy_to_host: block 1: cannot copy 4 bytes from "))
+        << cleave_rt_error_message();
+    cleave_rt_clear_error();
+    EXPECT_NE(cleave_rt_copy_from_host(in, -1), 0);
+    EXPECT_TRUE(
+        has(cleave_rt_error_message(), "copy_from_host: cannot copy -1 blocks"))
+        << cleave_rt_error_message();
+    cleave_rt_clear_error();
+    cleave_rt_free(a);
+    cleave_rt_free(b);
+    if (initialized)
+      cleave_rt_finalize();
+  }
 }

@@ -127,6 +127,10 @@ public:
     /// after CheckpointWriter::save copied them.
     const void *data = nullptr;
     int64_t bytes = 0;
+    /// Whether `data` is host memory of the trainer's (the loss scaler's
+    /// state) rather than a buffer of cleave_rt_alloc (device memory on the
+    /// cuda backend).
+    bool host = false;
     /// CRC32C of the data (the checkpoint writer's thread computes it).
     uint32_t crc32c = 0;
   };

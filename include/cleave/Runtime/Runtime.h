@@ -254,6 +254,43 @@ void cleave_rt_reset_peak_memory(void);
 double cleave_rt_now(void);
 
 /*===----------------------------------------------------------------------===*/
+/* Bulk copies between buffers and host memory (checkpoint snapshots and     */
+/* restores). The cpu backend's buffers are host memory: a copy is a memcpy. */
+/* The cuda backend's are managed memory on the device: host code may touch  */
+/* them in place (page by page, through faults), but moves their contents in */
+/* bulk with these calls: DMA on a stream of their own.                      */
+/*===----------------------------------------------------------------------===*/
+
+/** One block of cleave_rt_copy_to_host / cleave_rt_copy_from_host. */
+typedef struct {
+  void *dst;
+  const void *src;
+  int64_t bytes;
+} cleave_rt_copy_t;
+
+/** Non-zero when the buffers of cleave_rt_alloc live on a device (the cuda
+ *  backend); 0 on the cpu backend and before cleave_rt_init. */
+int32_t cleave_rt_buffers_on_device(void);
+/** Page-locks `bytes` of host memory at `ptr` (page aligned) that copies go
+ *  to or come from, so that they run as DMA, asynchronously, at the bus's
+ *  bandwidth (cuda backend; nothing on the cpu backend). Returns 0, or
+ *  non-zero with the error recorded. cleave_rt_host_unpin undoes it. */
+int cleave_rt_host_pin(void *ptr, int64_t bytes);
+/** Undoes cleave_rt_host_pin before the memory is freed. Never fails:
+ *  memory the backend does not know (not pinned, or pinned by a runtime
+ *  finalized since) is left as it is. */
+void cleave_rt_host_unpin(void *ptr);
+/** Copies `count` blocks from buffers of cleave_rt_alloc (`src`, any address
+ *  inside one) to host memory (`dst`); all are done when it returns. The
+ *  cpu backend memcpys each; the cuda backend enqueues them on its copy
+ *  stream after the device work enqueued so far and waits once. Returns 0,
+ *  or non-zero with the error recorded. */
+int cleave_rt_copy_to_host(const cleave_rt_copy_t *copies, int64_t count);
+/** The reverse: host memory (`src`) into buffers of cleave_rt_alloc
+ *  (`dst`); done when it returns (device work enqueued later sees it). */
+int cleave_rt_copy_from_host(const cleave_rt_copy_t *copies, int64_t count);
+
+/*===----------------------------------------------------------------------===*/
 /* Tensor files: parameters and checkpoints                                   */
 /*                                                                            */
 /* The safetensors layout: an 8-byte little-endian header length, a JSON      */
