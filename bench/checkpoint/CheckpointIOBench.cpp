@@ -228,7 +228,8 @@ void readBack(const std::string &shard, std::vector<char> &kept, int64_t bytes,
       }),
       size);
   std::printf("several readers at once (tensor reader, into kept buffers):\n");
-  std::vector<std::vector<char>> dsts(size_t(readers),
+  // Two buffers at least: the same shard is read twice at once below.
+  std::vector<std::vector<char>> dsts(size_t(std::max(readers, 2)),
                                       std::vector<char>(size_t(bytes), 1));
   report("2 readers of the same shard (as dp replicas)", median3([&] {
            dropCache(shard);
