@@ -185,10 +185,9 @@ json measureCapacity(const Config &cfg, const json &rows) {
                         {"ranks_equivalent", ratios.back()}});
     }
   }
-  double capacity =
-      ratios.empty()
-          ? double(world)
-          : std::clamp(median(ratios), 1.0, double(world));
+  double capacity = ratios.empty()
+                        ? double(world)
+                        : std::clamp(median(ratios), 1.0, double(world));
   return {{"ranks_equivalent", capacity}, {"shapes", shapes}};
 }
 

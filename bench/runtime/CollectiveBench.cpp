@@ -294,10 +294,10 @@ int runRank() {
     double arBus = 2.0 * (n - 1) / n, gBus = double(n - 1) / n;
     size_t rsBytes = per * n * 4;
     if (enabled("all_reduce"))
-      printRow(n,
-               {"all_reduce", bytes, best[0], best[1], arBus,
-                medianOf(paired[0])},
-               "gloo allreduce");
+      printRow(
+          n,
+          {"all_reduce", bytes, best[0], best[1], arBus, medianOf(paired[0])},
+          "gloo allreduce");
     if (enabled("all_gather"))
       printRow(n,
                {"all_gather", per * n * 4, best[2], best[3], gBus,

@@ -96,8 +96,7 @@ std::string ClusterSpec::validate() const {
         (hostComputeCapacity >= 1 && hostComputeCapacity <= gpusPerNode)))
     return "cluster.measured.compute_capacity: expected a number from 1 to "
            "gpus_per_node (" +
-           std::to_string(gpusPerNode) + "), got " +
-           [&] {
+           std::to_string(gpusPerNode) + "), got " + [&] {
              std::ostringstream os;
              os << hostComputeCapacity;
              return os.str();
