@@ -41,15 +41,20 @@ struct CleavePrepareBufferizationPass final
         copyStridedViews(op);
     });
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal() || func.isPrivate())
+      if (func.isExternal())
         continue;
-      OpBuilder b(func.getContext());
-      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-        if (isa<TensorType>(func.getArgumentTypes()[i]))
-          func.setArgAttr(
-              i, bufferization::BufferizationDialect::kWritableAttrName,
-              b.getBoolAttr(false));
-      func.walk([&](func::ReturnOp ret) { copyDuplicates(ret); });
+      if (!func.isPrivate()) {
+        OpBuilder b(func.getContext());
+        for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+          if (isa<TensorType>(func.getArgumentTypes()[i]))
+            func.setArgAttr(
+                i, bufferization::BufferizationDialect::kWritableAttrName,
+                b.getBoolAttr(false));
+        func.walk([&](func::ReturnOp ret) { copyDuplicates(ret); });
+      }
+      // Private functions too: a pipeline's passes (@train_step_b0) hold
+      // the layers' compute, so their shared fills and empties are the
+      // ones that matter.
       func.walk([&](linalg::FillOp fill) { unshareFill(fill); });
       if (!unshareEmpties)
         continue;

@@ -145,6 +145,13 @@ double recomputedLayerTransientBytes(const ModelConfig &m,
          largestIntermediateBytes(m, p) + d.w * d.tokensSp * d.h;
 }
 
+double deferredWeightGradInputBytes(const ModelConfig &m,
+                                    const ParallelPlan &p) {
+  ActDims d = actDims(m, p);
+  double up = d.ffn * (m.arch == Architecture::Llama ? 2 : 1);
+  return d.w * d.tokens * (d.q + 2 * d.kv + d.h + up + d.h);
+}
+
 namespace {
 
 /// Largest working set beyond the saved activations: one layer's backward
@@ -254,6 +261,15 @@ MemoryBreakdown memoryOf(const ModelConfig &m, const ClusterSpec &cl,
   }
   mem.transient = transientBytes(m, own, stage == p.pp - 1,
                                  w.headActivationBytes.value_or(0));
+  if (p.schedule == Schedule::ZeroBubbleH1) {
+    // At the end of a B pass its outputs for the W pass are all alive (the
+    // runtime allocates a pass's results before the call): the gradients
+    // of the linears' outputs of the stage's layers and, on the last
+    // stage, of the logits (the head's weight gradient reads them).
+    mem.transient += layersHere * deferredWeightGradInputBytes(m, own);
+    if (stage == p.pp - 1)
+      mem.transient += d.w * d.tokens * std::ceil(double(m.vocab) / p.tp);
+  }
 
   // A device without NCCL (a local CPU rank) states its own buffers.
   int communicators = (p.tp > 1) + (p.cp > 1) + (p.dp * p.cp > 1) +

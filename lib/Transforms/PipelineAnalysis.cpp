@@ -272,11 +272,13 @@ bool Analyzer::isRebuiltInPasses(Operation *op) const {
       return false;
     in += *bytes;
     // Its operands must be at hand in a pass: arguments (parameters, sent
-    // to the pass's rank like any parameter it reads), constants, or other
-    // rebuilt ops.
+    // to the pass's rank like any parameter it reads), constants, other
+    // rebuilt ops, or invariants the prologue computes and the pass then
+    // reads in its place (a ZeRO-3 all-gather of a bias, which the
+    // broadcast would otherwise expand once and keep for the whole step).
     Operation *def = v.getDefiningOp();
     if (def && a.region.lookup(def) != Phase::Const &&
-        !a.rebuiltInPasses.contains(def))
+        a.region.lookup(def) != Phase::Invariant)
       return false;
   }
   return out && *out > in;

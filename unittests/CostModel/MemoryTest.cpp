@@ -353,3 +353,33 @@ TEST(MemoryTest, FullRecomputeTransientIsTheRecomputedLayer) {
                    recomputedLayerTransientBytes(m, p));
   EXPECT_LT(e->peakMemory().transient, kept + 2 * w * tokens * 1024);
 }
+
+/// ZB-H1's B pass hands its W pass the gradient of every linear's output
+/// (measured on tiny-gpt, pp=2,dp=2,zero=3,schedule=zb-h1,micro=1: 4.7 MiB
+/// of stage 1's B outputs, 2.25 MiB per layer plus the logits' gradient).
+/// 1F1B has no W pass and keeps none of them.
+TEST(MemoryTest, ZeroBubbleKeepsTheLinearOutputGradientsForW) {
+  ModelConfig m = test::model("tiny-gpt");
+  m.layers = 4;
+  m.hidden = 128;
+  m.heads = 4;
+  m.ffnHidden = 512;
+  m.seqLen = 128;
+  ClusterSpec c = test::preset("dgx-a100-80gb", 4);
+  ParallelPlan p = test::plan(1, 2, 2, 2);
+  p.microBatchSize = 4;
+  p.dtype = DType::F32;
+  CostConstants k;
+  double tokens = 4 * 128.0;
+  // Q, K, V, the projection, the MLP's up and down projections, fp32.
+  double perLayer = 4 * tokens * (3 * 128 + 128 + 512 + 128);
+  EXPECT_DOUBLE_EQ(deferredWeightGradInputBytes(m, p), perLayer);
+  std::vector<MemoryBreakdown> oneF =
+      memoryPerStage(m, c, p, buildWorkload(m, c, p, k), k);
+  p.schedule = Schedule::ZeroBubbleH1;
+  std::vector<MemoryBreakdown> zb =
+      memoryPerStage(m, c, p, buildWorkload(m, c, p, k), k);
+  EXPECT_DOUBLE_EQ(zb[0].transient - oneF[0].transient, 2 * perLayer);
+  EXPECT_DOUBLE_EQ(zb[1].transient - oneF[1].transient,
+                   2 * perLayer + 4 * tokens * double(m.vocab));
+}

@@ -79,6 +79,15 @@ double largestIntermediateBytes(const ModelConfig &model,
 double recomputedLayerTransientBytes(const ModelConfig &model,
                                      const ParallelPlan &plan);
 
+/// Under a zero-bubble schedule (zb-h1), what one layer's B pass hands to
+/// its deferred W pass for one micro-batch beyond the saved activations:
+/// the gradient of every linear's output (Q, K and V, the attention
+/// projection, the MLP's up (gate and up on Llama) and down projections),
+/// which the weight gradients read. The split does not shrink the
+/// activations (W still reads every linear's input), so these are extra.
+double deferredWeightGradInputBytes(const ModelConfig &model,
+                                    const ParallelPlan &plan);
+
 /// Layer-micro-batches whose activations one rank of `stage` keeps alive at
 /// once under the plan's schedule, computed from the schedule's order (the
 /// same order the simulator replays).
