@@ -93,6 +93,28 @@ func.func @shared_fill(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
 
 // -----
 
+// Fills are unshared in private functions too (a pipeline's pass functions,
+// @train_step_b0, hold the layers' compute), while their arguments get no
+// writable attribute.
+// CHECK-LABEL: func.func private @shared_fill_in_pass
+// CHECK-SAME: (%[[A:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[E0:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[F0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E0]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[M0:.*]] = linalg.matmul ins(%[[A]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F0]] : tensor<4x4xf32>)
+// CHECK-NEXT: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E1]] : tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: linalg.matmul ins(%[[M0]], %[[A]] : tensor<4x4xf32>, tensor<4x4xf32>) outs(%[[F1]] : tensor<4x4xf32>)
+func.func private @shared_fill_in_pass(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = linalg.matmul ins(%a, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %1 = linalg.matmul ins(%0, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %1 : tensor<4x4xf32>
+}
+
+// -----
+
 // A fill with one user stays as it is.
 // CHECK-LABEL: func.func @single_use_fill
 // CHECK-SAME: (%[[A:.*]]: tensor<4x4xf32> {bufferization.writable = false}, %[[INIT:.*]]: tensor<4x4xf32> {bufferization.writable = false})
