@@ -259,6 +259,24 @@ llvm::Error CheckpointWriter::finish() {
   return makeError(error);
 }
 
+llvm::Error CheckpointWriter::waitForCommit() {
+  if (llvm::Error err = finish())
+    return err;
+  if (lastSaved_ == 0)
+    return llvm::Error::success();
+  std::string stepDir = checkpointStepDir(dir_, lastSaved_);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+  while (!committed(stepDir)) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return makeError("rank " + llvm::Twine(rank_) + ": checkpoint " +
+                       stepDir + " not committed within " +
+                       llvm::Twine(timeoutMs_) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return llvm::Error::success();
+}
+
 void CheckpointWriter::FreeArena::operator()(char *p) const {
   cleave_rt_host_unpin(p);
   std::free(p);
@@ -322,6 +340,7 @@ llvm::Error CheckpointWriter::save(const Trainer &trainer) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   int64_t step = trainer.stepCounter();
+  lastSaved_ = step;
   thread_ = std::thread([this, shard = std::move(shard), step]() mutable {
     write(std::move(shard), step);
   });

@@ -285,7 +285,8 @@ static std::string megabytes(int64_t bytes) {
 /// Fault injection for tests: `variable`=RANK:STEP names a step of rank
 /// RANK, on the first attempt only (CLEAVE_RESTART unset or 0); 0 when it
 /// names none of this rank. CLEAVE_FAULT_KILL kills the rank (SIGKILL) once
-/// its step counter reaches STEP (after its checkpoint write in flight);
+/// its step counter reaches STEP (after its checkpoint write in flight and
+/// its commit);
 /// CLEAVE_FAULT_NAN makes the loss of step STEP NaN there
 /// (TrainerOptions::faultNanStep).
 static int64_t faultStep(const char *variable, int rank) {
@@ -572,10 +573,11 @@ static int runRank(TrainJob &job, const RunOptions &options) {
     if (!loss)
       return fail("rank " + Twine(rank) + ": " + toString(loss.takeError()));
     if (faultStep("CLEAVE_FAULT_KILL", rank) == (*trainer)->stepCounter()) {
-      // Its checkpoint write in flight ends first, so that a test knows
-      // which checkpoint the restart resumes from.
+      // Its checkpoint write in flight ends first, and rank 0 commits it
+      // (which may take longer than this rank's steps on a loaded host),
+      // so that a test knows which checkpoint the restart resumes from.
       if (checkpoints)
-        llvm::consumeError(checkpoints->finish());
+        llvm::consumeError(checkpoints->waitForCommit());
       std::raise(SIGKILL);
     }
     if ((*trainer)->lastStepNonFinite()) {

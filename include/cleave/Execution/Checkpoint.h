@@ -79,6 +79,10 @@ public:
   llvm::Error save(const Trainer &trainer);
   /// Waits for the write in progress (rank 0: and its commit).
   llvm::Error finish();
+  /// finish(), then waits (every rank, at most the timeout) until the last
+  /// checkpoint saved is committed by rank 0. For fault injection: a rank
+  /// killed after it returns leaves a known newest checkpoint behind.
+  llvm::Error waitForCommit();
   /// Seconds the calling thread spent in save() (the snapshot), in total.
   double snapshotSeconds() const { return snapshotSeconds_; }
   /// After finish(): checkpoints written, and the bytes and seconds of this
@@ -108,6 +112,8 @@ private:
   int64_t arenaBytes_ = 0;
   double snapshotSeconds_ = 0, writeSeconds_ = 0;
   int64_t written_ = 0, bytesWritten_ = 0;
+  /// The step of the last save() (0: none yet).
+  int64_t lastSaved_ = 0;
 };
 
 /// The bytes of the shard files of checkpoint `stepDir`.
