@@ -37,32 +37,100 @@ Ranked view(const UnrankedMemRef *m) {
   return r;
 }
 
+/// One dimension of a copy: its size and both strides, in elements.
+struct Dim {
+  int64_t size, srcStride, dstStride;
+};
+
+/// Copies `n` elements of sizeof(T) bytes with element strides `ss`, `ds`.
+template <typename T>
+void copyStrided(char *dst, const char *src, int64_t n, int64_t ss,
+                 int64_t ds) {
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + i * ds * int64_t(sizeof(T)),
+                src + i * ss * int64_t(sizeof(T)), sizeof(T));
+}
+
+void copyRow(char *dst, const char *src, int64_t elementSize, const Dim &row) {
+  if (row.srcStride == 1 && row.dstStride == 1) {
+    std::memcpy(dst, src, size_t(row.size * elementSize));
+    return;
+  }
+  switch (elementSize) {
+  case 1:
+    return copyStrided<uint8_t>(dst, src, row.size, row.srcStride,
+                                row.dstStride);
+  case 2:
+    return copyStrided<uint16_t>(dst, src, row.size, row.srcStride,
+                                 row.dstStride);
+  case 4:
+    return copyStrided<uint32_t>(dst, src, row.size, row.srcStride,
+                                 row.dstStride);
+  case 8:
+    return copyStrided<uint64_t>(dst, src, row.size, row.srcStride,
+                                 row.dstStride);
+  default:
+    for (int64_t i = 0; i < row.size; ++i)
+      std::memcpy(dst + i * row.dstStride * elementSize,
+                  src + i * row.srcStride * elementSize, size_t(elementSize));
+  }
+}
+
 } // namespace
 
+/// Dimensions of size 1 are dropped and a dimension that steps over the
+/// whole of the next one in both memrefs is merged into it, so that the
+/// innermost run is as long as the layouts allow: one memcpy per
+/// contiguous run, a strided loop otherwise, an odometer over the rest.
 extern "C" void memrefCopy(int64_t elementSize, UnrankedMemRef *src,
                            UnrankedMemRef *dst) {
   int64_t rank = src->rank;
   Ranked s = view(src), d = view(dst);
-  int64_t total = 1;
-  for (int64_t i = 0; i < rank; ++i)
-    total *= s.sizes[i];
-  if (total == 0)
-    return;
-  std::vector<int64_t> index(rank, 0);
-  int64_t srcOff = s.offset, dstOff = d.offset;
-  for (int64_t n = 0; n < total; ++n) {
-    std::memcpy(d.aligned + dstOff * elementSize,
-                s.aligned + srcOff * elementSize, elementSize);
-    // Odometer over the dimensions, last fastest.
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      ++index[i];
-      srcOff += s.strides[i];
-      dstOff += d.strides[i];
-      if (index[i] < s.sizes[i])
-        break;
-      srcOff -= s.strides[i] * s.sizes[i];
-      dstOff -= d.strides[i] * d.sizes[i];
-      index[i] = 0;
+  std::vector<Dim> dims;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (s.sizes[i] == 0)
+      return;
+    if (s.sizes[i] != 1)
+      dims.push_back({s.sizes[i], s.strides[i], d.strides[i]});
+  }
+  // Merge from the innermost dimension outwards.
+  std::vector<Dim> merged;
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    if (!merged.empty()) {
+      Dim &inner = merged.back();
+      if (it->srcStride == inner.srcStride * inner.size &&
+          it->dstStride == inner.dstStride * inner.size) {
+        inner.size *= it->size;
+        continue;
+      }
     }
+    merged.push_back(*it);
+  }
+  // merged[0] is the innermost run; the rest, outer dimensions, innermost
+  // first.
+  Dim row = merged.empty() ? Dim{1, 1, 1} : merged.front();
+  size_t outer = merged.empty() ? 0 : merged.size() - 1;
+  std::vector<int64_t> index(outer, 0);
+  char *srcBase = s.aligned + s.offset * elementSize;
+  char *dstBase = d.aligned + d.offset * elementSize;
+  int64_t srcOff = 0, dstOff = 0;
+  while (true) {
+    copyRow(dstBase + dstOff * elementSize, srcBase + srcOff * elementSize,
+            elementSize, row);
+    // Odometer over the outer dimensions, innermost fastest.
+    size_t k = 0;
+    for (; k < outer; ++k) {
+      const Dim &dim = merged[k + 1];
+      ++index[k];
+      srcOff += dim.srcStride;
+      dstOff += dim.dstStride;
+      if (index[k] < dim.size)
+        break;
+      srcOff -= dim.srcStride * dim.size;
+      dstOff -= dim.dstStride * dim.size;
+      index[k] = 0;
+    }
+    if (k == outer)
+      return;
   }
 }
