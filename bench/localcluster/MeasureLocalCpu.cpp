@@ -39,6 +39,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -84,28 +85,43 @@ double median(std::vector<double> samples) {
   return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
 }
 
+/// User and system CPU seconds of this process so far, all its threads
+/// (the runtime's communication threads too).
+double processCpuSeconds() {
+  struct rusage u;
+  ::getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval &t) { return t.tv_sec + 1e-6 * t.tv_usec; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
 /// Runs `body` on every rank together, in batches of doubling size, until
 /// the batches have taken `minSeconds` on the slowest rank (and at least
-/// `minCalls` calls); returns this rank's seconds per call. The ranks agree
+/// `minCalls` calls); returns this rank's seconds per call, and in
+/// `cpuPerCall` its process's CPU seconds per call. The ranks agree
 /// after each batch (one all-reduce, not timed), so collectives inside
 /// `body` stay matched and a slow call cannot make the case run for long.
 template <typename F>
-double timeCalls(F &&body, double minSeconds, int minCalls = 3) {
+double timeCalls(F &&body, double minSeconds, int minCalls = 3,
+                 double *cpuPerCall = nullptr) {
   body(); // warm-up
-  double total = 0;
+  double total = 0, cpu = 0;
   long calls = 0;
   for (long batch = 1;; batch *= 2) {
     cleave_rt_barrier(CLEAVE_WORLD_GROUP);
-    double t0 = cleave_rt_now();
+    double c0 = processCpuSeconds(), t0 = cleave_rt_now();
     for (long i = 0; i < batch; ++i)
       body();
     total += cleave_rt_now() - t0;
+    cpu += processCpuSeconds() - c0;
     calls += batch;
     double slowest = 0;
     cleave_rt_all_reduce(CLEAVE_WORLD_GROUP, CLEAVE_F64, CLEAVE_MAX, &total,
                          &slowest, 1);
-    if (slowest >= minSeconds && calls >= minCalls)
+    if (slowest >= minSeconds && calls >= minCalls) {
+      if (cpuPerCall)
+        *cpuPerCall = cpu / double(calls);
       return total / double(calls);
+    }
   }
 }
 
@@ -239,9 +255,12 @@ std::pair<double, double> fitLatencyBandwidth(const std::vector<double> &x,
 /// Seconds per call of `op` ("all_reduce", "all_gather", "reduce_scatter"
 /// or "p2p") on `group` (`size` members; every group of the mesh runs it at
 /// once) with a buffer of `bytes`, timed for `seconds`; `moved` is set to
-/// the bytes the ring algorithm moves per rank.
+/// the bytes the ring algorithm moves per rank, and `cpu` to the CPU seconds
+/// a call costs a member rank's process (the mean over the ranks; p2p: per
+/// message, sender and receiver each).
 double timeCollective(const std::string &op, int64_t group, int size,
-                      int64_t bytes, double seconds, double &moved) {
+                      int64_t bytes, double seconds, double &moved,
+                      double &cpu) {
   int rank = int(cleave_rt_group_rank(group));
   // `bytes` is the full buffer: the all-reduce's, the all-gather's
   // result, the reduce-scatter's input, the p2p message.
@@ -254,14 +273,14 @@ double timeCollective(const std::string &op, int64_t group, int size,
           cleave_rt_all_reduce(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
                                out.data(), count);
         },
-        seconds);
+        seconds, 3, &cpu);
     moved = 2.0 * (size - 1) / size * bytes;
   } else if (op == "all_gather") {
     sec = timeCalls(
         [&] {
           cleave_rt_all_gather(group, CLEAVE_F32, in.data(), out.data(), block);
         },
-        seconds);
+        seconds, 3, &cpu);
     moved = double(size - 1) * block * 4;
   } else if (op == "reduce_scatter") {
     sec = timeCalls(
@@ -269,7 +288,7 @@ double timeCollective(const std::string &op, int64_t group, int size,
           cleave_rt_reduce_scatter(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
                                    out.data(), block);
         },
-        seconds);
+        seconds, 3, &cpu);
     moved = double(size - 1) * block * 4;
   } else {
     // Ping-pong between group ranks 0 and 1 of every pair: one-way time
@@ -285,8 +304,9 @@ double timeCollective(const std::string &op, int64_t group, int size,
                   cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
                 }
               },
-              seconds) /
+              seconds, 3, &cpu) /
           2;
+    cpu /= 2;
     moved = double(bytes);
   }
   if (cleave_rt_failed()) {
@@ -296,27 +316,36 @@ double timeCollective(const std::string &op, int64_t group, int size,
   }
   // The slowest rank bounds a collective (for p2p: the slowest pair's
   // sender).
+  std::vector<double> cpus = gatherAll(cpu);
+  cpu = 0;
+  for (double c : cpus)
+    cpu += c / double(cpus.size());
   std::vector<double> all = gatherAll(sec);
   return *std::max_element(all.begin(), all.end());
 }
 
 /// The points of one op and group size (the mean over the rounds of each
-/// size's time) and their alpha-beta fit.
+/// size's time, and of its CPU per rank) and their alpha-beta fit.
 json collectiveJson(const std::string &op, int size,
                     const std::vector<std::vector<double>> &rounds,
+                    const std::vector<std::vector<double>> &cpuRounds,
                     const std::vector<double> &moved) {
   json points = json::array();
   std::vector<double> ts;
-  for (size_t i = 0; i < moved.size(); ++i) {
+  auto mean = [](const std::vector<std::vector<double>> &turns, size_t i) {
     double sum = 0;
-    for (const std::vector<double> &round : rounds)
-      sum += round[i];
-    ts.push_back(sum / double(rounds.size()));
+    for (const std::vector<double> &turn : turns)
+      sum += turn[i];
+    return sum / double(turns.size());
+  };
+  for (size_t i = 0; i < moved.size(); ++i) {
+    ts.push_back(mean(rounds, i));
     json each = json::array();
     for (const std::vector<double> &round : rounds)
       each.push_back(round[i] * 1e6);
     points.push_back({{"bytes", kMessageBytes[i]},
                       {"us", ts.back() * 1e6},
+                      {"cpu_us", mean(cpuRounds, i) * 1e6},
                       {"rounds_us", each}});
   }
   auto [alpha, beta] = fitLatencyBandwidth(moved, ts);
@@ -356,19 +385,22 @@ json measureCollectives(const Config &cfg) {
       ops.push_back("p2p");
     const size_t sizes = std::size(kMessageBytes);
     // [op][round][size]
-    std::vector<std::vector<std::vector<double>>> times(ops.size());
+    std::vector<std::vector<std::vector<double>>> times(ops.size()),
+        cpus(ops.size());
     std::vector<std::vector<double>> moved(ops.size(),
                                            std::vector<double>(sizes));
     for (int round = 0; round < cfg.rounds(); ++round)
       for (size_t o = 0; o < ops.size(); ++o) {
         times[o].emplace_back(sizes);
+        cpus[o].emplace_back(sizes);
         for (size_t i = 0; i < sizes; ++i)
           times[o].back()[i] =
               timeCollective(ops[o], size, size, kMessageBytes[i],
-                             cfg.minSeconds(), moved[o][i]);
+                             cfg.minSeconds(), moved[o][i], cpus[o].back()[i]);
       }
     for (size_t o = 0; o < ops.size(); ++o)
-      r[ops[o]].push_back(collectiveJson(ops[o], size, times[o], moved[o]));
+      r[ops[o]].push_back(
+          collectiveJson(ops[o], size, times[o], cpus[o], moved[o]));
   }
   return r;
 }
@@ -428,7 +460,9 @@ std::vector<double> monotone(const std::vector<double> &t) {
 /// Collectives: every measured point, by op and group size, made monotone
 /// in size (the cost model interpolates them); the links' latency and bandwidth
 /// are the world all-reduce's fit (latency per ring step, the cost model's
-/// unit), used only for what was not measured.
+/// unit), used only for what was not measured. Each point's CPU per rank,
+/// made monotone the same way, and the host's cores, with which the
+/// simulator bounds a step by the CPU its ranks need.
 cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
   int n = m["ranks"];
   cleave::cost::ClusterSpec c;
@@ -470,10 +504,13 @@ cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
         cleave::cost::MeasuredCollective t;
         t.op = it.key() == "p2p" ? "send_recv" : it.key();
         t.groupSize = int(group["group_size"]);
-        std::vector<double> times;
-        for (const json &p : group["points"])
+        std::vector<double> times, cpus;
+        for (const json &p : group["points"]) {
           times.push_back(double(p["us"]) * 1e-6);
+          cpus.push_back(double(p["cpu_us"]) * 1e-6);
+        }
         times = monotone(times);
+        t.cpuSeconds = monotone(cpus);
         for (size_t i = 0; i < times.size(); ++i)
           t.points.push_back({double(group["points"][i]["bytes"]), times[i]});
         c.measuredCollectives.push_back(t);
@@ -489,7 +526,8 @@ cleave::cost::ClusterSpec clusterFor(const json &m, int hostCores) {
   c.inter.nicsPerNode = 1;
   c.inter.nicBandwidth = c.intra.bandwidth;
   c.inter.latency = c.intra.latency;
-  (void)hostCores;
+  if (n > 1)
+    c.hostCores = hostCores;
   return c;
 }
 
@@ -566,8 +604,8 @@ void printMeasurement(const json &m) {
                   it.key().c_str(), int(c["group_size"]),
                   double(c["latency_us"]), double(c["gb_per_s"]));
       for (const json &p : c["points"])
-        std::printf(" %lldK:%.0fus", (long long)p["bytes"] / 1024,
-                    double(p["us"]));
+        std::printf(" %lldK:%.0fus/%.0f", (long long)p["bytes"] / 1024,
+                    double(p["us"]), double(p["cpu_us"]));
       std::printf(" ]\n");
     }
 }

@@ -16,8 +16,10 @@ the planner's choice.
 
 With --cpu, each row also shows the CPU seconds per step of all ranks
 together (user + system: compute, and the communication's system time and
-wake-ups), and that over the machine's cores: the step time if the ranks
-were bound by the cores alone (docs/planner.md).
+wake-ups), that over the machine's cores (the step time if the ranks were
+bound by the cores alone), and the cost model's prediction of the same CPU
+and of its collectives' part (from the spec's CPU per call;
+docs/planner.md).
 
 Prints one row per plan, then Spearman's rank correlation of step times,
 the median absolute step-time error and the memory errors, against the
@@ -71,19 +73,20 @@ def children_cpu():
     return u.ru_utime + u.ru_stime
 
 
-def cpu_per_step(args, plan, cpu_of_run):
-    """CPU seconds per step of all ranks together: the CPU of the measured
-    run (`cpu_of_run`, --steps steps) less that of a run of one step
-    (start-up, compilation from the cache, the first step), over the steps
-    between."""
-    if args.steps < 2:
-        return None
-    before = children_cpu()
-    out = subprocess.run(command(args, plan, 1), capture_output=True,
-                         env=environment(args))
-    if out.returncode != 0:
-        return None
-    return (cpu_of_run - (children_cpu() - before)) / (args.steps - 1)
+def one_step_cpu(args, plan):
+    """CPU seconds of a run of one step (start-up, the first step) that
+    loaded the step from the compile cache (run again if it compiled it);
+    it runs before the measured run, which then loads it too. None if it
+    failed."""
+    for _ in range(2):
+        before = children_cpu()
+        out = subprocess.run(command(args, plan, 1), capture_output=True,
+                             text=True, env=environment(args))
+        if out.returncode != 0:
+            return None
+        if "from the compile cache" in out.stdout + out.stderr:
+            return children_cpu() - before
+    return None
 
 
 def command(args, plan, steps):
@@ -105,7 +108,10 @@ def environment(args):
 def run(args, plan):
     """Measured and predicted step time and memory of `plan` (cleave-run
     --predict: the cost model prices the plan from the program's ops on the
-    local-cpu cluster of CLEAVE_LOCAL_CPU_SPEC, as the planner does)."""
+    local-cpu cluster of CLEAVE_LOCAL_CPU_SPEC, as the planner does). With
+    --cpu, the CPU seconds per step of all ranks together: the measured
+    run's less a one-step run's, over the steps between."""
+    first = one_step_cpu(args, plan) if args.cpu and args.steps > 1 else None
     before = children_cpu()
     out = subprocess.run(command(args, plan, args.steps), capture_output=True,
                          text=True, env=environment(args))
@@ -118,14 +124,20 @@ def run(args, plan):
     pred = re.search(r"predicted by the cost model: ([0-9.]+) ms/step, "
                      r"peak memory ([0-9.]+) MiB per rank", text)
     chosen = re.search(r"plan \(planner[^)]*\): (.*?);", text)
+    host = re.search(r"host CPU ([0-9.]+) ms per step \(collectives ([0-9.]+)\)",
+                     text)
     if not step or not mem or not pred:
         return None, "no step time, peak memory or prediction in cleave-run's output"
-    return {"step_s": float(step.group(1)) / 1e3,
-            "mem": float(mem.group(1)) * 2**20,
-            "pred_step_s": float(pred.group(1)) / 1e3,
-            "pred_mem": float(pred.group(2)) * 2**20,
-            "chosen": chosen.group(1) if chosen else None,
-            "cpu_s": cpu}, None
+    row = {"step_s": float(step.group(1)) / 1e3,
+           "mem": float(mem.group(1)) * 2**20,
+           "pred_step_s": float(pred.group(1)) / 1e3,
+           "pred_mem": float(pred.group(2)) * 2**20,
+           "chosen": chosen.group(1) if chosen else None,
+           "cpu_step_s": (cpu - first) / (args.steps - 1)
+                         if first is not None else None,
+           "pred_cpu_s": float(host.group(1)) / 1e3 if host else None,
+           "pred_comm_cpu_s": float(host.group(2)) / 1e3 if host else None}
+    return row, None
 
 
 def spearman(a, b):
@@ -182,7 +194,8 @@ def main():
     cores = os.cpu_count() or 1
     print(f"{'plan':<34} {'measured':>9} {'predicted':>9} {'err':>6}   "
           f"{'mem MiB':>7} {'pred MiB':>8} {'err':>6}" +
-          (f"   {'CPU/step':>9} {f'/ {cores} cores':>11}" if args.cpu else ""))
+          (f"   {'CPU/step':>9} {f'/ {cores} cores':>11} {'predicted':>9} "
+           f"{'(comm)':>8}" if args.cpu else ""))
     rows = []
     for text in args.plans:
         measured, err = run(args, text)
@@ -195,9 +208,12 @@ def main():
         rows.append((measured, t_err, m_err))
         cpu = ""
         if args.cpu:
-            c = cpu_per_step(args, text, measured["cpu_s"])
+            c = measured["cpu_step_s"]
             cpu = (f"   {c * 1e3:7.1f}ms {c / cores * 1e3:9.1f}ms" if c is not None
                    else "   (failed)")
+            if measured["pred_cpu_s"] is not None:
+                cpu += (f" {measured['pred_cpu_s'] * 1e3:7.1f}ms "
+                        f"{measured['pred_comm_cpu_s'] * 1e3:6.1f}ms")
         print(f"{name:<34} {measured['step_s'] * 1e3:7.1f}ms "
               f"{measured['pred_step_s'] * 1e3:7.1f}ms {t_err:+6.0%}   "
               f"{measured['mem'] / 2**20:7.1f} {measured['pred_mem'] / 2**20:8.1f} "

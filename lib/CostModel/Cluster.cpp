@@ -92,6 +92,9 @@ std::string ClusterSpec::validate() const {
   if (inter.podNodes < 0)
     return "cluster.inter_node.pod_nodes: expected a count >= 0, got " +
            std::to_string(inter.podNodes);
+  if (hostCores < 0)
+    return "cluster.measured.cpu_cores: expected a positive integer, got " +
+           std::to_string(hostCores);
   if (!(hostComputeCapacity == 0 ||
         (hostComputeCapacity >= 1 && hostComputeCapacity <= gpusPerNode)))
     return "cluster.measured.compute_capacity: expected a number from 1 to "

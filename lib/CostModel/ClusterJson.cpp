@@ -216,13 +216,15 @@ void readFabric(const json &j, Fabric &f, bool required, std::string &err) {
   opt.number("oversubscription", f.oversubscription, 1, Check::AtLeastOne);
 }
 
-/// "measured": {"compute_capacity", "gemm": [{"m", "n", "k", "gflops"}],
-/// "collectives": [{"op", "group_size", "points": [[bytes, us], ...]}]}:
-/// what cleave-measure-local-cpu measured (docs/cost-model.md).
+/// "measured": {"compute_capacity", "cpu_cores", "gemm": [{"m", "n", "k",
+/// "gflops"}], "collectives": [{"op", "group_size", "points": [[bytes, us],
+/// ...], "cpu_us": [us, ...]}]}: what cleave-measure-local-cpu measured
+/// (docs/cost-model.md).
 void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
   ObjectReader r(j, "cluster.measured", false, err);
-  r.onlyKeys({"compute_capacity", "gemm", "collectives"});
+  r.onlyKeys({"compute_capacity", "cpu_cores", "gemm", "collectives"});
   r.number("compute_capacity", c.hostComputeCapacity, 1, Check::AtLeastOne);
+  r.integer("cpu_cores", c.hostCores, Check::Positive);
   auto list = [&](const char *key) -> const json * {
     const json *v = r.child(key);
     if (v && !v->is_array()) {
@@ -255,7 +257,7 @@ void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
     std::string path =
         r.childPath("collectives") + "[" + std::to_string(i) + "]";
     ObjectReader o((*collectives)[i], path, true, err);
-    o.onlyKeys({"op", "group_size", "points"});
+    o.onlyKeys({"op", "group_size", "points", "cpu_us"});
     for (const char *key : {"op", "group_size"})
       if ((*collectives)[i].is_object() && !(*collectives)[i].contains(key))
         o.fail(key, "missing");
@@ -289,6 +291,19 @@ void readMeasured(const json &j, ClusterSpec &c, std::string &err) {
     }
     if (m.points.empty())
       return o.fail("points", "expected at least one [bytes, us] point");
+    if (auto cpu = (*collectives)[i].find("cpu_us");
+        cpu != (*collectives)[i].end()) {
+      bool ok = cpu->is_array() && cpu->size() == m.points.size();
+      for (size_t p = 0; ok && p < cpu->size(); ++p)
+        ok = (*cpu)[p].is_number() && (*cpu)[p].get<double>() >= 0;
+      if (!ok)
+        return o.fail("cpu_us", "expected one CPU time per point (" +
+                                    std::to_string(m.points.size()) +
+                                    " non-negative numbers, us), got " +
+                                    cpu->dump());
+      for (const json &us : *cpu)
+        m.cpuSeconds.push_back(us.get<double>() * 1e-6);
+    }
     c.measuredCollectives.push_back(m);
   }
 }
@@ -390,6 +405,8 @@ std::string clusterToJson(const ClusterSpec &c) {
                      {"oversubscription", c.inter.oversubscription}};
   if (c.hostComputeCapacity > 0)
     j["measured"]["compute_capacity"] = c.hostComputeCapacity;
+  if (c.hostCores > 0)
+    j["measured"]["cpu_cores"] = c.hostCores;
   for (const MeasuredGemm &m : g.measuredGemms)
     j["measured"]["gemm"].push_back({{"m", m.m},
                                      {"n", m.n},
@@ -399,8 +416,14 @@ std::string clusterToJson(const ClusterSpec &c) {
     json points = json::array();
     for (auto [bytes, seconds] : m.points)
       points.push_back({bytes, seconds * 1e6});
-    j["measured"]["collectives"].push_back(
-        {{"op", m.op}, {"group_size", m.groupSize}, {"points", points}});
+    json table = {
+        {"op", m.op}, {"group_size", m.groupSize}, {"points", points}};
+    if (!m.cpuSeconds.empty()) {
+      table["cpu_us"] = json::array();
+      for (double seconds : m.cpuSeconds)
+        table["cpu_us"].push_back(seconds * 1e6);
+    }
+    j["measured"]["collectives"].push_back(std::move(table));
   }
   return j.dump(2);
 }

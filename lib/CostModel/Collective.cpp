@@ -346,18 +346,23 @@ CollectiveCost allToAll(double bytes, const GroupPlacement &g,
   return r;
 }
 
-/// Seconds for `bytes` from a measured table: linear between the points
-/// around `bytes`, the first point's time below it (latency-bound), the
-/// last two points' slope above the last.
-double interpolate(const MeasuredCollective &m, double bytes) {
+/// Seconds for `bytes` from a measured table (`cpu`: the CPU seconds per
+/// rank; 0 if not measured): linear between the points around `bytes`, the
+/// first point's value below it (latency-bound), the last two points' slope
+/// above the last.
+double interpolate(const MeasuredCollective &m, double bytes,
+                   bool cpu = false) {
   const auto &p = m.points;
+  if (cpu && m.cpuSeconds.size() != p.size())
+    return 0;
+  auto value = [&](size_t i) { return cpu ? m.cpuSeconds[i] : p[i].second; };
   if (p.size() == 1 || bytes <= p.front().first)
-    return p.front().second;
+    return value(0);
   size_t hi = 1;
   while (hi + 1 < p.size() && p[hi].first < bytes)
     ++hi;
-  auto [x0, t0] = p[hi - 1];
-  auto [x1, t1] = p[hi];
+  double x0 = p[hi - 1].first, x1 = p[hi].first;
+  double t0 = value(hi - 1), t1 = value(hi);
   double slope = std::max(0.0, (t1 - t0) / (x1 - x0));
   return t0 + (bytes - x0) * slope;
 }
@@ -432,6 +437,20 @@ CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
   if (!std::isfinite(best.time)) // the requested algorithm does not apply
     return ring(kind, bytes, g, cl, l);
   return best;
+}
+
+double collectiveCpu(CollectiveKind kind, double bytes, const GroupPlacement &g,
+                     const ClusterSpec &cl) {
+  if (g.size <= 1 || bytes <= 0)
+    return 0;
+  const MeasuredCollective *m = cl.measured(toString(kind), g.size);
+  return m ? interpolate(*m, bytes, /*cpu=*/true) : 0;
+}
+
+double p2pCpu(double bytes, bool interNode, const ClusterSpec &cl) {
+  const MeasuredCollective *m = cl.measured("send_recv", 2);
+  return m && !interNode && bytes > 0 ? interpolate(*m, bytes, /*cpu=*/true)
+                                      : 0;
 }
 
 double p2pTime(double bytes, bool interNode, const ClusterSpec &cl,

@@ -37,6 +37,8 @@ Result<Estimate> estimateWithWorkload(const ModelConfig &model,
     return Result<Estimate>::failure(sim.error());
   e.stepTime = sim->stepTime;
   e.breakdown = sim->breakdown[size_t(sim->criticalRank)];
+  e.hostCpuSeconds = sim->hostCpuSeconds;
+  e.hostCommCpuSeconds = sim->hostCommCpuSeconds;
   e.criticalStage = program->ranks[size_t(sim->criticalRank)].stage;
   e.modelFlops = e.workload.modelFlopsPerStep;
   e.hardwareFlops = e.workload.hardwareFlopsPerStep;

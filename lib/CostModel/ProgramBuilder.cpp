@@ -113,7 +113,14 @@ private:
   double stageRecompute() const {
     return w.layerRecomputeOf[size_t(p.recomputeOf(cur.stage))].total();
   }
-  Task commTask(Stream stream, double duration, int32_t group) const;
+  /// The CPU its collectives cost on a shared host (PassCost::commCpu).
+  double stageRecomputeCpu() const {
+    return w.layerRecomputeOf[size_t(p.recomputeOf(cur.stage))].commCpu;
+  }
+  Task commTask(Stream stream, double duration, int32_t group,
+                double cpu = 0) const;
+  /// A data-parallel collective as a task on `stream`: its time and CPU.
+  Task dpTask(Stream stream, CollectiveKind kind, double bytes, double expert);
   Task computeTask(PassKind kind, double layers, bool embed, bool head) const;
   int32_t dpGroup();
   int32_t embeddingGroup();
@@ -193,7 +200,14 @@ double Builder::stageExpertParams() const {
   return layers * w.layerExpertParams;
 }
 
-Task Builder::commTask(Stream stream, double duration, int32_t group) const {
+Task Builder::dpTask(Stream stream, CollectiveKind kind, double bytes,
+                     double expert) {
+  return commTask(stream, dpTime(kind, bytes, expert), dpGroup(),
+                  dataParallelCpu(kind, bytes, expert, p, cl));
+}
+
+Task Builder::commTask(Stream stream, double duration, int32_t group,
+                       double cpu) const {
   Task t;
   t.kind = TaskKind::Collective;
   t.category = TaskCategory::Communication;
@@ -202,6 +216,7 @@ Task Builder::commTask(Stream stream, double duration, int32_t group) const {
   t.duration = duration;
   t.links = dpLinks;
   t.group = group;
+  t.cpu = cpu;
   return t;
 }
 
@@ -240,6 +255,9 @@ Task Builder::computeTask(PassKind kind, double layers, bool embed,
   t.tp = pc.tpComm;
   t.cp = pc.cpComm;
   t.ep = pc.epComm;
+  t.cpu = pc.commCpu;
+  if (kind == PassKind::Backward)
+    t.cpu += layers * stageRecomputeCpu();
   return t;
 }
 
@@ -315,10 +333,8 @@ void Builder::emitParamGathers() {
       params += w.layerParams;
       if (params < bucketParams() && l + 1 < n)
         continue;
-      Task t = commTask(kDpGatherStream,
-                        dpTime(CollectiveKind::AllGather, params * paramBytes,
-                               layerExpertShare()),
-                        dpGroup());
+      Task t = dpTask(kDpGatherStream, CollectiveKind::AllGather,
+                      params * paramBytes, layerExpertShare());
       t.chunk = ch;
       t.layer = l;
       cur.lastDp = push(t, {});
@@ -389,6 +405,8 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
       Task rc = t;
       rc.duration = rc.recompute = stageRecompute();
       rc.tp = rc.cp = rc.ep = 0;
+      rc.cpu = stageRecomputeCpu();
+      t.cpu -= rc.cpu;
       t.duration -= rc.duration;
       t.recompute = 0;
       emitLayerTask(rc, zero3Gather(r, l), firstRecv);
@@ -403,10 +421,8 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
     emitLayerTask(t, deps, firstRecv);
     if (zero3 && gradPass) {
       double bytes = w.layerParams * gradBytes;
-      Task rs = commTask(
-          kDpReduceStream,
-          dpTime(CollectiveKind::ReduceScatter, bytes, layerExpertShare()),
-          dpGroup());
+      Task rs = dpTask(kDpReduceStream, CollectiveKind::ReduceScatter, bytes,
+                       layerExpertShare());
       rs.microBatch = r.microBatch;
       rs.layer = l;
       cur.lastReduce = push(rs, {ref(cur.lastCompute)});
@@ -423,9 +439,8 @@ void Builder::emitLayered(const PassRef &r, int vs, int n,
 /// compute stream (the layer running and the one prefetched).
 std::vector<TaskRef> Builder::zero3Gather(const PassRef &r, int l) {
   double bytes = w.layerParams * paramBytes;
-  Task g = commTask(
-      kDpGatherStream,
-      dpTime(CollectiveKind::AllGather, bytes, layerExpertShare()), dpGroup());
+  Task g = dpTask(kDpGatherStream, CollectiveKind::AllGather, bytes,
+                  layerExpertShare());
   g.microBatch = r.microBatch;
   g.chunk = r.chunk;
   g.layer = l;
@@ -451,9 +466,8 @@ void Builder::reduceBucket(double params, bool force, int32_t after) {
     return;
   CollectiveKind kind = p.zeroStage == 0 ? CollectiveKind::AllReduce
                                          : CollectiveKind::ReduceScatter;
-  Task t = commTask(kDpGatherStream,
-                    dpTime(kind, cur.bucket * gradBytes, layerExpertShare()),
-                    dpGroup());
+  Task t =
+      dpTask(kDpGatherStream, kind, cur.bucket * gradBytes, layerExpertShare());
   cur.lastDp = push(t, {ref(after)});
   cur.bucket = 0;
 }
@@ -482,6 +496,7 @@ void Builder::emitSend(const PassRef &r, int vs) {
   s.axis = Axis::PP;
   s.stream = kPpStream;
   s.duration = t;
+  s.cpu = 2 * p2pCpu(bytes, inter, cl);
   s.links = inter ? kNicOut : 0;
   s.peer = int32_t(toStage * replicas + cur.replica);
   s.microBatch = r.microBatch;
@@ -524,9 +539,13 @@ void Builder::finishRank() {
     double bucket = std::max(1.0, c.dpBucketParams);
     double full = std::floor(params / bucket), rest = params - full * bucket;
     double time = full * dpTime(kind, bucket * gradBytes, expert);
-    if (rest > 0 || full == 0)
+    double cpu =
+        full * dataParallelCpu(kind, bucket * gradBytes, expert, p, cl);
+    if (rest > 0 || full == 0) {
       time += dpTime(kind, rest * gradBytes, expert);
-    Task t = commTask(kDpGatherStream, time, dpGroup());
+      cpu += dataParallelCpu(kind, rest * gradBytes, expert, p, cl);
+    }
+    Task t = commTask(kDpGatherStream, time, dpGroup(), cpu);
     cur.lastDp = push(t, {ref(cur.lastCompute)});
   }
   bool tiedSync =
@@ -538,7 +557,8 @@ void Builder::finishRank() {
     Task t = commTask(
         kEmbeddingStream,
         collectiveCost(CollectiveKind::AllReduce, bytes, pair, cl, c).time,
-        embeddingGroup());
+        embeddingGroup(),
+        collectiveCpu(CollectiveKind::AllReduce, bytes, pair, cl));
     t.axis = Axis::PP;
     t.links = pair.nodes > 1 ? (kNicOut | kNicIn) : 0;
     cur.lastEmbed = push(t, {ref(cur.lastCompute)});
@@ -573,10 +593,8 @@ void Builder::finishRank() {
   cur.lastCompute = push(opt, deps);
   if ((p.zeroStage == 1 || p.zeroStage == 2) && !gatherOverlap &&
       p.dp * p.cp > 1) {
-    Task t =
-        commTask(kDpGatherStream,
-                 dpTime(CollectiveKind::AllGather, params * paramBytes, expert),
-                 dpGroup());
+    Task t = dpTask(kDpGatherStream, CollectiveKind::AllGather,
+                    params * paramBytes, expert);
     cur.lastDp = push(t, {ref(cur.lastCompute)});
   }
 }
@@ -588,6 +606,7 @@ Program Builder::resolve() {
     prog.hostCapacity = cl.hostComputeCapacity;
     prog.hostRanksPerNode = cl.gpusPerNode;
     prog.hostNodes = std::max(1, cl.nodes);
+    prog.hostCores = cl.hostCores;
   }
   prog.groups = std::move(groups);
   prog.ranks.resize(pending.size());

@@ -42,6 +42,10 @@ std::vector<ReportPart> timeParts(const TimeBreakdown &b) {
          b.exposedComm[size_t(a)]});
   }
   parts.push_back({"pipeline_bubble", "pipeline bubble", b.bubble});
+  // Only a shared host's steps have it (a measured local CPU cluster).
+  if (b.hostCpu > 0)
+    parts.push_back(
+        {"host_cpu_wait", "waiting for the host's cores", b.hostCpu});
   return parts;
 }
 

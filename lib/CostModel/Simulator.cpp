@@ -15,11 +15,12 @@
 #include <cmath>
 #include <functional>
 #include <queue>
+#include <tuple>
 
 namespace cleave::cost {
 
 double TimeBreakdown::total() const {
-  double t = compute() + bubble;
+  double t = compute() + bubble + hostCpu;
   for (double e : exposedComm)
     t += e;
   return t;
@@ -494,6 +495,26 @@ TimeBreakdown breakdownOf(const Program &prog, size_t rank,
   return b;
 }
 
+/// A shared host's CPU per step (Program::hostCores): per node, the
+/// ranks' computation, priced with every rank computing, runs on
+/// cores / ranks-per-node of a core each, and their collectives cost the
+/// processes Task::cpu on top. Returns {CPU seconds, of which collectives'}.
+std::pair<double, double> hostCpuSeconds(const Program &prog) {
+  if (prog.hostCores <= 0 || prog.hostRanksPerNode <= 0)
+    return {0, 0};
+  double compute = 0, cpu = 0;
+  for (const RankProgram &r : prog.ranks) {
+    double weight = double(r.multiplicity) / prog.hostNodes;
+    for (const Task &t : r.tasks) {
+      cpu += weight * t.cpu;
+      if (t.kind == TaskKind::Compute)
+        compute +=
+            weight * (t.duration - std::min(t.duration, t.tp + t.cp + t.ep));
+    }
+  }
+  return {compute * prog.hostCores / prog.hostRanksPerNode + cpu, cpu};
+}
+
 Result<SimulationResult> Engine::run(bool keepTimings) {
   prepare();
   for (size_t r = 0; r < ranks.size(); ++r)
@@ -544,6 +565,14 @@ Result<SimulationResult> Engine::run(bool keepTimings) {
   res.breakdown.reserve(n);
   for (size_t r = 0; r < n; ++r)
     res.breakdown.push_back(breakdownOf(prog, r, offset, timing, res.stepTime));
+  std::tie(res.hostCpuSeconds, res.hostCommCpuSeconds) = hostCpuSeconds(prog);
+  if (prog.hostCores > 0)
+    res.hostCpuBound = res.hostCpuSeconds / prog.hostCores;
+  if (res.hostCpuBound > res.stepTime) {
+    for (TimeBreakdown &b : res.breakdown)
+      b.hostCpu = res.hostCpuBound - res.stepTime;
+    res.stepTime = res.hostCpuBound;
+  }
   if (keepTimings) {
     res.timings.resize(n);
     for (size_t r = 0; r < n; ++r)

@@ -69,6 +69,15 @@ double dataParallelTime(CollectiveKind kind, double bytes, double expert,
          collectiveCost(kind, bytes * expert, expertDpGroup(p, cl), cl, c).time;
 }
 
+double dataParallelCpu(CollectiveKind kind, double bytes, double expert,
+                       const ParallelPlan &p, const ClusterSpec &cl) {
+  GroupPlacement dp = axisGroup(Axis::DP, p, cl);
+  if (p.ep <= 1 || expert <= 0)
+    return collectiveCpu(kind, bytes, dp, cl);
+  return collectiveCpu(kind, bytes * (1 - expert), dp, cl) +
+         collectiveCpu(kind, bytes * expert, expertDpGroup(p, cl), cl);
+}
+
 double zeroShard(double params, double expert, bool sharded,
                  const ParallelPlan &p) {
   if (!sharded)
@@ -570,8 +579,10 @@ PassCost costPhase(const std::vector<WorkItem> &items, Phase phase,
     if (it.commKind == CollectiveKind::SendRecv) {
       int steps = std::max(1, g.size - 1);
       t = steps * p2pTime(it.commBytes / steps, g.nodes > 1, cl, c);
+      cost.commCpu += steps * p2pCpu(it.commBytes / steps, g.nodes > 1, cl);
     } else {
       t = collectiveCost(it.commKind, it.commBytes, g, cl, c).time;
+      cost.commCpu += collectiveCpu(it.commKind, it.commBytes, g, cl);
     }
     double exposed = t;
     if (it.overlapsPrevious)

@@ -347,6 +347,9 @@ struct PricedStep {
   StepPrediction prediction;
   /// The largest peak memory of a rank, in bytes.
   double peakBytes = 0;
+  /// A measured shared host's CPU per step, and its collectives' part
+  /// (SimulationResult::hostCpuSeconds); 0 when not known.
+  double hostCpuSeconds = 0, hostCommCpuSeconds = 0;
 };
 } // namespace
 
@@ -402,7 +405,9 @@ priceLocalStep(ModuleOp program, const RankCompileOptions &options) {
       return PricedStep{
           {e->stepTime, e->mfu,
            ::cleave::cost::describe(how.plan) + pricedBy(how.source) + on},
-          e->peakMemory().total()};
+          e->peakMemory().total(),
+          e->hostCpuSeconds,
+          e->hostCommCpuSeconds};
     whyNot = e.error();
   } else {
     whyNot = llvm::toString(p.takeError());
@@ -443,7 +448,15 @@ static llvm::Error predictNamed(ModuleOp module,
                  << llvm::format("%.2f", priced->prediction.stepSeconds * 1e3)
                  << " ms/step, peak memory "
                  << llvm::format("%.2f", priced->peakBytes / (1 << 20))
-                 << " MiB per rank\n";
+                 << " MiB per rank";
+  if (options.log && priced->hostCpuSeconds > 0)
+    *options.log << ", host CPU "
+                 << llvm::format("%.1f", priced->hostCpuSeconds * 1e3)
+                 << " ms per step (collectives "
+                 << llvm::format("%.1f", priced->hostCommCpuSeconds * 1e3)
+                 << ")";
+  if (options.log)
+    *options.log << "\n";
   return llvm::Error::success();
 }
 

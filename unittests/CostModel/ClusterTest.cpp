@@ -166,11 +166,13 @@ TEST(ClusterTest, MeasuredTablesRoundTripAndPrice) {
     "base": "dgx-a100-80gb", "nodes": 1, "gpus_per_node": 4,
     "measured": {
       "compute_capacity": 1.5,
+      "cpu_cores": 2,
       "gemm": [{"m": 256, "n": 128, "k": 128, "gflops": 10},
                {"m": 1024, "n": 1024, "k": 1024, "gflops": 40}],
       "collectives": [
         {"op": "all_reduce", "group_size": 2,
-         "points": [[1024, 1000], [1048576, 3000], [4194304, 9000]]},
+         "points": [[1024, 1000], [1048576, 3000], [4194304, 9000]],
+         "cpu_us": [100, 300, 900]},
         {"op": "send_recv", "group_size": 2, "points": [[1024, 200]]}]}
   })");
   ASSERT_TRUE(c) << c.error();
@@ -181,6 +183,9 @@ TEST(ClusterTest, MeasuredTablesRoundTripAndPrice) {
   EXPECT_DOUBLE_EQ(back->measuredCollectives[0].points[1].second, 3e-3);
   EXPECT_DOUBLE_EQ(back->gpu.measuredGemms[0].flopsPerSecond, 10e9);
   EXPECT_DOUBLE_EQ(back->hostComputeCapacity, 1.5);
+  EXPECT_EQ(back->hostCores, 2);
+  ASSERT_EQ(back->measuredCollectives[0].cpuSeconds.size(), 3u);
+  EXPECT_TRUE(back->measuredCollectives[1].cpuSeconds.empty());
 
   const CostConstants &k = defaultConstants();
   GroupPlacement pair = placeGroup(2, 1, 4), four = placeGroup(4, 1, 4);
@@ -195,6 +200,14 @@ TEST(ClusterTest, MeasuredTablesRoundTripAndPrice) {
   // A group size without a table: the link model.
   EXPECT_LT(ar(1048576, four), 1e-3);
   EXPECT_DOUBLE_EQ(p2pTime(4096, false, *back, k), 200e-6);
+  // The CPU a call costs: interpolated the same way; 0 where not measured.
+  EXPECT_DOUBLE_EQ(collectiveCpu(CollectiveKind::AllReduce, 100, pair, *back),
+                   100e-6);
+  EXPECT_NEAR(collectiveCpu(CollectiveKind::AllReduce,
+                            0.5 * (1048576 + 4194304), pair, *back),
+              600e-6, 1e-12);
+  EXPECT_EQ(collectiveCpu(CollectiveKind::AllReduce, 1024, four, *back), 0);
+  EXPECT_EQ(p2pCpu(4096, false, *back), 0);
   // GEMMs: the nearest measured shape's rate.
   GemmShape small{512, 128, 128};
   EXPECT_NEAR(gemmTime(small, DType::F32, back->gpu, k), small.flops() / 10e9,
@@ -225,6 +238,13 @@ TEST(ClusterTest, BadMeasuredTablesNameTheEntry) {
            "measured": {"compute_capacity": 9}})",
        "cluster.measured.compute_capacity: expected a number from 1 to "
        "gpus_per_node (8), got 9"},
+      {R"({"base": "dgx-h100", "nodes": 1, "measured": {"collectives": [
+           {"op": "all_reduce", "group_size": 2, "points": [[1, 1], [2, 2]],
+            "cpu_us": [5]}]}})",
+       "cluster.measured.collectives[0].cpu_us: expected one CPU time per "
+       "point (2 non-negative numbers, us), got [5]"},
+      {R"({"base": "dgx-h100", "nodes": 1, "measured": {"cpu_cores": 0}})",
+       "cluster.measured.cpu_cores: expected a positive integer, got 0"},
   };
   for (const Case &c : cases) {
     Result<ClusterSpec> r = clusterFromJson(c.json);

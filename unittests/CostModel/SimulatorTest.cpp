@@ -122,6 +122,45 @@ TEST(SimulatorTest, SharedHostRunsFewerRanksFaster) {
   EXPECT_NEAR(run(one, c).stepTime, 2, 1e-12);
 }
 
+/// With the host's cores known, the step takes at least the node's
+/// computation plus its collectives' CPU over the cores.
+TEST(SimulatorTest, SharedHostStepIsBoundByItsCpu) {
+  CostConstants c = test::exactConstants();
+  Program p;
+  p.hostCapacity = 1;
+  p.hostRanksPerNode = 4;
+  p.ranks.resize(1);
+  p.ranks[0].multiplicity = 4;
+  // 2 s of computation with every rank computing, then a blocking TP call
+  // of 1 s that costs each process 0.5 s of CPU.
+  Task withTp = compute(3);
+  withTp.tp = 1;
+  withTp.cpu = 0.5;
+  p.add(0, withTp, {});
+  SimulationResult r = run(p, c);
+  // Without the cores the schedule is the bound: 3 s.
+  EXPECT_NEAR(r.stepTime, 3, 1e-12);
+  EXPECT_EQ(r.hostCpuBound, 0);
+
+  // On 1 core: 4 ranks x 2 s / 4 ranks of computation, and 4 x 0.5 s of
+  // CPU for the calls over 1 core: 4 s, 1 s more than the schedule.
+  p.hostCores = 1;
+  r = run(p, c);
+  EXPECT_NEAR(r.hostCpuSeconds, 4, 1e-12);
+  EXPECT_NEAR(r.hostCommCpuSeconds, 2, 1e-12);
+  EXPECT_NEAR(r.hostCpuBound, 4, 1e-12);
+  EXPECT_NEAR(r.stepTime, 4, 1e-12);
+  EXPECT_NEAR(r.breakdown[0].hostCpu, 1, 1e-12);
+  EXPECT_NEAR(r.breakdown[0].total(), 4, 1e-12);
+
+  // On 4 cores the bound (2 + 0.5 s) is below the schedule: unchanged.
+  p.hostCores = 4;
+  r = run(p, c);
+  EXPECT_NEAR(r.hostCpuBound, 2.5, 1e-12);
+  EXPECT_NEAR(r.stepTime, 3, 1e-12);
+  EXPECT_EQ(r.breakdown[0].hostCpu, 0);
+}
+
 /// A collective starts when the last member arrives.
 TEST(SimulatorTest, CollectivesWaitForEveryMember) {
   CostConstants c = test::exactConstants();

@@ -111,6 +111,10 @@ struct MeasuredCollective {
   /// (bytes, seconds), bytes strictly ascending. Bytes are the full buffer
   /// (Collective.h's convention), the message for send_recv (one way).
   std::vector<std::pair<double, double>> points;
+  /// CPU seconds one call costs each member rank's process (user and
+  /// system time, the runtime's threads included), one per point; empty:
+  /// not measured.
+  std::vector<double> cpuSeconds;
 };
 
 struct ClusterSpec {
@@ -132,6 +136,11 @@ struct ClusterSpec {
   /// ranks compute, up to the rate alone (docs/cost-model.md). 0: each
   /// device computes on its own (GPUs).
   double hostComputeCapacity = 0;
+  /// The shared host's hardware threads (cleave-measure-local-cpu): the
+  /// ranks' computation and the CPU their collectives cost
+  /// (MeasuredCollective::cpuSeconds) cannot take more than these cores'
+  /// time, which bounds a step from below (docs/cost-model.md). 0: no bound.
+  int hostCores = 0;
 
   int numGpus() const { return nodes * gpusPerNode; }
   /// Bytes/s of network bandwidth per GPU (the node's NICs shared evenly).

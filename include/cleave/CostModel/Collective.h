@@ -106,6 +106,15 @@ CollectiveCost collectiveCost(CollectiveKind kind, double bytes,
                               const CostConstants &c,
                               const CollectiveOptions &options = {});
 
+/// CPU seconds one call of `kind` on `bytes` costs each member rank's
+/// process on a shared host, from the cluster's measured table (0 when the
+/// cluster has none: devices communicate without the host's cores).
+double collectiveCpu(CollectiveKind kind, double bytes,
+                     const GroupPlacement &group, const ClusterSpec &cluster);
+/// The same for one message of a point-to-point transfer (the sender's and
+/// the receiver's each).
+double p2pCpu(double bytes, bool interNode, const ClusterSpec &cluster);
+
 /// Seconds for a point-to-point transfer of `bytes` to a rank in the same
 /// node or, if `interNode`, another node.
 double p2pTime(double bytes, bool interNode, const ClusterSpec &cluster,

@@ -55,6 +55,9 @@ struct Estimate {
   double mfuBf16Peak = 0;
   /// Where the time of the rank that finishes last went.
   TimeBreakdown breakdown;
+  /// A measured shared host's CPU seconds per step per node, and its
+  /// collectives' part (SimulationResult::hostCpuSeconds; 0 elsewhere).
+  double hostCpuSeconds = 0, hostCommCpuSeconds = 0;
   int criticalStage = 0;
   std::vector<MemoryBreakdown> memoryPerStage;
   /// The stage with the largest total, and whether every stage fits.

@@ -75,6 +75,10 @@ struct Task {
   /// Seconds of `duration` that are recomputation, exposed TP, CP and EP
   /// communication (compute tasks); the rest is the category's compute.
   double recompute = 0, tp = 0, cp = 0, ep = 0;
+  /// CPU seconds of a shared host that this task's communication costs its
+  /// rank's process (a send: the sender's and the receiver's), from the
+  /// measured collectives (collectiveCpu); 0 on devices.
+  double cpu = 0;
   /// Dependencies: Program::deps[depBegin, depBegin + depCount).
   int32_t depBegin = 0, depCount = 0;
   /// Collective group (index into Program::groups), or -1: no partner
@@ -108,6 +112,9 @@ struct Program {
   /// ranks' real ranks (a measured local CPU cluster is one node).
   double hostCapacity = 0;
   int hostRanksPerNode = 0, hostNodes = 1;
+  /// The shared host's hardware threads (ClusterSpec::hostCores; 0: no
+  /// CPU bound on the step).
+  int hostCores = 0;
 
   /// Appends `task` to rank `rank` with dependencies `deps`; returns its
   /// index on that rank.

@@ -34,6 +34,10 @@ struct TimeBreakdown {
   std::array<double, kNumAxes> exposedComm{};
   /// Idle time waiting for other pipeline stages (fill, drain, imbalance).
   double bubble = 0;
+  /// On a shared host: how much longer the step takes than its schedule
+  /// because the ranks' computation and the CPU of their collectives need
+  /// more of the host's cores (SimulationResult::hostCpuBound).
+  double hostCpu = 0;
 
   double compute() const {
     return forward + backward + weightGrad + recompute + optimizer;
@@ -54,6 +58,13 @@ struct SimulationResult {
   /// Per simulated rank.
   std::vector<TimeBreakdown> breakdown;
   std::vector<double> rankEnd;
+  /// On a shared host with known cores (Program::hostCores): the CPU
+  /// seconds a node's ranks need per step (their computation, which with
+  /// every rank computing gets cores / ranks of a core each, and the CPU
+  /// their collectives cost, hostCommCpuSeconds of it), and the step's lower
+  /// bound from it, that over the cores. The step time is at least the
+  /// bound. 0 elsewhere.
+  double hostCpuSeconds = 0, hostCommCpuSeconds = 0, hostCpuBound = 0;
   /// Per simulated rank, per task; empty unless requested.
   std::vector<std::vector<TaskTiming>> timings;
 };

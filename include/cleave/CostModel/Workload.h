@@ -61,16 +61,20 @@ struct PassCost {
   double compute = 0;
   /// Exposed communication on the critical path, by axis (TP, CP, EP).
   double tpComm = 0, cpComm = 0, epComm = 0;
+  /// CPU seconds the pass's collectives cost the rank's process on a shared
+  /// host (collectiveCpu; not time on the critical path, not in total()).
+  double commCpu = 0;
   double total() const { return compute + tpComm + cpComm + epComm; }
   PassCost &operator+=(const PassCost &o) {
     compute += o.compute;
     tpComm += o.tpComm;
     cpComm += o.cpComm;
     epComm += o.epComm;
+    commCpu += o.commCpu;
     return *this;
   }
   PassCost scaled(double k) const {
-    return {compute * k, tpComm * k, cpComm * k, epComm * k};
+    return {compute * k, tpComm * k, cpComm * k, epComm * k, commCpu * k};
   }
 };
 
@@ -163,6 +167,10 @@ GroupPlacement expertDpGroup(const ParallelPlan &plan,
 double dataParallelTime(CollectiveKind kind, double bytes, double expertShare,
                         const ParallelPlan &plan, const ClusterSpec &cluster,
                         const CostConstants &c);
+/// The CPU seconds the same costs a rank's process on a shared host
+/// (collectiveCpu; 0 on devices).
+double dataParallelCpu(CollectiveKind kind, double bytes, double expertShare,
+                       const ParallelPlan &plan, const ClusterSpec &cluster);
 /// Parameters per rank after ZeRO's sharding of `params` of which the share
 /// `expertShare` is routed experts' (sharded over dp / ep x cp, the rest
 /// over dp x cp); `params` itself if `sharded` is false.
