@@ -14,9 +14,11 @@
 //     every size that divides N (2, 4, ..., N consecutive ranks; all the
 //     groups at once, as a mesh axis's groups run in a step), and
 //     point-to-point (ping-pong within every pair at once), from 1 KB to
-//     16 MB, each point the mean of 4 interleaved turns (1 with --quick);
-//     each op also fitted to t = latency + bytes / bandwidth (relative
-//     least squares) with the bytes that the ring algorithm moves per rank.
+//     16 MB, each point the mean of 4 interleaved turns (1 with --quick),
+//     with the CPU time (user + system, all threads) a call costs each
+//     rank's process; each op also fitted to t = latency + bytes /
+//     bandwidth (relative least squares) with the bytes that the ring
+//     algorithm moves per rank.
 // Prints a table and writes DIR/local-cpu-measured.json (every measured
 // point and fit) and DIR/local-cpu-N.json, a cluster file for each N (with
 // the measured GEMM rates and collective times as tables, "measured") that
