@@ -64,9 +64,22 @@ class ZooAgainstPyTorch(unittest.TestCase):
         errors, _ = compare({"loss": ref_losses}, {"loss": losses.float()}, 1e-4)
         self.assertEqual(errors, [], f"losses {losses.tolist()} vs {ref_losses.tolist()}")
         # Final parameters: 1e-4 of each tensor's magnitude, plus a floor of
-        # 1% of one step for parameters whose exact gradient is zero (the
-        # attention key bias), where AdamW normalizes rounding noise.
-        errors, report = compare(ref_final, final, 1e-4, 0.01 * lr)
+        # 1% of one step. The attention key bias's exact gradient is zero
+        # (softmax ignores a shift shared by a query's scores), so what
+        # moves it is AdamW normalizing rounding noise, whose sign depends
+        # on the GEMM kernels' summation order (on an AMD EPYC host with
+        # OpenBLAS's Zen kernels it differed from PyTorch's by 4.9% of a
+        # step, 2026-11-29): its floor is one step, the most AdamW moves a
+        # parameter per step.
+        def key_bias(name):
+            return name.endswith("attn.k.bias")
+        errors, report = compare(
+            {n: t for n, t in ref_final.items() if not key_bias(n)}, final, 1e-4,
+            0.01 * lr)
+        bias_errors, bias_report = compare(
+            {n: t for n, t in ref_final.items() if key_bias(n)}, final, 1e-4, lr)
+        errors += bias_errors
+        report = sorted(report + bias_report, reverse=True)
         self.assertEqual(errors, [], f"worst: {report[:3]}")
         self.assertEqual(len(report), len(ref_final))
         # The run must have trained: every tensor moved from its start.
