@@ -18,7 +18,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sched.h>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -667,6 +669,58 @@ TEST(CollectiveFailures, BadReduceScatterSettingsAreNamed) {
       ASSERT_EQ(r.exitCode, 0) << describe(results);
       EXPECT_TRUE(contains(r.output, c.message)) << r.output;
     }
+  }
+}
+
+/// Gloo's event-loop thread is scheduled as CLEAVE_GLOO_LOOP_SCHED says
+/// (default batch): after init exactly one thread of each rank is
+/// SCHED_BATCH, and with `normal` none is; another value fails init with
+/// the variable named.
+TEST(GlooLoopThread, IsScheduledAsConfigured) {
+  if (::sched_getscheduler(0) != SCHED_OTHER)
+    GTEST_SKIP() << "the test does not run under SCHED_OTHER";
+  for (const char *sched : {"", "batch", "normal"}) {
+    RunOptions options;
+    options.env["CLEAVE_GLOO_LOOP_SCHED"] = sched;
+    int want = std::string(sched) == "normal" ? 0 : 1;
+    auto body = [want](int) -> int {
+      RT_CHECK(cleave_rt_init(nullptr) == 0, "init: %s",
+               cleave_rt_error_message());
+      int batch = 0, others = 0;
+      for (const auto &entry :
+           std::filesystem::directory_iterator("/proc/self/task")) {
+        pid_t tid = pid_t(std::stol(entry.path().filename().string()));
+        int policy = ::sched_getscheduler(tid);
+        RT_CHECK(policy >= 0, "sched_getscheduler(%d) failed", int(tid));
+        if (policy == SCHED_BATCH)
+          ++batch;
+        else if (policy != SCHED_OTHER)
+          ++others;
+      }
+      RT_CHECK(batch == want && others == 0,
+               "%d thread(s) SCHED_BATCH (want %d), %d under another policy",
+               batch, want, others);
+      cleave_rt_finalize();
+      return 0;
+    };
+    auto results = runRanks(2, body, options);
+    for (const RankResult &r : results)
+      EXPECT_EQ(r.exitCode, 0) << "CLEAVE_GLOO_LOOP_SCHED='" << sched << "'\n"
+                               << describe(results);
+  }
+  RunOptions options;
+  options.env["CLEAVE_GLOO_LOOP_SCHED"] = "idle";
+  auto body = [](int) -> int {
+    RT_CHECK(cleave_rt_init(nullptr) != 0, "init should fail");
+    std::printf("ERROR: %s\n", cleave_rt_error_message());
+    return 0;
+  };
+  auto results = runRanks(2, body, options);
+  for (const RankResult &r : results) {
+    ASSERT_EQ(r.exitCode, 0) << describe(results);
+    EXPECT_TRUE(contains(r.output, "CLEAVE_GLOO_LOOP_SCHED='idle' is not one "
+                                   "of batch, normal"))
+        << r.output;
   }
 }
 
