@@ -17,8 +17,8 @@
 #include <cstring>
 #include <dirent.h>
 #include <mutex>
-#include <set>
 #include <sched.h>
+#include <set>
 #include <type_traits>
 #include <vector>
 
