@@ -1,6 +1,7 @@
 //===- MeasureLocalCpu.cpp - The local-cpu cluster, measured --------------===//
 //
 // cleave-measure-local-cpu [--ranks 1,2,4,8] [--out DIR] [--quick]
+//                          [--between N]
 //
 // Measures what the cost model needs to price N processes sharing this
 // machine, with all N ranks running at once (as in a real step, they share
@@ -18,7 +19,11 @@
 //     with the CPU time (user + system, all threads) a call costs each
 //     rank's process; each op also fitted to t = latency + bytes /
 //     bandwidth (relative least squares) with the bytes that the ring
-//     algorithm moves per rank.
+//     algorithm moves per rank. As in a training step, each call follows
+//     computation (an N x N x N GEMM on every rank, N = 256 unless
+//     --between says otherwise; 0: calls back to back), whose own time and
+//     CPU, timed alone, are taken off: the ranks arrive apart and the
+//     buffers are out of the caches, which back-to-back calls never see.
 // Prints a table and writes DIR/local-cpu-measured.json (every measured
 // point and fit) and DIR/local-cpu-N.json, a cluster file for each N (with
 // the measured GEMM rates and collective times as tables, "measured") that
@@ -54,6 +59,9 @@ struct Config {
   std::vector<int> ranks = {1, 2, 4, 8};
   std::string outDir = ".";
   bool quick = false;
+  /// Side of the square GEMM each rank runs before every timed collective
+  /// call (0: calls back to back).
+  int64_t between = 256;
   /// Seconds each timed case runs for at least.
   double minSeconds() const { return quick ? 0.02 : 0.15; }
   /// Turns in which each collective's point is timed (interleaved).
@@ -66,13 +74,20 @@ struct GemmShape {
 
 /// Square GEMMs, and the shapes of small transformer layers (tokens x
 /// hidden x hidden, tokens x 4 hidden x hidden, attention scores and their
-/// product with V, weight gradients hidden x hidden x tokens).
+/// product with V, weight gradients hidden x hidden x tokens), also split
+/// by tensor parallelism (a quarter of the heads or of the FFN) and by
+/// context parallelism (attention over a quarter of the sequence): the cost
+/// model prices a GEMM at the rate of the nearest measured shape.
 const GemmShape kGemmShapes[] = {
     {64, 64, 64},       {128, 128, 128},   {256, 256, 256},   {512, 512, 512},
     {1024, 1024, 1024}, {256, 64, 64},     {256, 256, 64},    {256, 64, 256},
     {1024, 256, 256},   {1024, 1024, 256}, {1024, 256, 1024}, {128, 128, 32},
     {128, 32, 128},     {256, 128, 128},   {512, 128, 128},   {1024, 128, 128},
     {1024, 512, 128},   {1024, 128, 512},  {128, 128, 1024},  {128, 512, 1024},
+    {1024, 32, 128},    {1024, 96, 128},   {1024, 128, 32},   {96, 128, 1024},
+    {32, 128, 1024},    {256, 384, 128},   {384, 128, 256},   {128, 384, 256},
+    {128, 32, 32},      {32, 128, 32},     {32, 32, 32},      {32, 32, 64},
+    {64, 64, 32},
 };
 
 /// 512 KiB: the runtime's largest direct all-reduce (CLEAVE_DIRECT_BYTES).
@@ -261,17 +276,30 @@ std::pair<double, double> fitLatencyBandwidth(const std::vector<double> &x,
 /// a call costs a member rank's process (the mean over the ranks; p2p: per
 /// message, sender and receiver each).
 double timeCollective(const std::string &op, int64_t group, int size,
-                      int64_t bytes, double seconds, double &moved,
-                      double &cpu) {
+                      int64_t bytes, double seconds, int64_t between,
+                      double &moved, double &cpu) {
   int rank = int(cleave_rt_group_rank(group));
   // `bytes` is the full buffer: the all-reduce's, the all-gather's
   // result, the reduce-scatter's input, the p2p message.
   int64_t count = bytes / 4, block = std::max<int64_t>(1, count / size);
   std::vector<float> in(count, 1.0f), out(count, 0.0f);
+  // As in a step, every call follows computation: the ranks arrive at it
+  // apart, and its buffers are no longer in the caches. The computation's
+  // own time and CPU, timed the same way alone, are taken off.
+  int64_t g = between;
+  std::vector<float> a(g * g, 0.5f), b(g * g, 0.25f), c(g * g, 0.0f);
+  auto compute = [&] {
+    if (g > 0)
+      cleave_rt_gemm(CLEAVE_F32, 0, 0, 1, g, g, g, 1.0, a.data(), g, 0,
+                     b.data(), g, 0, 0.0, c.data(), g, 0);
+  };
+  double computeCpu = 0,
+         computeSec = g > 0 ? timeCalls(compute, seconds, 3, &computeCpu) : 0;
   double sec = 0;
   if (op == "all_reduce") {
     sec = timeCalls(
         [&] {
+          compute();
           cleave_rt_all_reduce(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
                                out.data(), count);
         },
@@ -280,6 +308,7 @@ double timeCollective(const std::string &op, int64_t group, int size,
   } else if (op == "all_gather") {
     sec = timeCalls(
         [&] {
+          compute();
           cleave_rt_all_gather(group, CLEAVE_F32, in.data(), out.data(), block);
         },
         seconds, 3, &cpu);
@@ -287,6 +316,7 @@ double timeCollective(const std::string &op, int64_t group, int size,
   } else if (op == "reduce_scatter") {
     sec = timeCalls(
         [&] {
+          compute();
           cleave_rt_reduce_scatter(group, CLEAVE_F32, CLEAVE_SUM, in.data(),
                                    out.data(), block);
         },
@@ -298,6 +328,7 @@ double timeCollective(const std::string &op, int64_t group, int size,
     int64_t peer = 1 - rank;
     sec = timeCalls(
               [&] {
+                compute();
                 if (rank == 0) {
                   cleave_rt_send(group, peer, CLEAVE_F32, in.data(), count);
                   cleave_rt_recv(group, peer, CLEAVE_F32, out.data(), count);
@@ -309,8 +340,13 @@ double timeCollective(const std::string &op, int64_t group, int size,
               seconds, 3, &cpu) /
           2;
     cpu /= 2;
+    // One computation per round trip, two messages.
+    computeSec /= 2;
+    computeCpu /= 2;
     moved = double(bytes);
   }
+  sec = std::max(0.0, sec - computeSec);
+  cpu = std::max(0.0, cpu - computeCpu);
   if (cleave_rt_failed()) {
     std::fprintf(stderr, "[rank %d] %s: %s\n", cleave_rt_rank(), op.c_str(),
                  cleave_rt_error_message());
@@ -396,9 +432,9 @@ json measureCollectives(const Config &cfg) {
         times[o].emplace_back(sizes);
         cpus[o].emplace_back(sizes);
         for (size_t i = 0; i < sizes; ++i)
-          times[o].back()[i] =
-              timeCollective(ops[o], size, size, kMessageBytes[i],
-                             cfg.minSeconds(), moved[o][i], cpus[o].back()[i]);
+          times[o].back()[i] = timeCollective(
+              ops[o], size, size, kMessageBytes[i], cfg.minSeconds(),
+              cfg.between, moved[o][i], cpus[o].back()[i]);
       }
     for (size_t o = 0; o < ops.size(); ++o)
       r[ops[o]].push_back(
@@ -420,8 +456,10 @@ int runRank(void *arg) {
   r["gemm"] = measureGemm(cfg);
   r["compute_capacity"] = measureCapacity(cfg, r["gemm"]);
   r["memory"] = measureMemory(cfg);
-  if (world > 1)
+  if (world > 1) {
     r["collectives"] = measureCollectives(cfg);
+    r["collectives_after_gemm"] = cfg.between;
+  }
   int rank = cleave_rt_rank();
   cleave_rt_finalize();
   if (rank == 0) {
@@ -545,16 +583,31 @@ bool parseArgs(int argc, char **argv, Config &cfg) {
     };
     if (arg == "--help" || arg == "-h") {
       std::printf(
-          "usage: %s [--ranks 1,2,4,8] [--out DIR] [--quick]\n\n"
+          "usage: %s [--ranks 1,2,4,8] [--out DIR] [--quick] "
+          "[--between N]\n\n"
           "Measures GEMM rate by shape, memory bandwidth and the runtime's "
           "collectives\nfor N local ranks running together; writes "
           "DIR/local-cpu-measured.json and\nDIR/local-cpu-N.json (cluster "
           "files for --cluster, and for cleave-run --plan auto\nwith "
-          "CLEAVE_LOCAL_CPU_SPEC=DIR).\n",
+          "CLEAVE_LOCAL_CPU_SPEC=DIR).\n\n"
+          "--between N: each timed collective call follows an N x N x N "
+          "GEMM on every\nrank, as in a step (its time taken off); "
+          "default 256, 0: back to back.\n",
           argv[0]);
       std::exit(0);
     } else if (arg == "--quick") {
       cfg.quick = true;
+    } else if (arg == "--between") {
+      const char *text = value("--between");
+      char *end = nullptr;
+      long n = std::strtol(text, &end, 10);
+      if (!*text || *end || n < 0 || n > 4096) {
+        std::fprintf(stderr,
+                     "%s: --between: '%s' is not a GEMM size in 0..4096\n",
+                     argv[0], text);
+        return false;
+      }
+      cfg.between = n;
     } else if (arg == "--out") {
       cfg.outDir = value("--out");
     } else if (arg == "--ranks") {

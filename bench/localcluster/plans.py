@@ -3,6 +3,7 @@ ranks; predicted step time and memory per rank beside the measured ones.
 
     python3 bench/localcluster/plans.py [--build build] [--spec DIR]
                                         [--ranks 4] [--steps 8] [--cpu]
+                                        [--reps N]
 
 --spec is a folder written by cleave-measure-local-cpu (measured if
 missing: GEMM rate by shape, memory bandwidth, the runtime's collectives).
@@ -13,6 +14,11 @@ cost model's prediction for the same plan on the measured
 local-cpu-RANKS.json cluster, priced from the program's ops as the planner
 prices its candidates (activations: the values the step keeps). `auto` is
 the planner's choice.
+
+With --reps N every plan runs N times, in turns (all the plans once, then
+again), and each row shows the median and every turn's step time: the
+machine's speed drifts by 10-15% between runs a minute apart, more than
+many plans here differ.
 
 With --cpu, each row also shows the CPU seconds per step of all ranks
 together (user + system: compute, and the communication's system time and
@@ -177,6 +183,10 @@ def main():
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--plans", nargs="*", default=PLANS)
+    p.add_argument("--reps", type=int, default=1,
+                   help="run every plan this many times, in turns (each turn runs all "
+                        "the plans), and take each plan's median: the machine's speed "
+                        "drifts by 10-15%% between runs of a minute apart")
     p.add_argument("--cpu", action="store_true",
                    help="also print each plan's CPU seconds per step (all ranks, user + "
                         "system; one more run per plan) over this machine's cores: the "
@@ -190,18 +200,43 @@ def main():
                         "--ranks", f"{args.ranks}", "--out", args.spec], check=True)
     print(f"tiny-gpt shape: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, "
           f"seq {args.seq}, batch {args.batch}, f32; {args.ranks} ranks; median of "
-          f"{args.steps - 1} steps after the first; spec {args.spec}")
+          f"{args.steps - 1} steps after the first"
+          + (f", the median over {args.reps} turns" if args.reps > 1 else "")
+          + f"; spec {args.spec}")
     cores = os.cpu_count() or 1
     print(f"{'plan':<34} {'measured':>9} {'predicted':>9} {'err':>6}   "
           f"{'mem MiB':>7} {'pred MiB':>8} {'err':>6}" +
           (f"   {'CPU/step':>9} {f'/ {cores} cores':>11} {'predicted':>9} "
            f"{'(comm)':>8}" if args.cpu else ""))
+    if args.reps < 1:
+        sys.exit("--reps must be at least 1")
+    # Turns: every plan once per turn, so that a slow minute of the machine
+    # falls on all plans alike rather than on one.
+    turns = {text: [] for text in args.plans}
+    failed = {}
+    for turn in range(args.reps):
+        for text in args.plans:
+            if text in failed:
+                continue
+            measured, err = run(args, text)
+            if measured is None:
+                failed[text] = err
+            else:
+                turns[text].append(measured)
+            if args.reps > 1:
+                print(f"turn {turn + 1}/{args.reps}: {text}: " +
+                      (f"{measured['step_s'] * 1e3:.1f} ms" if measured else "failed"),
+                      file=sys.stderr, flush=True)
     rows = []
     for text in args.plans:
-        measured, err = run(args, text)
-        if measured is None:
-            print(f"{text:<34} run failed: {err}")
+        if text in failed:
+            print(f"{text:<34} run failed: {failed[text]}")
             continue
+        runs = turns[text]
+        measured = dict(runs[0])
+        for key in ("step_s", "mem", "cpu_step_s"):
+            values = [r[key] for r in runs if r[key] is not None]
+            measured[key] = statistics.median(values) if values else None
         name = text if text != "auto" else f"auto ({measured['chosen']})"
         t_err = measured["pred_step_s"] / measured["step_s"] - 1
         m_err = measured["pred_mem"] / measured["mem"] - 1
@@ -214,10 +249,12 @@ def main():
             if measured["pred_cpu_s"] is not None:
                 cpu += (f" {measured['pred_cpu_s'] * 1e3:7.1f}ms "
                         f"{measured['pred_comm_cpu_s'] * 1e3:6.1f}ms")
+        each = ("   turns " + " / ".join(f"{r['step_s'] * 1e3:.1f}" for r in runs)
+                if args.reps > 1 else "")
         print(f"{name:<34} {measured['step_s'] * 1e3:7.1f}ms "
               f"{measured['pred_step_s'] * 1e3:7.1f}ms {t_err:+6.0%}   "
               f"{measured['mem'] / 2**20:7.1f} {measured['pred_mem'] / 2**20:8.1f} "
-              f"{m_err:+6.0%}{cpu}", flush=True)
+              f"{m_err:+6.0%}{cpu}{each}", flush=True)
     if len(rows) < 2:
         sys.exit("fewer than two plans ran")
     rho = spearman([r[0]["step_s"] for r in rows],
