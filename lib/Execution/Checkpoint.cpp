@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -377,8 +378,14 @@ llvm::Expected<int> mlir::cleave::checkpointWriterNice() {
 /// first step by RunFlags::check; 0 if it was not). Its CPU work is small
 /// (a checksum and a staging copy per 8 MiB write); at nice 19 behind ranks
 /// that keep every core busy it was not scheduled between its writes, and
-/// the disk waited (docs/cleave-run.md has the measurements).
+/// the disk waited (docs/cleave-run.md has the measurements). It runs under
+/// SCHED_BATCH: woken by the end of each write, it does not preempt the
+/// training thread it shares a core with (as Gloo's event loop, in the
+/// middle of a collective; docs/runtime.md), and keeps its full share.
 static void setThisThreadsPriority() {
+  sched_param param{};
+  if (::sched_getscheduler(0) == SCHED_OTHER)
+    ::sched_setscheduler(0, SCHED_BATCH, &param);
   llvm::Expected<int> nice = checkpointWriterNice();
   if (!nice) {
     llvm::consumeError(nice.takeError());
