@@ -229,7 +229,6 @@ SmallVector<Value> keyTileLoops(OpBuilder &b, Location loc, const Tiling &t,
                                 Value qOff, ValueRange inits,
                                 KeyTileBody body) {
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
-  Value bound = keyTileBound(b, loc, t, qOff);
   auto loop = [&](Value from, Value to, ValueRange carried, bool masked) {
     return b.create<scf::ForOp>(
         loc, from, to, one, carried,
@@ -237,6 +236,14 @@ SmallVector<Value> keyTileLoops(OpBuilder &b, Location loc, const Tiling &t,
           body(nb, l, j, args, masked);
         });
   };
+  // A single key tile is always seen (a query sees at least key 0), so its
+  // one iteration has constant bounds: the loop folds away, and the
+  // gradient's recomputed scores can be the forward's (CSE), even when the
+  // query positions are only known at run time (a context-parallel block).
+  if (t.numK() == 1)
+    return SmallVector<Value>(
+        loop(zero, one, inits, needsMask(t)).getResults());
+  Value bound = keyTileBound(b, loc, t, qOff);
   if (!needsMask(t))
     return SmallVector<Value>(loop(zero, bound, inits, false).getResults());
   Value split = unmaskedTileBound(b, loc, t, qOff, bound);

@@ -192,6 +192,37 @@ LogicalResult normalizeAllToAllOp(OpT a, SymbolTableCollection &symbols) {
   return success();
 }
 
+/// One `cleave.axis_index` per function and list of axes, at the top of the
+/// function: the index is the same wherever it is asked for, but the runtime
+/// call it becomes is opaque to CSE, so without this two ops that mask by
+/// the same index (an attention and its gradient under context
+/// parallelism) could never share their work.
+void shareAxisIndices(ModuleOp module) {
+  module.walk([](func::FuncOp fn) {
+    if (fn.isExternal())
+      return;
+    llvm::DenseMap<std::pair<Attribute, Attribute>, AxisIndexOp> first;
+    SmallVector<AxisIndexOp> all;
+    fn.walk([&](AxisIndexOp op) { all.push_back(op); });
+    Block &entry = fn.front();
+    Operation *last = nullptr; // the last one moved up, to keep their order
+    for (AxisIndexOp op : all) {
+      auto [it, inserted] = first.try_emplace(
+          std::make_pair(op.getMeshAttr(), op.getAxesAttr()), op);
+      if (inserted) {
+        if (last)
+          op->moveAfter(last);
+        else
+          op->moveBefore(&entry, entry.begin());
+        last = op;
+        continue;
+      }
+      op.getResult().replaceAllUsesWith(it->second.getResult());
+      op->erase();
+    }
+  });
+}
+
 LogicalResult normalize(ModuleOp module, SymbolTableCollection &symbols) {
   SmallVector<Operation *> work;
   module.walk([&](Operation *op) {
@@ -606,6 +637,7 @@ struct CleaveLowerCollectivesPass final
     SymbolTableCollection symbols;
     if (failed(normalize(module, symbols)))
       return signalPassFailure();
+    shareAxisIndices(module);
     CallBuilder calls(module);
     SmallVector<Operation *> work;
     module.walk([&](Operation *op) {

@@ -2,6 +2,7 @@
 // RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg | FileCheck %s --check-prefix=DEFAULT
 // RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg=attention-tile=4 | FileCheck %s --check-prefix=NOSS
 // RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg=attention-tile=4 --cse | FileCheck %s --check-prefix=BARRIER
+// RUN: cleave-opt %s --split-input-file --cleave-lower-to-linalg=attention-tile=4 --canonicalize --cse | FileCheck %s --check-prefix=ONE
 
 // The tiled (flash) lowering never builds a score tensor over the whole
 // sequence: the largest attention temporaries are [B*H, 4, 4] tiles.
@@ -166,4 +167,32 @@ func.func @recomputed(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tens
   %bv = cleave.optimization_barrier %v : tensor<1x8x2x4xf32>
   %r = cleave.attention %bq, %bk, %bv {causal} : (tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>) -> tensor<1x8x2x4xf32>
   return %a, %r : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
+}
+
+// -----
+
+// One key tile (Skv = the tile) under a context-parallel query block: every
+// query sees key 0, so the key loop runs once with constant bounds and folds
+// away although the mask depends on the block at run time. The gradient's
+// recomputed forward (scores, row statistics, P V) is then the forward's
+// (CSE): one Q K^T and one P V for both ops, not two of each.
+// ONE-LABEL: func.func @one_key_tile_block
+// ONE-NOT: scf.for
+// ONE: linalg.batch_matmul_transpose_b
+// ONE-NOT: scf.for
+// ONE: linalg.batch_matmul ins
+// ONE-NOT: scf.for
+// ONE: linalg.batch_matmul_transpose_a
+// ONE-NOT: linalg.batch_matmul ins
+// ONE: linalg.batch_matmul_transpose_b
+// ONE-NOT: linalg.batch_matmul_transpose_b
+// ONE: linalg.batch_matmul ins
+// ONE-NOT: linalg.batch_matmul_transpose_b
+// ONE: linalg.batch_matmul_transpose_a
+// ONE-NOT: {{scf.for|linalg.batch_matmul}}
+// ONE: return
+func.func @one_key_tile_block(%q: tensor<1x2x1x4xf32>, %k: tensor<1x4x1x4xf32>, %v: tensor<1x4x1x4xf32>, %do: tensor<1x2x1x4xf32>, %b: tensor<i64>) -> (tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>) {
+  %o = cleave.attention %q, %k, %v, %b {balanced = 2 : i64, causal} : (tensor<1x2x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<i64>) -> tensor<1x2x1x4xf32>
+  %dq, %dk, %dv = cleave.attention_grad %q, %k, %v, %do, %b {balanced = 2 : i64, causal} : (tensor<1x2x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x2x1x4xf32>, tensor<i64>) -> (tensor<1x2x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>)
+  return %o, %dq, %dk, %dv : tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>
 }

@@ -2,7 +2,8 @@
 
 // The passes together: a column- then row-parallel block with dropout on a
 // dp x tp mesh becomes per-device code whose block indices and reduce-scatter
-// are runtime calls on the groups of the module attribute.
+// are runtime calls on the groups of the module attribute (the indices at
+// the top of the function, one call per list of axes).
 
 // CHECK: module attributes {cleave.groups = {{\[}}["dp"], ["tp"]]}
 // CHECK-LABEL: func.func @mlp
@@ -10,11 +11,11 @@
 // CHECK-SAME: tensor<16x16xf32> {cleave.layout = #cleave.sharding<@m, [_, tp]>}
 // CHECK-SAME: tensor<16x16xf32> {cleave.layout = #cleave.sharding<@m, [tp, _]>}
 // CHECK-SAME: -> (tensor<4x8xf32> {cleave.layout = #cleave.sharding<@m, [dp, tp]>})
-// CHECK: cleave.matmul {{.*}} : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
 // CHECK: %[[RDP:.*]] = call @cleave_rt_group_rank(%c0_i64{{[_0-9]*}}) : (i64) -> i64
 // CHECK: %[[IDP:.*]] = tensor.from_elements %[[RDP]] : tensor<i64>
 // CHECK: %[[RTP:.*]] = call @cleave_rt_group_rank(%c1_i64{{[_0-9]*}}) : (i64) -> i64
 // CHECK: %[[ITP:.*]] = tensor.from_elements %[[RTP]] : tensor<i64>
+// CHECK: cleave.matmul {{.*}} : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
 // CHECK: cleave.dropout %{{.*}}, %{{.*}}, %[[IDP]], %[[ITP]] {global_shape = array<i64: 8, 32>
 // CHECK: %[[P:.*]] = cleave.matmul {{.*}} -> tensor<4x16xf32>
 // CHECK: %[[T:.*]] = cleave.transpose %[[P]] permutation = [1, 0] : tensor<4x16xf32> -> tensor<16x4xf32>

@@ -146,6 +146,37 @@ func.func @local(%x: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<i64>) {
 
 // -----
 
+// Every cleave.axis_index of one list of axes is one runtime call at the top
+// of its function (the index does not change within a step), so that the
+// code it feeds can be shared by CSE; another list of axes gets its own.
+cleave.mesh @m(cp = 2 : nvlink, tp = 2 : nvlink)
+
+// CHECK: module attributes {cleave.groups = {{\[}}["cp"], ["tp"]]}
+// CHECK-LABEL: func.func @shared_index
+// CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[RC:.*]] = call @cleave_rt_group_rank(%[[C0]]) : (i64) -> i64
+// CHECK-NEXT: %[[C:.*]] = tensor.from_elements %[[RC]] : tensor<i64>
+// CHECK-NEXT: %[[C1:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[RT:.*]] = call @cleave_rt_group_rank(%[[C1]]) : (i64) -> i64
+// CHECK-NEXT: %[[T:.*]] = tensor.from_elements %[[RT]] : tensor<i64>
+// CHECK-NOT: cleave_rt_group_rank
+// CHECK: scf.yield %[[T]]
+// CHECK: scf.yield %[[C]]
+// CHECK: return %[[C]], %{{.*}}, %[[C]]
+func.func @shared_index(%x: i1) -> (tensor<i64>, tensor<i64>, tensor<i64>) {
+  %a = cleave.axis_index on @m axes = [cp] : tensor<i64>
+  %r = scf.if %x -> tensor<i64> {
+    %t = cleave.axis_index on @m axes = [tp] : tensor<i64>
+    scf.yield %t : tensor<i64>
+  } else {
+    scf.yield %a : tensor<i64>
+  }
+  %b = cleave.axis_index on @m axes = [cp] : tensor<i64>
+  return %a, %r, %b : tensor<i64>, tensor<i64>, tensor<i64>
+}
+
+// -----
+
 // Point-to-point: send names the peer (group rank 1), recv fills a buffer.
 
 // CHECK: module attributes {cleave.groups = {{\[}}["pp"]]}

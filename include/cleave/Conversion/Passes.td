@@ -17,7 +17,10 @@ def CleaveLowerCollectivesPass
     buffer that `bufferization.to_tensor` returns to the tensor program, so
     bufferization and the rest of the pipeline see ordinary tensor code.
     `cleave.axis_index` becomes `cleave_rt_group_rank`, `cleave.shard` a
-    `tensor.extract_slice` at that rank's offset.
+    `tensor.extract_slice` at that rank's offset. A function asks for each
+    list of axes once, at its top: the runtime call is opaque to CSE, and
+    code that reads the same index (an attention and its gradient masking by
+    one context-parallel block) can then be shared.
 
     The runtime moves contiguous blocks, so a gather, scatter or all-to-all
     along a non-leading dimension first becomes the same op on the leading
@@ -75,8 +78,10 @@ def CleaveLowerToLinalgPass
     tiles and an online softmax that keeps a running row max and sum, so no
     `S x Skv` tensor exists and memory grows linearly in the sequence.
     Causal key tiles above the diagonal are skipped (the `query_block`
-    operand of context parallelism offsets the diagonal). The gradient
-    recomputes each query tile's output and log-sum-exp, then the
+    operand of context parallelism offsets the diagonal); a single key tile
+    is always seen, so its loop has constant bounds and folds away. The
+    gradient recomputes each query tile's output and log-sum-exp (with one
+    query and one key tile, the forward op's own, after CSE), then the
     probabilities tile by tile (`D = rowsum(dO * O)`,
     `dS = P (dP - D) scale`). Sequences that are not a multiple of the tile
     are zero-padded and the padded keys masked. `attention-tile=0` keeps the
