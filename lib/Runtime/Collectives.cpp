@@ -54,7 +54,7 @@ bool overlaps(const void *a, const void *b, size_t bytes) {
 }
 
 void checkBuffers(int64_t count, const void *in, const void *out) {
-  require(count >= 0, concat("count ", count, " is negative"));
+  require(count >= 0, "count ", count, " is negative");
   require(count == 0 || (in && out), "a buffer pointer is NULL");
 }
 
@@ -266,29 +266,27 @@ auto plainCheck(int32_t dtype, int64_t count, const void *in, const void *out) {
 }
 
 void checkPeer(const Group &group, int64_t peer) {
-  require(peer >= 0 && peer < group.info.size(),
-          concat("peer ", peer, " is not a group rank (the group has ",
-                 group.info.size(), " ranks)"));
-  require(peer != group.info.groupRank,
-          concat("peer ", peer, " is this rank itself"));
+  require(peer >= 0 && peer < group.info.size(), "peer ", peer,
+          " is not a group rank (the group has ", group.info.size(), " ranks)");
+  require(peer != group.info.groupRank, "peer ", peer, " is this rank itself");
 }
 
 /// Sends and receives of a permute, with unique sources and targets.
 void checkPairs(const Group &group, int64_t npairs, const int64_t *pairs,
                 uint64_t &hash) {
-  require(npairs >= 0 && (npairs == 0 || pairs),
-          concat("npairs ", npairs, " with pairs ", pairs ? "given" : "NULL"));
+  require(npairs >= 0 && (npairs == 0 || pairs), "npairs ", npairs,
+          " with pairs ", pairs ? "given" : "NULL");
   std::set<int64_t> sources, targets;
   hash = 0xcbf29ce484222325ull;
   for (int64_t i = 0; i < npairs; ++i) {
     int64_t s = pairs[2 * i], t = pairs[2 * i + 1];
     require(s >= 0 && s < group.info.size() && t >= 0 && t < group.info.size(),
-            concat("pair ", i, " (", s, ", ", t,
-                   ") names a rank outside the group of ", group.info.size()));
-    require(sources.insert(s).second,
-            concat("group rank ", s, " is the source of two pairs"));
-    require(targets.insert(t).second,
-            concat("group rank ", t, " is the target of two pairs"));
+            "pair ", i, " (", s, ", ", t,
+            ") names a rank outside the group of ", group.info.size());
+    require(sources.insert(s).second, "group rank ", s,
+            " is the source of two pairs");
+    require(targets.insert(t).second, "group rank ", t,
+            " is the target of two pairs");
     hash = (hash ^ uint64_t(s * 65536 + t)) * 0x100000001b3ull;
   }
 }
@@ -437,9 +435,9 @@ void cleave_rt_broadcast(int64_t group, int64_t root, int32_t dtype, void *data,
       [&](Group &g, Fingerprint &f) {
         checkDType(dtype);
         checkBuffers(count, data, data);
-        require(root >= 0 && root < g.info.size(),
-                concat("root ", root, " is not a group rank (the group has ",
-                       g.info.size(), " ranks)"));
+        require(root >= 0 && root < g.info.size(), "root ", root,
+                " is not a group rank (the group has ", g.info.size(),
+                " ranks)");
         f.extra = uint64_t(root);
       },
       [&](Communicator &comm, uint64_t agree) {
@@ -457,11 +455,11 @@ int cleave_rt_flight_recorder_dump(const char *path) {
       return 0;
     }
     FILE *f = std::fopen(path, "w");
-    require(f, concat("cannot write ", path, ": ", std::strerror(errno)));
+    require(f, "cannot write ", path, ": ", std::strerror(errno));
     std::string json = state->recorder.dumpJson(state->options.rank);
     bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
     ok = std::fclose(f) == 0 && ok;
-    require(ok, concat("cannot write ", path));
+    require(ok, "cannot write ", path);
     return 0;
   });
 }

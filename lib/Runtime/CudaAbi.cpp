@@ -131,7 +131,7 @@ void cleave_rt_cuda_launch(void **function, void **module, const void *image,
 
 void *cleave_rt_cuda_alloc(int64_t bytes) {
   return guard("cuda_alloc", static_cast<void *>(nullptr), [&] {
-    require(bytes >= 0, concat("cannot allocate ", bytes, " bytes"));
+    require(bytes >= 0, "cannot allocate ", bytes, " bytes");
     return requireCuda().deviceAlloc(bytes);
   });
 }
@@ -214,7 +214,7 @@ void cleave_rt_cuda_gemm_epilogue(int32_t dtype, int32_t trans_a,
   guard("gemm_epilogue", 0, [&] {
     require(epilogue >= CLEAVE_EPILOGUE_NONE &&
                 epilogue <= CLEAVE_EPILOGUE_GELU_BIAS,
-            concat("unknown epilogue ", epilogue));
+            "unknown epilogue ", epilogue);
     require(epilogue == CLEAVE_EPILOGUE_NONE || bias,
             "the bias pointer is NULL");
     GemmArgs args{dtype,

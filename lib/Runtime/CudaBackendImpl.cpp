@@ -108,8 +108,8 @@ public:
     size_t size = size_t(std::max<int64_t>(bytes, 1));
     CUdeviceptr ptr;
     cudaCheck(cuMemAllocManaged(&ptr, size, CU_MEM_ATTACH_GLOBAL),
-              concat("allocating ", bytes, " bytes of managed memory on ",
-                     device_.describe()));
+              "allocating ", bytes, " bytes of managed memory on ",
+              device_.describe());
     CUmemLocation location{};
     location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     location.id = device_.ordinal();
@@ -146,9 +146,9 @@ public:
   /// driver through its own pinned buffers, a chunk at a time).
   void pinHost(void *ptr, size_t bytes) override {
     device_.makeCurrent();
-    cudaCheck(cuMemHostRegister(ptr, bytes, 0),
-              concat("page-locking ", bytes, " bytes of host memory at ", ptr,
-                     " for copies with ", device_.describe()));
+    cudaCheck(cuMemHostRegister(ptr, bytes, 0), "page-locking ", bytes,
+              " bytes of host memory at ", ptr, " for copies with ",
+              device_.describe());
   }
 
   void unpinHost(void *ptr) override {
@@ -178,13 +178,13 @@ public:
       cudaCheck(cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(copies[i].dst),
                               reinterpret_cast<CUdeviceptr>(copies[i].src),
                               copies[i].bytes, copyStream_),
-                concat("enqueueing a copy of ", copies[i].bytes, " bytes ",
-                       direction, " (block ", i, " of ", count, ")"));
+                "enqueueing a copy of ", copies[i].bytes, " bytes ", direction,
+                " (block ", i, " of ", count, ")");
     // No early exit on another thread's failure: the copies are local and
     // short, and the host memory must not be reused while they run.
     CUresult r = device_.wait(copyStream_, nullptr);
-    cudaCheck(r, concat("copying ", count, " buffers ", direction, " on ",
-                        device_.describe()));
+    cudaCheck(r, "copying ", count, " buffers ", direction, " on ",
+              device_.describe());
   }
 
   void launch(void **function, void **module, const void *image,
@@ -203,8 +203,8 @@ public:
                        unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
                        unsigned(block[1]), unsigned(block[2]),
                        unsigned(sharedBytes), device_.compute(), args, nullptr),
-        concat("launching kernel ", name, " (", grid[0], " blocks of ",
-               block[0], " threads)"));
+        "launching kernel ", name, " (", grid[0], " blocks of ", block[0],
+        " threads)");
     if (profile_.enabled())
       profile_.end(device_.compute());
     afterCall();
@@ -214,7 +214,7 @@ public:
     CUdeviceptr ptr;
     cudaCheck(cuMemAllocFromPoolAsync(&ptr, size_t(std::max<int64_t>(bytes, 1)),
                                       pool_, device_.compute()),
-              concat("allocating ", bytes, " bytes on ", device_.describe()));
+              "allocating ", bytes, " bytes on ", device_.describe());
     return reinterpret_cast<void *>(ptr);
   }
 
@@ -280,8 +280,8 @@ public:
     {
       std::lock_guard<std::mutex> lock(deferredMutex_);
       auto it = tokens_.find(token);
-      require(it != tokens_.end(),
-              concat("no deferred communication with token ", token));
+      require(it != tokens_.end(), "no deferred communication with token ",
+              token);
       events = std::move(it->second);
       tokens_.erase(it);
     }
@@ -325,11 +325,10 @@ private:
       CUresult r =
           cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                 reinterpret_cast<CUdeviceptr>(ptr));
-      require(r == CUDA_SUCCESS,
-              concat("operand ", name, " at ", ptr,
-                     " is not GPU memory (host memory? the cuda backend's "
-                     "buffers come from cleave_rt_alloc or the program's "
-                     "device allocations)"));
+      require(r == CUDA_SUCCESS, "operand ", name, " at ", ptr,
+              " is not GPU memory (host memory? the cuda backend's "
+              "buffers come from cleave_rt_alloc or the program's "
+              "device allocations)");
     }
   }
 
@@ -340,15 +339,15 @@ private:
     if (loaded == modules_.end() || loaded->second != *module) {
       CUmodule handle;
       cudaCheck(cuModuleLoadData(&handle, image),
-                concat("loading the program's kernels on ", device_.describe(),
-                       " (a cubin for another GPU?)"));
+                "loading the program's kernels on ", device_.describe(),
+                " (a cubin for another GPU?)");
       *module = handle;
       modules_[module] = handle;
     }
     CUfunction handle;
     cudaCheck(
         cuModuleGetFunction(&handle, static_cast<CUmodule>(*module), name),
-        concat("looking up kernel ", name));
+        "looking up kernel ", name);
     *function = handle;
     functions_[function] = handle;
   }

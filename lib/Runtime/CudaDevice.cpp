@@ -16,9 +16,8 @@ std::string cudaErrorText(CUresult result) {
                 text ? text : "no description", ")");
 }
 
-void cudaCheck(CUresult result, const std::string &what) {
-  if (result != CUDA_SUCCESS)
-    throw RuntimeError(concat(what, " failed: ", cudaErrorText(result)));
+void cudaFail(CUresult result, const std::string &what) {
+  throw RuntimeError(concat(what, " failed: ", cudaErrorText(result)));
 }
 
 int cudaDeviceCount(std::string &why) {

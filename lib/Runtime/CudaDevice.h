@@ -7,6 +7,8 @@
 #ifndef CLEAVE_LIB_RUNTIME_CUDADEVICE_H
 #define CLEAVE_LIB_RUNTIME_CUDADEVICE_H
 
+#include "Error.h"
+
 #include <cuda.h>
 
 #include <functional>
@@ -18,8 +20,15 @@ namespace cleave::rt {
 
 /// "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
 std::string cudaErrorText(CUresult result);
-/// Throws RuntimeError("<what> failed: <error text>") unless CUDA_SUCCESS.
-void cudaCheck(CUresult result, const std::string &what);
+/// Throws RuntimeError("<what> failed: <error text>").
+[[noreturn]] void cudaFail(CUresult result, const std::string &what);
+/// Unless CUDA_SUCCESS, cudaFail with `what` concatenated from the parts,
+/// formatted only then (a check runs on every launch and allocation).
+template <typename... Args>
+inline void cudaCheck(CUresult result, Args &&...what) {
+  if (result != CUDA_SUCCESS) [[unlikely]]
+    cudaFail(result, concat(std::forward<Args>(what)...));
+}
 
 /// The number of devices, or -1 with the reason in `why`.
 int cudaDeviceCount(std::string &why);

@@ -75,10 +75,13 @@ R guard(const char *what, R onError, Fn &&fn) {
   return onError;
 }
 
-/// Throws RuntimeError(message) when `condition` is false.
-inline void require(bool condition, const std::string &message) {
-  if (!condition)
-    throw RuntimeError(message);
+/// Throws RuntimeError(concat(parts...)) when `condition` is false. The
+/// message is formatted only then: checks on every GEMM and collective call
+/// must not build strings that are thrown away.
+template <typename... Args>
+inline void require(bool condition, Args &&...parts) {
+  if (!condition) [[unlikely]]
+    throw RuntimeError(concat(std::forward<Args>(parts)...));
 }
 
 } // namespace cleave::rt

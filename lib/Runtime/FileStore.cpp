@@ -142,18 +142,16 @@ RendezvousUrl parseRendezvousUrl(const std::string &url) {
     out.path = url.substr(5);
     if (out.path.rfind("//", 0) == 0) // file:///dir
       out.path = out.path.substr(2);
-    require(!out.path.empty() && out.path[0] == '/',
-            concat("rendezvous '", url,
-                   "' must name an absolute directory (file:/shared/dir)"));
+    require(!out.path.empty() && out.path[0] == '/', "rendezvous '", url,
+            "' must name an absolute directory (file:/shared/dir)");
     return out;
   }
-  require(url.rfind("tcp://", 0) == 0,
-          concat("rendezvous '", url,
-                 "' is neither file:/dir nor tcp://host:port"));
+  require(url.rfind("tcp://", 0) == 0, "rendezvous '", url,
+          "' is neither file:/dir nor tcp://host:port");
   std::string rest = url.substr(6);
   size_t colon = rest.rfind(':');
-  require(colon != std::string::npos && colon > 0,
-          concat("rendezvous '", url, "' has no host:port"));
+  require(colon != std::string::npos && colon > 0, "rendezvous '", url,
+          "' has no host:port");
   out.kind = RendezvousUrl::Tcp;
   out.host = rest.substr(0, colon);
   if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
@@ -162,7 +160,7 @@ RendezvousUrl parseRendezvousUrl(const std::string &url) {
   long port = std::strtol(rest.c_str() + colon + 1, &end, 10);
   require(end && *end == '\0' && colon + 1 < rest.size() && port > 0 &&
               port < 65536,
-          concat("rendezvous '", url, "' has a bad port"));
+          "rendezvous '", url, "' has a bad port");
   out.port = int(port);
   return out;
 }

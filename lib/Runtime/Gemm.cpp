@@ -34,15 +34,13 @@ void checkOperand(const char *name, bool trans, int64_t rows, int64_t cols,
                   int64_t ld, int64_t stride, const void *ptr, int64_t batch) {
   int64_t r, c;
   storedShape(trans, rows, cols, r, c);
-  require(ld >= std::max<int64_t>(1, c),
-          concat("ld", name, " ", ld, " is less than the row length ", c,
-                 " of ", name, " (stored ", r, " x ", c,
-                 trans ? ", transposed)" : ", not transposed)"));
-  require(stride >= 0, concat("stride_", name, " ", stride, " is negative"));
-  require(ptr || r * c == 0 || batch == 0,
-          concat("the pointer to ", name, " is NULL"));
-  require(ld <= INT_MAX && r <= INT_MAX,
-          concat(name, " is too large for a 32-bit BLAS"));
+  require(ld >= std::max<int64_t>(1, c), "ld", name, " ", ld,
+          " is less than the row length ", c, " of ", name, " (stored ", r,
+          " x ", c, trans ? ", transposed)" : ", not transposed)");
+  require(stride >= 0, "stride_", name, " ", stride, " is negative");
+  require(ptr || r * c == 0 || batch == 0, "the pointer to ", name, " is NULL");
+  require(ld <= INT_MAX && r <= INT_MAX, name,
+          " is too large for a 32-bit BLAS");
 }
 
 /// Packs a rows x cols 16-bit matrix with leading dimension ld into f32.
@@ -93,21 +91,20 @@ void gemmOne(const GemmArgs &g, const void *a, const void *b, void *c) {
 } // namespace
 
 void checkGemm(const GemmArgs &g) {
-  require(
-      isFloatType(g.dtype),
-      concat("gemm supports f32, f64, bf16 and f16, not ", dtypeName(g.dtype)));
+  require(isFloatType(g.dtype), "gemm supports f32, f64, bf16 and f16, not ",
+          dtypeName(g.dtype));
   require(g.batch >= 0 && g.m >= 0 && g.n >= 0 && g.k >= 0,
-          concat("negative size: batch ", g.batch, ", m ", g.m, ", n ", g.n,
-                 ", k ", g.k));
+          "negative size: batch ", g.batch, ", m ", g.m, ", n ", g.n, ", k ",
+          g.k);
   require(g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX,
-          concat("m, n or k is too large for a 32-bit BLAS"));
+          "m, n or k is too large for a 32-bit BLAS");
   checkOperand("a", g.transA, g.m, g.k, g.lda, g.strideA, g.a, g.batch);
   checkOperand("b", g.transB, g.k, g.n, g.ldb, g.strideB, g.b, g.batch);
   checkOperand("c", false, g.m, g.n, g.ldc, g.strideC, g.c, g.batch);
   if (g.batch > 1 && g.m > 0 && g.n > 0)
-    require(g.strideC >= (g.m - 1) * g.ldc + g.n,
-            concat("stride_c ", g.strideC, " makes the ", g.m, " x ", g.n,
-                   " C matrices of the batch overlap (ldc ", g.ldc, ")"));
+    require(g.strideC >= (g.m - 1) * g.ldc + g.n, "stride_c ", g.strideC,
+            " makes the ", g.m, " x ", g.n,
+            " C matrices of the batch overlap (ldc ", g.ldc, ")");
 }
 
 void cpuGemm(const GemmArgs &given) {
@@ -142,8 +139,7 @@ extern "C" void cleave_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b,
                                int64_t ldc, int64_t stride_c) {
   guard("gemm", 0, [&] {
     require((trans_a == 0 || trans_a == 1) && (trans_b == 0 || trans_b == 1),
-            concat("trans_a ", trans_a, " and trans_b ", trans_b,
-                   " must be 0 or 1"));
+            "trans_a ", trans_a, " and trans_b ", trans_b, " must be 0 or 1");
     GemmArgs args{
         dtype, trans_a != 0, trans_b != 0, batch, m,   n,        k,    alpha,
         a,     lda,          stride_a,     b,     ldb, stride_b, beta, c,

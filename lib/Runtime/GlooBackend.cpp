@@ -461,7 +461,7 @@ public:
   void *alloc(int64_t bytes) override {
     size_t rounded = (size_t(std::max<int64_t>(bytes, 1)) + 63) & ~size_t(63);
     void *ptr = std::aligned_alloc(64, rounded);
-    require(ptr, concat("cannot allocate ", bytes, " bytes"));
+    require(ptr, "cannot allocate ", bytes, " bytes");
     return ptr;
   }
   void free(void *ptr) override { std::free(ptr); }

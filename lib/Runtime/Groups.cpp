@@ -154,12 +154,11 @@ RuntimeState &requireState() {
 
 int defineGroup(int64_t groupId, int64_t naxes, const int64_t *axes) {
   RuntimeState &state = requireState();
-  require(groupId >= 0,
-          concat("group id ", groupId, " is negative (-1 is the world group)"));
-  require(naxes >= 0 && (naxes == 0 || axes),
-          concat("naxes ", naxes, " with axes ", axes ? "given" : "NULL"));
-  require(!hasFailed(),
-          concat("skipped after an earlier error: ", errorMessage()));
+  require(groupId >= 0, "group id ", groupId,
+          " is negative (-1 is the world group)");
+  require(naxes >= 0 && (naxes == 0 || axes), "naxes ", naxes, " with axes ",
+          axes ? "given" : "NULL");
+  require(!hasFailed(), "skipped after an earlier error: ", errorMessage());
   std::vector<int64_t> axisList(axes, axes + naxes);
   Mesh::Group mg = state.mesh.groupAlong(axisList, state.options.rank);
   auto group = std::make_unique<Group>();
@@ -189,11 +188,11 @@ int cleave_rt_define_mesh(int64_t ndims, const int64_t *shape,
                           const char *const *axis_names) {
   return guard("define_mesh", 1, [&] {
     RuntimeState &state = requireState();
-    require(ndims >= 1 && shape,
-            concat("a mesh needs ndims >= 1 and a shape (got ", ndims, ")"));
+    require(ndims >= 1 && shape, "a mesh needs ndims >= 1 and a shape (got ",
+            ndims, ")");
     std::vector<std::string> names;
     for (int64_t i = 0; axis_names && i < ndims; ++i) {
-      require(axis_names[i], concat("the name of axis ", i, " is NULL"));
+      require(axis_names[i], "the name of axis ", i, " is NULL");
       names.push_back(axis_names[i]);
     }
     state.mesh = Mesh(std::vector<int64_t>(shape, shape + ndims), names,

@@ -164,8 +164,8 @@ void initialize(const cleave_rt_options_t *opts) {
   state->options = resolveOptions(opts);
   const ResolvedOptions &o = state->options;
   setInitializedRank(o.rank);
-  require(o.backend == "cpu" || o.backend == "cuda",
-          concat("unknown backend '", o.backend, "' (cpu or cuda)"));
+  require(o.backend == "cpu" || o.backend == "cuda", "unknown backend '",
+          o.backend, "' (cpu or cuda)");
   state->debugCollectives = envFlag("CLEAVE_DEBUG_COLLECTIVES");
   state->flightRecorderDir = getEnv("CLEAVE_FLIGHT_RECORDER_DIR").value_or("");
   int64_t capacity = envInt("CLEAVE_FLIGHT_RECORDER_SIZE", 64);

@@ -40,7 +40,7 @@ void onSignal(int signal) { interrupted = signal; }
 
 int freePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  require(fd >= 0, concat("socket: ", std::strerror(errno)));
+  require(fd >= 0, "socket: ", std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -49,7 +49,7 @@ int freePort() {
       ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0;
   ::close(fd);
-  require(ok, concat("cannot find a free port: ", std::strerror(errno)));
+  require(ok, "cannot find a free port: ", std::strerror(errno));
   return ntohs(addr.sin_port);
 }
 
@@ -204,8 +204,8 @@ private:
 
 void Launch::start() {
   std::string mode = o_.rendezvous ? o_.rendezvous : "file";
-  require(mode == "file" || mode == "tcp",
-          concat("rendezvous '", mode, "' must be \"file\" or \"tcp\""));
+  require(mode == "file" || mode == "tcp", "rendezvous '", mode,
+          "' must be \"file\" or \"tcp\"");
   int port = freePort();
   std::vector<std::pair<std::string, std::string>> common = {
       {"MASTER_ADDR", "127.0.0.1"},
@@ -214,9 +214,10 @@ void Launch::start() {
   if (mode == "file") {
     std::string base = getEnv("TMPDIR").value_or("/tmp");
     std::string templ = base + "/cleave-rdzv-XXXXXX";
-    require(::mkdtemp(templ.data()), concat("cannot create a rendezvous "
-                                            "directory in ",
-                                            base, ": ", std::strerror(errno)));
+    require(::mkdtemp(templ.data()),
+            "cannot create a rendezvous "
+            "directory in ",
+            base, ": ", std::strerror(errno));
     rendezvousDir_ = templ;
     common.emplace_back("CLEAVE_RENDEZVOUS", "file:" + templ);
   } else {
@@ -234,10 +235,10 @@ void Launch::start() {
     if (o_.prefix_output)
       require(::pipe2(outPipe, O_CLOEXEC) == 0 &&
                   ::pipe2(errPipe, O_CLOEXEC) == 0,
-              concat("pipe: ", std::strerror(errno)));
+              "pipe: ", std::strerror(errno));
     std::fflush(nullptr);
     pid_t pid = ::fork();
-    require(pid >= 0, concat("fork: ", std::strerror(errno)));
+    require(pid >= 0, "fork: ", std::strerror(errno));
     if (pid == 0 && o_.body)
       runBody(o_.body, o_.body_arg, env, outPipe[1], errPipe[1], parent);
     if (pid == 0)

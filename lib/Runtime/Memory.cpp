@@ -75,15 +75,14 @@ Accounting &accounting() {
 int copyHost(const char *what, const cleave_rt_copy_t *copies, int64_t count,
              bool toHost) {
   return guard(what, -1, [&] {
-    require(count >= 0 && (copies || count == 0),
-            concat("cannot copy ", count, " blocks"));
+    require(count >= 0 && (copies || count == 0), "cannot copy ", count,
+            " blocks");
     std::vector<HostCopy> blocks;
     blocks.reserve(size_t(count));
     for (int64_t i = 0; i < count; ++i) {
       const cleave_rt_copy_t &c = copies[i];
-      require(c.bytes >= 0 && ((c.dst && c.src) || c.bytes == 0),
-              concat("block ", i, ": cannot copy ", c.bytes, " bytes from ",
-                     c.src, " to ", c.dst));
+      require(c.bytes >= 0 && ((c.dst && c.src) || c.bytes == 0), "block ", i,
+              ": cannot copy ", c.bytes, " bytes from ", c.src, " to ", c.dst);
       if (c.bytes > 0)
         blocks.push_back({c.dst, c.src, size_t(c.bytes)});
     }
@@ -102,14 +101,14 @@ extern "C" {
 
 void *cleave_rt_alloc(int64_t bytes) {
   return guard("alloc", static_cast<void *>(nullptr), [&]() -> void * {
-    require(bytes >= 0, concat("cannot allocate ", bytes, " bytes"));
+    require(bytes >= 0, "cannot allocate ", bytes, " bytes");
     void *ptr;
     if (Backend *backend = currentBackend()) {
       ptr = backend->alloc(bytes);
     } else {
       size_t rounded = (size_t(std::max<int64_t>(bytes, 1)) + 63) & ~size_t(63);
       ptr = std::aligned_alloc(64, rounded);
-      require(ptr, concat("cannot allocate ", bytes, " bytes"));
+      require(ptr, "cannot allocate ", bytes, " bytes");
     }
     accounting().added(ptr, bytes);
     return ptr;
@@ -149,8 +148,8 @@ int32_t cleave_rt_buffers_on_device(void) {
 
 int cleave_rt_host_pin(void *ptr, int64_t bytes) {
   return guard("host_pin", -1, [&] {
-    require(ptr && bytes >= 0,
-            concat("cannot pin ", bytes, " bytes of host memory at ", ptr));
+    require(ptr && bytes >= 0, "cannot pin ", bytes,
+            " bytes of host memory at ", ptr);
     if (Backend *backend = currentBackend())
       backend->pinHost(ptr, size_t(bytes));
     return 0;

@@ -18,19 +18,17 @@ Mesh::Mesh(std::vector<int64_t> shapeIn, std::vector<std::string> namesIn,
   std::set<std::string> seen;
   int64_t product = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    require(shape[i] >= 1,
-            concat("mesh axis ", i, " ('", names[i], "') has size ", shape[i]));
-    require(!names[i].empty(), concat("mesh axis ", i, " has an empty name"));
-    require(seen.insert(names[i]).second,
-            concat("mesh axis name '", names[i], "' is repeated"));
+    require(shape[i] >= 1, "mesh axis ", i, " ('", names[i], "') has size ",
+            shape[i]);
+    require(!names[i].empty(), "mesh axis ", i, " has an empty name");
+    require(seen.insert(names[i]).second, "mesh axis name '", names[i],
+            "' is repeated");
     product *= shape[i];
-    require(
-        product <= worldSize,
-        concat("the mesh has more devices than the world size ", worldSize));
+    require(product <= worldSize,
+            "the mesh has more devices than the world size ", worldSize);
   }
-  require(product == worldSize,
-          concat("the mesh has ", product, " devices but the world size is ",
-                 worldSize));
+  require(product == worldSize, "the mesh has ", product,
+          " devices but the world size is ", worldSize);
 }
 
 std::vector<int64_t> Mesh::coordinates(int rank) const {
@@ -57,11 +55,10 @@ Mesh::Group Mesh::groupAlong(const std::vector<int64_t> &axes, int rank) const {
   group.axesText = "mesh axes [";
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t axis = axes[i];
-    require(axis >= 0 && axis < int64_t(shape.size()),
-            concat("axis ", axis, " is not an axis of the ", shape.size(),
-                   "-d mesh"));
-    require(!used[axis],
-            concat("axis ", axis, " ('", names[axis], "') is given twice"));
+    require(axis >= 0 && axis < int64_t(shape.size()), "axis ", axis,
+            " is not an axis of the ", shape.size(), "-d mesh");
+    require(!used[axis], "axis ", axis, " ('", names[axis],
+            "') is given twice");
     used[axis] = true;
     group.axesText += (i ? "," : "") + names[axis];
   }

@@ -253,9 +253,8 @@ NcclCommunicator::connectWorld(NcclHost &host, NcclWatchdog &watchdog,
   } else {
     store.wait({key});
     std::vector<char> bytes = store.get(key);
-    require(bytes.size() == sizeof(id),
-            concat("the NCCL unique id in the store has ", bytes.size(),
-                   " bytes instead of ", sizeof(id)));
+    require(bytes.size() == sizeof(id), "the NCCL unique id in the store has ",
+            bytes.size(), " bytes instead of ", sizeof(id));
     std::memcpy(id.internal, bytes.data(), sizeof(id));
   }
   ncclConfig_t config = nonblockingConfig();
@@ -419,11 +418,11 @@ void NcclCommunicator::hostCall(
     const std::function<ncclResult_t(void *, void *)> &call) {
   CudaDevice &device = host_.device();
   DeviceScratch send(inBytes), recv(outBytes);
-  cudaCheck(cuMemcpyHtoDAsync(send.ptr, in, inBytes, device.compute()),
-            concat(op, ": copying to the device"));
+  cudaCheck(cuMemcpyHtoDAsync(send.ptr, in, inBytes, device.compute()), op,
+            ": copying to the device");
   run(op, 0, [&] { return call(send.get(), recv.get()); });
-  cudaCheck(cuMemcpyDtoHAsync(out, recv.ptr, outBytes, device.compute()),
-            concat(op, ": copying to the host"));
+  cudaCheck(cuMemcpyDtoHAsync(out, recv.ptr, outBytes, device.compute()), op,
+            ": copying to the host");
   CUresult r = device.wait(device.compute(), [] { return hasFailed(); });
   if (r != CUDA_SUCCESS)
     throw CommError(CommError::Other,

@@ -84,19 +84,20 @@ void fillConstant(int32_t dtype, void *out, int64_t count, double value) {
 void fill(int32_t dtype, void *out, int64_t count, int32_t kind, double scale,
           uint64_t seed, uint64_t stream, int64_t offset) {
   checkDType(dtype);
-  require(count >= 0, concat("count ", count, " is negative"));
-  require(offset >= 0, concat("offset ", offset, " is negative"));
+  require(count >= 0, "count ", count, " is negative");
+  require(offset >= 0, "offset ", offset, " is negative");
   require(count == 0 || out, "the output pointer is NULL");
   if (kind == CLEAVE_INIT_ZEROS || kind == CLEAVE_INIT_ONES)
     return fillConstant(dtype, out, count, kind == CLEAVE_INIT_ONES ? 1 : 0);
   require(kind == CLEAVE_INIT_NORMAL || kind == CLEAVE_INIT_UNIFORM,
-          concat("unknown init kind ", kind,
-                 " (expected 0..3: zeros ones normal uniform)"));
-  require(isFloatType(dtype), concat("random init needs a floating-point "
-                                     "dtype, not ",
-                                     dtypeName(dtype)));
-  require(std::isfinite(scale) && scale >= 0,
-          concat("scale ", scale, " must be finite and non-negative"));
+          "unknown init kind ", kind,
+          " (expected 0..3: zeros ones normal uniform)");
+  require(isFloatType(dtype),
+          "random init needs a floating-point "
+          "dtype, not ",
+          dtypeName(dtype));
+  require(std::isfinite(scale) && scale >= 0, "scale ", scale,
+          " must be finite and non-negative");
   PhiloxKey key = philoxKey(seed);
   bool uniform = kind == CLEAVE_INIT_UNIFORM;
   double values[4];

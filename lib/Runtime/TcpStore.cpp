@@ -448,7 +448,7 @@ void TcpKvStore::readExactly(char *data, size_t n, Clock::time_point deadline) {
 
 TcpStoreServer::TcpStoreServer(int port) {
   listenFd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  require(listenFd_ >= 0, concat("socket: ", std::strerror(errno)));
+  require(listenFd_ >= 0, "socket: ", std::strerror(errno));
   int one = 1;
   ::setsockopt(listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};

@@ -185,8 +185,7 @@ cleave_tensor_file::Entry parseEntry(const std::string &path,
           where + ": no dtype string");
   e.dtypeName = v["dtype"].get<std::string>();
   auto info = lookupFileDType(e.dtypeName);
-  require(info.has_value(),
-          concat(where, ": unknown dtype '", e.dtypeName, "'"));
+  require(info.has_value(), where, ": unknown dtype '", e.dtypeName, "'");
   e.elementSize = info->first;
   e.dtype = info->second;
   require(v.contains("shape") && v["shape"].is_array(),
@@ -207,16 +206,15 @@ cleave_tensor_file::Entry parseEntry(const std::string &path,
           where + ": data_offsets must be two non-negative integers");
   e.begin = o[0].get<uint64_t>();
   e.end = o[1].get<uint64_t>();
-  require(e.begin <= e.end, concat(where, ": data_offsets [", e.begin, ", ",
-                                   e.end, "] are reversed"));
+  require(e.begin <= e.end, where, ": data_offsets [", e.begin, ", ", e.end,
+          "] are reversed");
   uint64_t need = elements * uint64_t(e.elementSize);
-  require(e.end - e.begin == need,
-          concat(where, ": shape ", shapeText(e.shape), " of ", e.dtypeName,
-                 " needs ", need, " bytes but data_offsets span ",
-                 e.end - e.begin));
-  require(e.end <= dataBytes, concat(where, ": its data ends at byte ", e.end,
-                                     " but the file holds only ", dataBytes,
-                                     " bytes of data (truncated?)"));
+  require(e.end - e.begin == need, where, ": shape ", shapeText(e.shape),
+          " of ", e.dtypeName, " needs ", need, " bytes but data_offsets span ",
+          e.end - e.begin);
+  require(e.end <= dataBytes, where, ": its data ends at byte ", e.end,
+          " but the file holds only ", dataBytes,
+          " bytes of data (truncated?)");
   return e;
 }
 
@@ -226,36 +224,33 @@ cleave_tensor_file *openTensorFile(const char *pathText) {
   file->path = pathText;
   const std::string &path = file->path;
   file->fd = ::open(pathText, O_RDONLY | O_CLOEXEC);
-  require(file->fd >= 0,
-          concat("cannot open ", path, ": ", std::strerror(errno)));
+  require(file->fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
   struct stat st;
-  require(::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode),
-          concat(path, " is not a regular file"));
+  require(::fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode), path,
+          " is not a regular file");
   uint64_t size = uint64_t(st.st_size);
-  require(size >= 8, concat(path, ": ", size,
-                            " bytes is too short for a tensor file (the "
-                            "8-byte header length is missing)"));
+  require(size >= 8, path, ": ", size,
+          " bytes is too short for a tensor file (the "
+          "8-byte header length is missing)");
   unsigned char lengthBytes[8];
   preadAll(file->fd, path, lengthBytes, 8, 0);
   uint64_t headerBytes = 0;
   for (int i = 0; i < 8; ++i)
     headerBytes |= uint64_t(lengthBytes[i]) << (8 * i);
-  require(headerBytes <= kMaxHeaderBytes && 8 + headerBytes <= size,
-          concat(path, ": header length ", headerBytes,
-                 " does not fit the file of ", size,
-                 " bytes (truncated or not a tensor file)"));
+  require(headerBytes <= kMaxHeaderBytes && 8 + headerBytes <= size, path,
+          ": header length ", headerBytes, " does not fit the file of ", size,
+          " bytes (truncated or not a tensor file)");
   std::string header(headerBytes, '\0');
   preadAll(file->fd, path, header.data(), headerBytes, 8);
   file->dataStart = 8 + headerBytes;
   json doc = json::parse(header, nullptr, false);
-  require(!doc.is_discarded() && doc.is_object(),
-          concat(path, ": the header is not a JSON object (corrupt file?)"));
+  require(!doc.is_discarded() && doc.is_object(), path,
+          ": the header is not a JSON object (corrupt file?)");
   for (auto &[key, value] : doc.items()) {
     if (key == "__metadata__") {
       require(value.is_object(), path + ": __metadata__ is not an object");
       for (auto &[mk, mv] : value.items()) {
-        require(mv.is_string(),
-                concat(path, ": metadata '", mk, "' is not a string"));
+        require(mv.is_string(), path, ": metadata '", mk, "' is not a string");
         file->metadata[mk] = mv.get<std::string>();
       }
       continue;
@@ -270,9 +265,8 @@ cleave_tensor_file *openTensorFile(const char *pathText) {
   std::sort(sorted.begin(), sorted.end(),
             [](auto *a, auto *b) { return a->begin < b->begin; });
   for (size_t i = 1; i < sorted.size(); ++i)
-    require(sorted[i]->begin >= sorted[i - 1]->end,
-            concat(path, ": tensors '", sorted[i - 1]->name, "' and '",
-                   sorted[i]->name, "' overlap"));
+    require(sorted[i]->begin >= sorted[i - 1]->end, path, ": tensors '",
+            sorted[i - 1]->name, "' and '", sorted[i]->name, "' overlap");
   return file.release();
 }
 
@@ -291,8 +285,8 @@ void forEachChunk(cleave_tensor_file &file, uint64_t bytes, uint64_t offset,
     ::posix_fadvise(file.fd, off_t(offset), off_t(bytes), POSIX_FADV_WILLNEED);
   if (!dst && !file.staging) {
     file.staging = stagingBuffer();
-    require(file.staging != nullptr,
-            concat(file.path, ": cannot allocate a read buffer"));
+    require(file.staging != nullptr, file.path,
+            ": cannot allocate a read buffer");
   }
   for (uint64_t at = 0; at < bytes;) {
     uint64_t n = std::min<uint64_t>(bytes - at, kChunk);
@@ -307,9 +301,8 @@ const cleave_tensor_file::Entry &readableEntry(cleave_tensor_file *file,
                                                const char *name) {
   require(file && name, "the file or the name is NULL");
   const cleave_tensor_file::Entry &e = file->find(name);
-  require(e.dtype >= 0,
-          concat(file->path, ": tensor '", e.name, "' has dtype ", e.dtypeName,
-                 ", which the runtime does not support"));
+  require(e.dtype >= 0, file->path, ": tensor '", e.name, "' has dtype ",
+          e.dtypeName, ", which the runtime does not support");
   return e;
 }
 
@@ -345,11 +338,10 @@ public:
 private:
   void compare(const char *kind, const std::string &expected,
                uint32_t actual) const {
-    require(crcText(actual) == expected,
-            concat(file.path, ": checksum mismatch for tensor '", e.name,
-                   "': the header says ", kind, " ", expected,
-                   " but the data has ", crcText(actual),
-                   " (the file is corrupt)"));
+    require(crcText(actual) == expected, file.path,
+            ": checksum mismatch for tensor '", e.name, "': the header says ",
+            kind, " ", expected, " but the data has ", crcText(actual),
+            " (the file is corrupt)");
   }
 
   const cleave_tensor_file &file;
@@ -363,10 +355,9 @@ void readTensor(cleave_tensor_file *file, const char *name, void *dst,
                 int64_t bytes) {
   const cleave_tensor_file::Entry &e = readableEntry(file, name);
   uint64_t size = e.end - e.begin;
-  require(bytes >= 0 && uint64_t(bytes) == size,
-          concat(file->path, ": tensor '", e.name, "' has ", size, " bytes (",
-                 dtypeName(e.dtype), " ", shapeText(e.shape),
-                 ") but the destination has ", bytes));
+  require(bytes >= 0 && uint64_t(bytes) == size, file->path, ": tensor '",
+          e.name, "' has ", size, " bytes (", dtypeName(e.dtype), " ",
+          shapeText(e.shape), ") but the destination has ", bytes);
   require(dst || size == 0, "the destination is NULL");
   // Each piece is checksummed right after it is read, while it is still
   // in the CPU's cache, not in a second pass over the tensor.
@@ -423,12 +414,12 @@ void addTensor(cleave_tensor_writer *w, const char *name, int32_t dtype,
   for (const auto &item : w->items)
     require(item.name != name, where + ": added twice");
   checkDType(dtype);
-  require(rank >= 0 && rank <= 8 && (rank == 0 || shape),
-          concat(where, ": rank ", rank, " (must be 0..8 with a shape)"));
+  require(rank >= 0 && rank <= 8 && (rank == 0 || shape), where, ": rank ",
+          rank, " (must be 0..8 with a shape)");
   cleave_tensor_writer::Item item{name, dtype, {}, data, 0};
   uint64_t elements = 1;
   for (int64_t i = 0; i < rank; ++i) {
-    require(shape[i] >= 0, concat(where, ": dimension ", i, " is ", shape[i]));
+    require(shape[i] >= 0, where, ": dimension ", i, " is ", shape[i]);
     item.shape.push_back(shape[i]);
     elements *= uint64_t(shape[i]);
   }
@@ -444,7 +435,7 @@ void writeAll(int fd, const std::string &path, const void *data,
     ssize_t n = ::write(fd, p, size_t(std::min<uint64_t>(bytes, 1u << 30)));
     if (n < 0 && errno == EINTR)
       continue;
-    require(n > 0, concat("cannot write ", path, ": ", std::strerror(errno)));
+    require(n > 0, "cannot write ", path, ": ", std::strerror(errno));
     p += n;
     bytes -= uint64_t(n);
   }
@@ -497,8 +488,7 @@ public:
     flush(direct ? padded : used);
     if (wasDirect && padded != used) {
       int truncated = ::ftruncate(fd, off_t(total));
-      require(truncated == 0,
-              concat("ftruncate ", path, ": ", std::strerror(errno)));
+      require(truncated == 0, "ftruncate ", path, ": ", std::strerror(errno));
     }
   }
 
@@ -525,7 +515,7 @@ private:
         bytes = std::min(bytes, used); // no padding in plain writes
         continue;
       }
-      require(n > 0, concat("cannot write ", path, ": ", std::strerror(errno)));
+      require(n > 0, "cannot write ", path, ": ", std::strerror(errno));
       done += size_t(n);
     }
     used = 0;
@@ -536,9 +526,8 @@ private:
       return;
     direct = false;
     int flags = ::fcntl(fd, F_GETFL);
-    require(
-        flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0,
-        concat("cannot clear O_DIRECT on ", path, ": ", std::strerror(errno)));
+    require(flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0,
+            "cannot clear O_DIRECT on ", path, ": ", std::strerror(errno));
   }
 
   int fd;
@@ -643,7 +632,7 @@ uint32_t finishWriter(cleave_tensor_writer &w, bool wantCrc) {
   std::string tmp =
       concat(w.path, ".tmp.", host, ".", ::getpid(), ".", counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  require(fd >= 0, concat("cannot create ", tmp, ": ", std::strerror(errno)));
+  require(fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
   uint32_t fileCrc = 0;
   try {
     unsigned char length[8];
@@ -679,13 +668,13 @@ uint32_t finishWriter(cleave_tensor_writer &w, bool wantCrc) {
     out.finish();
     // The call first: the message's strerror(errno) must see its errno.
     int synced = ::fsync(fd);
-    require(synced == 0, concat("fsync ", tmp, ": ", std::strerror(errno)));
+    require(synced == 0, "fsync ", tmp, ": ", std::strerror(errno));
     int closed = ::close(fd);
-    require(closed == 0, concat("close ", tmp, ": ", std::strerror(errno)));
+    require(closed == 0, "close ", tmp, ": ", std::strerror(errno));
     fd = -1;
     int renamed = ::rename(tmp.c_str(), w.path.c_str());
-    require(renamed == 0, concat("cannot rename ", tmp, " to ", w.path, ": ",
-                                 std::strerror(errno)));
+    require(renamed == 0, "cannot rename ", tmp, " to ", w.path, ": ",
+            std::strerror(errno));
   } catch (...) {
     if (fd >= 0)
       ::close(fd);
@@ -791,8 +780,8 @@ int cleave_tensor_writer_set_metadata(cleave_tensor_writer *writer,
     std::string k = key;
     require(k != "format" && k.rfind("crc32:", 0) != 0 &&
                 k.rfind("crc32c:", 0) != 0,
-            concat(writer->path, ": metadata key '", k,
-                   "' is reserved for the runtime"));
+            writer->path, ": metadata key '", k,
+            "' is reserved for the runtime");
     writer->metadata[k] = value;
     return 0;
   });

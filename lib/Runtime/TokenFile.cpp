@@ -59,8 +59,8 @@ struct cleave_token_file {
 namespace {
 
 void checkTokenBytes(int32_t tokenBytes) {
-  require(tokenBytes == 2 || tokenBytes == 4,
-          concat("token_bytes is ", tokenBytes, " (must be 2 or 4)"));
+  require(tokenBytes == 2 || tokenBytes == 4, "token_bytes is ", tokenBytes,
+          " (must be 2 or 4)");
 }
 
 cleave_token_file *openTokens(const char *path, int32_t tokenBytes) {
@@ -70,7 +70,7 @@ cleave_token_file *openTokens(const char *path, int32_t tokenBytes) {
   file->name = path;
   file->tokenBytes = tokenBytes;
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  require(fd >= 0, concat("cannot open ", path, ": ", std::strerror(errno)));
+  require(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
   struct stat st;
   bool ok = ::fstat(fd, &st) == 0;
   if (!ok || !S_ISREG(st.st_mode)) {
@@ -89,8 +89,8 @@ cleave_token_file *openTokens(const char *path, int32_t tokenBytes) {
   void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int mapErrno = errno;
   ::close(fd);
-  require(map != MAP_FAILED,
-          concat("cannot map ", path, ": ", std::strerror(mapErrno)));
+  require(map != MAP_FAILED, "cannot map ", path, ": ",
+          std::strerror(mapErrno));
   ::madvise(map, size, MADV_RANDOM);
   file->map = map;
   file->mapBytes = size;
@@ -102,7 +102,7 @@ cleave_token_file *openTokens(const char *path, int32_t tokenBytes) {
 cleave_token_file *tokensFromMemory(const void *tokens, int64_t count,
                                     int32_t tokenBytes) {
   checkTokenBytes(tokenBytes);
-  require(count > 0, concat("count is ", count, " (must be positive)"));
+  require(count > 0, "count is ", count, " (must be positive)");
   require(tokens, "the token pointer is NULL");
   auto file = std::make_unique<cleave_token_file>();
   file->name = "<memory>";
@@ -118,18 +118,15 @@ void sampleBatch(const cleave_token_file *file, uint64_t seed, int64_t step,
                  int64_t firstRow, int64_t rows, int64_t seqLen, int64_t vocab,
                  int32_t *inputs, int32_t *targets) {
   require(file, "the token file is NULL");
-  require(step >= 0 && firstRow >= 0 && rows >= 0,
-          concat(file->name, ": step ", step, ", first_row ", firstRow,
-                 " and rows ", rows, " must be non-negative"));
-  require(seqLen >= 1,
-          concat(file->name, ": seq_len ", seqLen, " must be positive"));
-  require(vocab >= 1 && vocab <= (int64_t(1) << 31),
-          concat(file->name, ": vocab ", vocab, " must be in [1, 2^31]"));
+  require(step >= 0 && firstRow >= 0 && rows >= 0, file->name, ": step ", step,
+          ", first_row ", firstRow, " and rows ", rows,
+          " must be non-negative");
+  require(seqLen >= 1, file->name, ": seq_len ", seqLen, " must be positive");
+  require(vocab >= 1 && vocab <= (int64_t(1) << 31), file->name, ": vocab ",
+          vocab, " must be in [1, 2^31]");
   require(rows == 0 || (inputs && targets), "inputs or targets is NULL");
-  require(file->count >= seqLen + 1,
-          concat(file->name, " has ", file->count,
-                 " tokens, too few for seq_len ", seqLen, " (needs ",
-                 seqLen + 1, ")"));
+  require(file->count >= seqLen + 1, file->name, " has ", file->count,
+          " tokens, too few for seq_len ", seqLen, " (needs ", seqLen + 1, ")");
   PhiloxKey key = philoxKey(seed ^ kTokenSeedXor);
   uint64_t span = uint64_t(file->count - seqLen);
   for (int64_t i = 0; i < rows; ++i) {
